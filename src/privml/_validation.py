@@ -1,0 +1,102 @@
+"""Argument checks shared by every public entry point.
+
+All checks raise :class:`ValueError` (or :class:`TypeError` for wrong types)
+with a one-line message naming the parameter, *before* any noise is drawn or any
+privacy is spent. The CLI turns these into exit status 2.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+
+
+def _as_real(value: object, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (numbers.Real, np.floating, np.integer)):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__} {value!r}")
+    out = float(value)
+    if math.isnan(out):
+        raise ValueError(f"{name} must be a number, got NaN")
+    return out
+
+
+def check_epsilon(epsilon: object, name: str = "epsilon", *, allow_inf: bool = False) -> float:
+    """Return epsilon as a float; require 0 < epsilon (< inf unless ``allow_inf``)."""
+    eps = _as_real(epsilon, name)
+    if not eps > 0:
+        raise ValueError(f"{name} must be > 0, got {eps!r}")
+    if math.isinf(eps) and not allow_inf:
+        raise ValueError(f"{name} must be finite, got {eps!r}")
+    return eps
+
+
+def check_delta(delta: object, name: str = "delta") -> float:
+    """Return delta as a float; require 0 <= delta < 1."""
+    d = _as_real(delta, name)
+    if not 0 <= d < 1:
+        raise ValueError(f"{name} must be in [0, 1), got {d!r}")
+    return d
+
+
+def check_positive_delta(delta: object, name: str = "delta") -> float:
+    """Return delta as a float; require 0 < delta < 1 (approximate DP only)."""
+    d = check_delta(delta, name)
+    if d == 0:
+        raise ValueError(f"{name} must be > 0 here (this mechanism is not pure DP), got 0")
+    return d
+
+
+def check_positive(value: object, name: str, *, allow_zero: bool = False) -> float:
+    """Return a finite float > 0 (or >= 0 with ``allow_zero``)."""
+    v = _as_real(value, name)
+    if math.isinf(v):
+        raise ValueError(f"{name} must be finite, got {v!r}")
+    if allow_zero and v < 0:
+        raise ValueError(f"{name} must be >= 0, got {v!r}")
+    if not allow_zero and not v > 0:
+        raise ValueError(f"{name} must be > 0, got {v!r}")
+    return v
+
+
+def check_finite(value: object, name: str) -> float:
+    """Return a finite float (any sign)."""
+    v = _as_real(value, name)
+    if math.isinf(v):
+        raise ValueError(f"{name} must be finite, got {v!r}")
+    return v
+
+
+def check_probability(q: object, name: str = "sample_rate") -> float:
+    """Return a sampling probability in (0, 1]."""
+    v = _as_real(q, name)
+    if not 0 < v <= 1:
+        raise ValueError(f"{name} must be in (0, 1], got {v!r}")
+    return v
+
+
+def check_count(count: object, name: str = "count", *, minimum: int = 1) -> int:
+    """Return an integer >= ``minimum`` (floats with integral values are accepted)."""
+    if isinstance(count, bool):
+        raise TypeError(f"{name} must be an integer, got bool")
+    if isinstance(count, (numbers.Integral, np.integer)):
+        out = int(count)
+    elif isinstance(count, (numbers.Real, np.floating)) and float(count).is_integer():
+        out = int(count)
+    else:
+        raise TypeError(f"{name} must be an integer, got {count!r}")
+    if out < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {out}")
+    return out
+
+
+def check_finite_array(x: object, name: str = "X", *, ndim: int | None = None) -> np.ndarray:
+    """Return ``x`` as a float64 array; reject NaN/inf and (optionally) the wrong rank."""
+    arr = np.asarray(x, dtype=np.float64)
+    if ndim is not None and arr.ndim != ndim:
+        raise ValueError(f"{name} must have {ndim} dimension(s), got shape {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        bad = int(np.size(arr) - np.count_nonzero(np.isfinite(arr)))
+        raise ValueError(f"{name} contains {bad} NaN or infinite value(s)")
+    return arr
