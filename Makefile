@@ -1,0 +1,45 @@
+# Every target creates its virtualenv if missing and installs idempotently
+# (re-installs only when pyproject.toml or the peers' requirements change).
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+PEERS  := .venv-peers
+PEERS_STAMP := $(PEERS)/.installed
+PYTEST_WORKERS ?= 2
+
+.PHONY: demo test test-slow bench clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): pyproject.toml | $(PY)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $@
+
+# Until private training lands, the demo is an accounting tour.
+demo: $(STAMP)
+	$(PY) examples/accounting_tour.py
+
+test: $(STAMP)
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS)
+
+test-slow: $(STAMP)
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) -m slow
+
+# Peers (opacus, dp_accounting, diffprivlib) live in their own venv; torch is
+# pinned inside requirements-peers.txt so pip never resolves a CUDA build.
+$(PEERS_STAMP): benchmarks/requirements-peers.txt pyproject.toml
+	test -x $(PEERS)/bin/python || $(PYTHON) -m venv $(PEERS)
+	$(PEERS)/bin/python -m pip install -q --upgrade pip
+	$(PEERS)/bin/python -m pip install -q -r benchmarks/requirements-peers.txt
+	$(PEERS)/bin/python -m pip install -q --no-deps -e .
+	touch $@
+
+bench: $(PEERS_STAMP)
+	$(PEERS)/bin/python benchmarks/accounting.py --out benchmarks/results/accounting.json
+	$(PEERS)/bin/python benchmarks/write_benchmarks_md.py
+
+clean:
+	rm -rf $(VENV) $(PEERS) build dist src/*.egg-info .pytest_cache .hypothesis

@@ -1,0 +1,72 @@
+"""Privacy accounting: describe what ran (events), then bound it (accountants).
+
+Events (immutable, each with a neighbouring relation):
+    GaussianEvent, LaplaceEvent, EpsilonDeltaEvent, ExponentialEvent,
+    PoissonSampledEvent, SelfComposedEvent, ComposedEvent, and ``dpsgd_event``.
+
+Accountants (one interface: ``compose(event, count=1)``, ``get_epsilon(delta)``,
+``get_delta(epsilon)``, ``supports(event)``):
+
+==========  ==============================  ==========================================
+name        class                           use it for
+==========  ==============================  ==========================================
+basic       BasicAccountant                 pure/approximate DP steps, sum of budgets
+advanced    AdvancedCompositionAccountant   many (eps, delta) steps (DRV 2010)
+optimal     AdvancedCompositionAccountant   homogeneous (eps, delta) steps, exact (KOV 2015)
+rdp         RDPAccountant                   DP-SGD, fast and standard (Mironov et al.)
+zcdp        ZCDPAccountant                  Gaussian / exponential mechanisms, no sampling
+gdp         GaussianDPAccountant            unsampled Gaussians, exact (Dong-Roth-Su)
+pld         PLDAccountant                   DP-SGD, tightest numerical bound
+==========  ==============================  ==========================================
+
+``calibrate_noise_multiplier`` finds the smallest noise for a target epsilon
+with any of them; ``make_accountant(name)`` builds one by name.
+"""
+
+from privml.accounting.accountant import PrivacyAccountant
+from privml.accounting.advanced import AdvancedCompositionAccountant
+from privml.accounting.basic import BasicAccountant
+from privml.accounting.calibration import (
+    ACCOUNTANTS,
+    calibrate_dpsgd,
+    calibrate_noise_multiplier,
+    make_accountant,
+)
+from privml.accounting.events import (
+    ComposedEvent,
+    DpEvent,
+    EpsilonDeltaEvent,
+    ExponentialEvent,
+    GaussianEvent,
+    LaplaceEvent,
+    PoissonSampledEvent,
+    SelfComposedEvent,
+    dpsgd_event,
+)
+from privml.accounting.gdp import GaussianDPAccountant
+from privml.accounting.pld import PLDAccountant
+from privml.accounting.rdp import RDPAccountant
+from privml.accounting.zcdp import ZCDPAccountant
+
+__all__ = [
+    "ACCOUNTANTS",
+    "AdvancedCompositionAccountant",
+    "BasicAccountant",
+    "ComposedEvent",
+    "DpEvent",
+    "EpsilonDeltaEvent",
+    "ExponentialEvent",
+    "GaussianDPAccountant",
+    "GaussianEvent",
+    "LaplaceEvent",
+    "PLDAccountant",
+    "PoissonSampledEvent",
+    "PrivacyAccountant",
+    "RDPAccountant",
+    "SelfComposedEvent",
+    "ZCDPAccountant",
+    "calibrate_dpsgd",
+    "calibrate_noise_multiplier",
+    "dpsgd_event",
+    "make_accountant",
+]

@@ -1,0 +1,547 @@
+"""Calibrate a mechanism parameter to a privacy budget: one bracket-and-bisect search.
+
+Every calibration in privml (the noise multiplier of DP-SGD, of prediction
+sensitivity, of DP coordinate descent; the per-step epsilon of a composition
+theorem) is the same problem: a scalar parameter ``x`` moves a privacy cost
+``objective(x)`` monotonically, and we want the best ``x`` whose cost is at
+most a target. :func:`calibrate_parameter` solves it once:
+
+1. *Bracket*: from the hints (or 1), double or halve until one point meets the
+   target (*feasible*) and one does not.
+2. *Bisect*: halve the bracket until its width is at most ``tolerance`` times
+   the feasible end.
+3. Return the *feasible* end, never the midpoint or the infeasible end, so the
+   reported parameter always satisfies the target exactly as the accountant
+   certifies it; the infeasible end is within ``tolerance`` of it, so the
+   answer is also near-optimal.
+
+:func:`calibrate_noise_multiplier` applies it to "the smallest noise multiplier
+whose event, composed by an accountant, costs at most ``target_epsilon`` at
+``delta``"; the feasible end is then the *noisier* end of the bracket.
+:func:`make_accountant` maps the accountant names in :data:`ACCOUNTANTS` to
+fresh accountants.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from privml._validation import check_count, check_delta, check_epsilon, check_finite, check_positive, check_probability
+from privml.accounting.accountant import PrivacyAccountant
+from privml.accounting.events import DpEvent, dpsgd_event
+from privml.exceptions import UnsupportedEventError
+
+#: Names accepted by :func:`make_accountant` (and by every ``accountant=`` argument).
+ACCOUNTANTS: tuple[str, ...] = ("basic", "advanced", "optimal", "rdp", "zcdp", "gdp", "pld")
+
+AccountantSpec = str | Callable[[], PrivacyAccountant]
+
+
+def make_accountant(name: str) -> PrivacyAccountant:
+    """Return a fresh, empty accountant for one of the names in :data:`ACCOUNTANTS`.
+
+    ========== ===========================================================
+    name       accountant
+    ========== ===========================================================
+    basic      :class:`~privml.accounting.basic.BasicAccountant`
+    advanced   :class:`~privml.accounting.advanced.AdvancedCompositionAccountant` (``"drv"``)
+    optimal    :class:`~privml.accounting.advanced.AdvancedCompositionAccountant` (``"kov"``)
+    rdp        :class:`~privml.accounting.rdp.RDPAccountant`
+    zcdp       :class:`~privml.accounting.zcdp.ZCDPAccountant`
+    gdp        :class:`~privml.accounting.gdp.GaussianDPAccountant`
+    pld        :class:`~privml.accounting.pld.PLDAccountant`
+    ========== ===========================================================
+
+    Raises
+    ------
+    ValueError
+        for a name not in :data:`ACCOUNTANTS`.
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"accountant name must be a string, got {type(name).__name__}")
+    # Imported here, not at module level: the accountant modules are independent
+    # of one another, and composition.py imports this module for its searches.
+    if name == "basic":
+        from privml.accounting.basic import BasicAccountant
+
+        return BasicAccountant()
+    if name in ("advanced", "optimal"):
+        from privml.accounting.advanced import AdvancedCompositionAccountant
+
+        return AdvancedCompositionAccountant(method="drv" if name == "advanced" else "kov")
+    if name == "rdp":
+        from privml.accounting.rdp import RDPAccountant
+
+        return RDPAccountant()
+    if name == "zcdp":
+        from privml.accounting.zcdp import ZCDPAccountant
+
+        return ZCDPAccountant()
+    if name == "gdp":
+        from privml.accounting.gdp import GaussianDPAccountant
+
+        return GaussianDPAccountant()
+    if name == "pld":
+        from privml.accounting.pld import PLDAccountant
+
+        return PLDAccountant()
+    raise ValueError(f"unknown accountant {name!r}; expected one of {', '.join(ACCOUNTANTS)}")
+
+
+@dataclass(frozen=True)
+class ParameterCalibration:
+    """Outcome of :func:`calibrate_parameter`.
+
+    Attributes
+    ----------
+    value:
+        The calibrated parameter: the feasible end of the final bracket (an
+        ``int`` when the search was over integers).
+    objective:
+        ``objective(value)``, which is at most the target.
+    iterations:
+        How many times the objective was evaluated (bracketing and bisection).
+    """
+
+    value: float
+    objective: float
+    iterations: int
+
+
+@dataclass(frozen=True)
+class NoiseCalibration:
+    """Outcome of :func:`calibrate_noise_multiplier`.
+
+    Attributes
+    ----------
+    noise_multiplier:
+        The smallest noise multiplier found (within the tolerance) whose event
+        costs at most the target: the noisier end of the final bracket.
+    epsilon:
+        The epsilon the accountant certifies for it at the requested delta;
+        always ``<= target_epsilon``.
+    iterations:
+        Accountant evaluations spent by the final search (for ``"pld"`` the
+        cheap RDP pre-search that supplies the bracket is not counted).
+    accountant:
+        Name of the accountant that certified ``epsilon``.
+    """
+
+    noise_multiplier: float
+    epsilon: float
+    iterations: int
+    accountant: str
+
+
+# ------------------------------------------------------------------ the search
+class _Bracket:
+    """The monotone search state: the best feasible and infeasible points seen.
+
+    ``feasible_high`` says on which side the feasible set lies: for a decreasing
+    objective (more noise, less epsilon) every x above the threshold is
+    feasible; for an increasing one every x below it is.
+    """
+
+    def __init__(
+        self,
+        objective: Callable[[float], float],
+        target: float,
+        *,
+        feasible_high: bool,
+        integer: bool,
+        max_iterations: int,
+    ) -> None:
+        self._objective = objective
+        self._target = target
+        self.feasible_high = feasible_high
+        self.integer = integer
+        self._max_iterations = max_iterations
+        self.values: dict[float, float] = {}
+        self.good: float | None = None
+        self.bad: float | None = None
+
+    def evaluate(self, x: float) -> None:
+        if x in self.values:
+            return
+        if len(self.values) >= self._max_iterations:
+            raise self._exhausted()
+        value = float(self._objective(int(x) if self.integer else x))
+        if math.isnan(value):
+            raise ValueError(f"the objective returned NaN at {x!r}")
+        self.values[x] = value
+        if value <= self._target:
+            # Keep the feasible point closest to the threshold.
+            if self.good is None or (x < self.good if self.feasible_high else x > self.good):
+                self.good = x
+        elif self.bad is None or (x > self.bad if self.feasible_high else x < self.bad):
+            self.bad = x
+        if self.good is not None and self.bad is not None and (self.good < self.bad) == self.feasible_high:
+            raise ValueError(
+                f"the objective is not monotone: {self.values[self.good]!r} at {self.good!r} "
+                f"meets the target {self._target!r} but {self.values[self.bad]!r} at {self.bad!r} does not"
+            )
+
+    def _exhausted(self) -> Exception:
+        if self.good is None:
+            best = min(self.values.items(), key=lambda kv: kv[1])
+            return ValueError(
+                f"target {self._target!r} is unreachable: after {len(self.values)} evaluations the "
+                f"smallest value found is {best[1]!r} (at {best[0]!r})"
+            )
+        if self.bad is None:
+            return ValueError(
+                f"the target {self._target!r} does not constrain the parameter: every value tried, "
+                f"as far as {self.good!r}, meets it"
+            )
+        return RuntimeError(
+            f"no convergence within max_iterations={self._max_iterations}: the bracket is still "
+            f"[{min(self.good, self.bad)!r}, {max(self.good, self.bad)!r}]; {self.good!r} meets the target"
+        )
+
+    def toward_feasible(self, x: float) -> float:
+        return 2 * x if self.feasible_high else self._halve(x)
+
+    def toward_infeasible(self, x: float) -> float:
+        return self._halve(x) if self.feasible_high else 2 * x
+
+    def _halve(self, x: float) -> float:
+        return x // 2 if self.integer else x / 2
+
+
+def _bracket_and_bisect(
+    objective: Callable[[float], float],
+    target: float,
+    *,
+    increasing: bool,
+    lower: float | None,
+    upper: float | None,
+    tolerance: float,
+    max_iterations: int,
+    integer: bool,
+) -> ParameterCalibration:
+    """Bracket then bisect; see :func:`calibrate_parameter` (arguments already validated)."""
+    state = _Bracket(objective, target, feasible_high=not increasing, integer=integer, max_iterations=max_iterations)
+    for hint in (upper, lower):
+        if hint is not None:
+            state.evaluate(hint)
+    if not state.values:
+        state.evaluate(1)
+
+    # The domain is x > 0 (x >= 1 for integers); halving can step out of it.
+    smallest = 1 if integer else math.ulp(0.0)
+    while state.good is None:
+        x = state.toward_feasible(state.bad)
+        if x < smallest:
+            raise ValueError(f"target {target!r} is unreachable: even {state.bad!r} gives {state.values[state.bad]!r}")
+        state.evaluate(x)
+    while state.bad is None:
+        x = state.toward_infeasible(state.good)
+        if x < smallest:
+            if integer:
+                break  # every integer down to 1 is feasible: 1 is the answer
+            raise ValueError(f"the target {target!r} does not constrain the parameter: even {state.good!r} meets it")
+        state.evaluate(x)
+
+    while state.bad is not None:
+        gap = abs(state.good - state.bad)
+        if gap <= (1 if integer else tolerance * abs(state.good)):
+            break
+        middle = (state.good + state.bad) // 2 if integer else (state.good + state.bad) / 2
+        if middle in (state.good, state.bad):  # adjacent floats: nothing left to split
+            break
+        state.evaluate(middle)
+
+    value = int(state.good) if integer else float(state.good)
+    return ParameterCalibration(value=value, objective=state.values[state.good], iterations=len(state.values))
+
+
+def _check_hints(
+    lower: float | None, upper: float | None, *, integer: bool
+) -> tuple[float | None, float | None]:
+    def check(hint: float | None, name: str) -> float | None:
+        if hint is None:
+            return None
+        return float(check_count(hint, name)) if integer else check_positive(hint, name)
+
+    lower, upper = check(lower, "lower"), check(upper, "upper")
+    if lower is not None and upper is not None and not lower < upper:
+        raise ValueError(f"lower must be < upper, got lower={lower!r}, upper={upper!r}")
+    return lower, upper
+
+
+def _check_tolerance(tolerance: float) -> float:
+    tolerance = check_positive(tolerance, "tolerance")
+    if tolerance >= 1:
+        raise ValueError(f"tolerance is relative and must be < 1, got {tolerance!r}")
+    return tolerance
+
+
+def calibrate_parameter(
+    objective: Callable[[float], float],
+    *,
+    target: float,
+    increasing: bool,
+    lower: float | None = None,
+    upper: float | None = None,
+    tolerance: float = 1e-3,
+    max_iterations: int = 100,
+    integer: bool = False,
+) -> ParameterCalibration:
+    """Best positive parameter whose monotone ``objective`` is at most ``target``.
+
+    This is the bracket-and-bisect core shared by every calibration in privml;
+    it makes no privacy claim of its own. Its guarantee is that the returned
+    ``value`` satisfies ``objective(value) <= target`` *as evaluated*, so when
+    the objective is a certified privacy cost the returned parameter is
+    certified too. Correctness of the search needs the objective to be
+    monotone; a violation seen during the search raises ``ValueError``.
+
+    Parameters
+    ----------
+    objective:
+        Monotone map from the parameter (a float > 0, or an int >= 1 with
+        ``integer=True``) to a cost; ``inf`` counts as "over target".
+    target:
+        The largest admissible cost.
+    increasing:
+        True if the cost grows with the parameter (a per-step epsilon, a number
+        of steps): the *largest* feasible value is sought. False if it falls
+        (a noise multiplier): the *smallest* feasible value is sought.
+    lower, upper:
+        Optional starting bracket. Hints are checked, not trusted: a wrong hint
+        is widened by doubling or halving. Without hints the search starts at 1.
+    tolerance:
+        Relative width at which bisection stops: the returned value is within
+        ``tolerance * value`` of the threshold (ignored for integers, which are
+        searched exactly).
+    max_iterations:
+        Maximum number of objective evaluations, bracketing included.
+    integer:
+        Search over the integers >= 1 instead of the positive reals.
+
+    Returns
+    -------
+    ParameterCalibration
+        ``value`` (the feasible end of the final bracket), ``objective(value)``
+        and the number of evaluations.
+
+    Raises
+    ------
+    ValueError
+        for bad arguments, for an unreachable target (no feasible value found
+        within ``max_iterations`` evaluations, or none exists in the domain),
+        for a target met everywhere (it does not constrain the parameter), and
+        for a non-monotone objective.
+    RuntimeError
+        if the bracket has not shrunk to ``tolerance`` within ``max_iterations``;
+        the message names the feasible end reached.
+
+    Examples
+    --------
+    The largest integer k with k * 0.1 <= 1:
+
+    >>> calibrate_parameter(lambda k: 0.1 * k, target=1.0, increasing=True, integer=True).value
+    10
+    """
+    if not callable(objective):
+        raise TypeError(f"objective must be callable, got {type(objective).__name__}")
+    target = check_finite(target, "target")
+    if not isinstance(increasing, bool) or not isinstance(integer, bool):
+        raise TypeError("increasing and integer must be booleans")
+    lower, upper = _check_hints(lower, upper, integer=integer)
+    return _bracket_and_bisect(
+        objective,
+        target,
+        increasing=increasing,
+        lower=lower,
+        upper=upper,
+        tolerance=_check_tolerance(tolerance),
+        max_iterations=check_count(max_iterations, "max_iterations", minimum=2),
+        integer=integer,
+    )
+
+
+def _accountant_factory(accountant: AccountantSpec) -> tuple[Callable[[], PrivacyAccountant], str]:
+    """Turn a name or a zero-argument factory into (factory, reported name)."""
+    if isinstance(accountant, str):
+        make_accountant(accountant)  # fail fast on an unknown name
+        return (lambda: make_accountant(accountant)), accountant
+    if not callable(accountant):
+        raise TypeError(
+            f"accountant must be a name in {ACCOUNTANTS} or a callable returning a PrivacyAccountant, "
+            f"got {type(accountant).__name__}"
+        )
+    probe = accountant()
+    if not isinstance(probe, PrivacyAccountant):
+        raise TypeError(f"the accountant factory returned {type(probe).__name__}, not a PrivacyAccountant")
+    return accountant, probe.name
+
+
+def _epsilon_of(
+    make_event: Callable[[float], DpEvent], factory: Callable[[], PrivacyAccountant], delta: float
+) -> Callable[[float], float]:
+    """The objective of noise calibration: epsilon at ``delta`` of one fresh ledger."""
+
+    def epsilon(noise_multiplier: float) -> float:
+        event = make_event(noise_multiplier)
+        acc = factory()
+        if acc.ledger.events:
+            raise ValueError("the accountant factory must return an empty accountant")
+        return acc.compose(event).get_epsilon(delta)
+
+    return epsilon
+
+
+def calibrate_noise_multiplier(
+    make_event: Callable[[float], DpEvent],
+    *,
+    target_epsilon: float,
+    delta: float,
+    accountant: AccountantSpec = "rdp",
+    lower: float | None = None,
+    upper: float | None = None,
+    tolerance: float = 1e-3,
+    max_iterations: int = 100,
+) -> NoiseCalibration:
+    """Smallest noise multiplier whose event costs at most ``(target_epsilon, delta)``.
+
+    Privacy: the returned multiplier ``s`` satisfies
+    ``accountant.compose(make_event(s)).get_epsilon(delta) <= target_epsilon``,
+    so the mechanism that ``make_event(s)`` describes is
+    ``(epsilon, delta)``-DP with the reported ``epsilon <= target_epsilon``,
+    under the neighbouring relation and the sensitivity that the event states
+    (noise is in units of sensitivity), by whatever theorem the accountant
+    implements. Among multipliers meeting the target, ``s`` is within
+    ``tolerance * s`` of the smallest one: the less noisy end of the final
+    bracket is certified *not* to meet it.
+
+    Parameters
+    ----------
+    make_event:
+        Maps a noise multiplier (> 0) to the event of the whole computation,
+        e.g. ``lambda s: dpsgd_event(s, q, steps)``. Epsilon must fall as the
+        multiplier grows.
+    target_epsilon:
+        Privacy budget epsilon (> 0).
+    delta:
+        Privacy budget delta in [0, 1).
+    accountant:
+        A name in :data:`ACCOUNTANTS` or a zero-argument callable returning a
+        fresh :class:`PrivacyAccountant`. For ``"pld"`` without hints, an RDP
+        calibration is run first: RDP's bound is looser than PLD's, so its
+        multiplier ``s_rdp`` meets the target under PLD too, and the PLD search
+        starts from the bracket ``[s_rdp / 2, s_rdp]`` (checked and widened if
+        wrong), which saves most of the expensive PLD evaluations.
+    lower, upper:
+        Optional bracket hints on the multiplier (checked, widened if wrong).
+    tolerance:
+        Relative precision on the multiplier.
+    max_iterations:
+        Maximum number of accountant evaluations.
+
+    Returns
+    -------
+    NoiseCalibration
+
+    Raises
+    ------
+    ValueError
+        for bad arguments, or when no noise multiplier reaches the target (for
+        instance ``delta`` below the delta that the events spend themselves).
+    UnsupportedEventError
+        if the accountant cannot account for the event.
+
+    Examples
+    --------
+    >>> from privml.accounting.events import LaplaceEvent, SelfComposedEvent
+    >>> result = calibrate_noise_multiplier(
+    ...     lambda s: SelfComposedEvent(LaplaceEvent(s), 10), target_epsilon=1.0, delta=0.0,
+    ...     accountant="basic")
+    >>> 10.0 <= result.noise_multiplier <= 10.0 * (1 + 1e-3), result.epsilon <= 1.0
+    (True, True)
+    """
+    if not callable(make_event):
+        raise TypeError(f"make_event must be callable, got {type(make_event).__name__}")
+    target_epsilon = check_epsilon(target_epsilon, "target_epsilon")
+    delta = check_delta(delta)
+    lower, upper = _check_hints(lower, upper, integer=False)
+    tolerance = _check_tolerance(tolerance)
+    max_iterations = check_count(max_iterations, "max_iterations", minimum=2)
+    factory, name = _accountant_factory(accountant)
+
+    if accountant == "pld" and lower is None and upper is None:
+        lower, upper = _rdp_bracket(make_event, target_epsilon, delta, tolerance, max_iterations)
+
+    search = _bracket_and_bisect(
+        _epsilon_of(make_event, factory, delta),
+        target_epsilon,
+        increasing=False,
+        lower=lower,
+        upper=upper,
+        tolerance=tolerance,
+        max_iterations=max_iterations,
+        integer=False,
+    )
+    return NoiseCalibration(
+        noise_multiplier=search.value, epsilon=search.objective, iterations=search.iterations, accountant=name
+    )
+
+
+def _rdp_bracket(
+    make_event: Callable[[float], DpEvent], target_epsilon: float, delta: float, tolerance: float, max_iterations: int
+) -> tuple[float | None, float | None]:
+    """``[s_rdp / 2, s_rdp]``, or no hint where RDP cannot account for the event."""
+    try:
+        rdp = calibrate_noise_multiplier(
+            make_event,
+            target_epsilon=target_epsilon,
+            delta=delta,
+            accountant="rdp",
+            tolerance=tolerance,
+            max_iterations=max_iterations,
+        )
+    except (UnsupportedEventError, ValueError, RuntimeError):
+        # RDP may not support the event, or may not reach the target at this
+        # delta (its conversion needs delta > 0): it is only a hint, so PLD
+        # then searches unaided.
+        return None, None
+    return rdp.noise_multiplier / 2, rdp.noise_multiplier
+
+
+def calibrate_dpsgd(
+    target_epsilon: float,
+    *,
+    sample_rate: float,
+    steps: int,
+    delta: float,
+    accountant: AccountantSpec = "rdp",
+    lower: float | None = None,
+    upper: float | None = None,
+    tolerance: float = 1e-3,
+    max_iterations: int = 100,
+) -> NoiseCalibration:
+    """Noise multiplier of DP-SGD for a budget: ``steps`` Poisson-sampled Gaussian steps.
+
+    Privacy: add/remove-one neighbours; each step adds N(0, (s C)^2 I) to a sum
+    of per-example gradients clipped to L2 norm C (sensitivity C under
+    add/remove), on a Poisson sample of rate ``sample_rate`` (Abadi et al.
+    2016; the sampled Gaussian mechanism of Mironov, Talwar and Zhang 2019).
+    The event is :func:`~privml.accounting.events.dpsgd_event` and the search
+    is :func:`calibrate_noise_multiplier` (see there for the arguments and the
+    guarantee on the returned multiplier).
+
+    """
+    sample_rate = check_probability(sample_rate, "sample_rate")
+    steps = check_count(steps, "steps")
+    return calibrate_noise_multiplier(
+        lambda s: dpsgd_event(s, sample_rate, steps),
+        target_epsilon=target_epsilon,
+        delta=delta,
+        accountant=accountant,
+        lower=lower,
+        upper=upper,
+        tolerance=tolerance,
+        max_iterations=max_iterations,
+    )

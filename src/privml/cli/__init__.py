@@ -1,0 +1,1 @@
+"""The ``privml`` command line: one entry point, a subcommand per job."""

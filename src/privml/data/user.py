@@ -1,0 +1,204 @@
+"""User data: ``csv:PATH`` and ``npz:PATH``.
+
+CSV: a header row is required; the label column (default ``label``) may hold
+numbers or strings; every other column must be numeric and finite. NPZ: arrays
+``X`` and ``y``, or ``X_train, y_train, X_test, y_test``; it is read with
+``allow_pickle=False`` (a pickled object array could run code), so labels
+must be numeric or fixed-width strings.
+
+Without a separate test file (``test_path``) or split arrays, the records are
+split 80/20 by :func:`privml.data.split.fixed_split`.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from privml.data.split import fixed_split
+
+
+@dataclass(frozen=True, eq=False)
+class UserSplits:
+    """Features and raw (not yet encoded) labels of user data."""
+
+    X_train: np.ndarray
+    y_train: np.ndarray
+    X_test: np.ndarray
+    y_test: np.ndarray
+    source: str
+    # File line of each record (CSV only), for error messages about labels.
+    lines_train: np.ndarray | None = None
+    lines_test: np.ndarray | None = None
+
+
+def load_csv(path: Path, *, label_column: str, test_path: Path | None) -> UserSplits:
+    """Read a CSV file (and optionally a separate test CSV with the same header).
+
+    Raises
+    ------
+    FileNotFoundError
+        If a file does not exist.
+    ValueError
+        Naming the file, line and column of a missing label column, a
+        non-numeric or non-finite feature, or a row of the wrong length.
+    """
+    header, X, y, lines = read_csv(path, label_column=label_column)
+    if test_path is None:
+        train, test = fixed_split(X.shape[0])
+        return UserSplits(
+            X[train], y[train], X[test], y[test],
+            source=f"{path} (fixed 80/20 split, seed 0)",
+            lines_train=lines[train], lines_test=lines[test],
+        )  # fmt: skip
+    test_header, X_test, y_test, lines_test = read_csv(test_path, label_column=label_column)
+    if test_header != header:
+        raise ValueError(f"{test_path}: header {test_header} differs from the training file's {header}")
+    return UserSplits(
+        X, y, X_test, y_test, source=f"{path} (train), {test_path} (test)", lines_train=lines, lines_test=lines_test
+    )
+
+
+def read_csv(path: Path, *, label_column: str) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
+    """Parse one CSV file into features, raw labels and the line of each record.
+
+    Returns
+    -------
+    header : list of str
+        The column names.
+    X : numpy.ndarray, shape (n, d), float64
+        All columns but the label, in file order.
+    y : numpy.ndarray of str, shape (n,)
+        The label cells, stripped.
+    lines : numpy.ndarray of int, shape (n,)
+        The 1-based file line of each record (the header is line 1).
+    """
+    with open(path, newline="", encoding="utf-8") as fh:
+        reader = csv.reader(fh)
+        header = next(reader, None)
+        if header is None:
+            raise ValueError(f"{path} is empty; a header row is required")
+        header = [h.strip() for h in header]
+        if all(_is_number(h) for h in header):
+            raise ValueError(
+                f"{path}: the first row {header} looks like data; a header row naming the columns is required"
+            )
+        if label_column not in header:
+            raise ValueError(f"{path}: label column {label_column!r} not found in the header {header}")
+        if len(set(header)) != len(header):
+            raise ValueError(f"{path}: duplicate column names in the header {header}")
+        label_at = header.index(label_column)
+        cells: list[list[str]] = []
+        lines: list[int] = []
+        for row in reader:
+            if not row or all(not c.strip() for c in row):
+                continue
+            if len(row) != len(header):
+                raise ValueError(f"{path} line {reader.line_num}: {len(row)} fields, the header has {len(header)}")
+            cells.append(row)
+            lines.append(reader.line_num)
+    if not cells:
+        raise ValueError(f"{path} has a header but no records")
+    table = np.array(cells, dtype=str)
+    feature_names = [h for j, h in enumerate(header) if j != label_at]
+    if not feature_names:
+        raise ValueError(f"{path}: no feature columns besides {label_column!r}")
+    features = np.delete(table, label_at, axis=1)
+    line_numbers = np.array(lines, dtype=np.int64)
+    X = _to_float(features, path=path, names=feature_names, lines=line_numbers)
+    y = np.char.strip(table[:, label_at])
+    return header, X, y, line_numbers
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _to_float(cells: np.ndarray, *, path: Path, names: list[str], lines: np.ndarray) -> np.ndarray:
+    try:
+        X = np.char.strip(cells).astype(np.float64)
+    except ValueError:
+        # Fast path failed: find the first offending cell for the message.
+        for i, row in enumerate(cells):
+            for j, cell in enumerate(row):
+                if not _is_number(cell):
+                    raise ValueError(
+                        f"{path} line {lines[i]}, column {names[j]!r}: {str(cell)!r} is not a number"
+                    ) from None
+        raise
+    bad = ~np.isfinite(X)
+    if np.any(bad):
+        i, j = (int(k) for k in np.argwhere(bad)[0])
+        raise ValueError(
+            f"{path} line {lines[i]}, column {names[j]!r}: {str(cells[i, j])!r} is not finite (NaN or inf)"
+        )
+    return X
+
+
+def load_npz(path: Path, *, test_path: Path | None) -> UserSplits:
+    """Read ``X, y`` or ``X_train, y_train, X_test, y_test`` from an ``.npz`` file.
+
+    Arrays with more than two dimensions (images) are kept as they are;
+    flattening is part of preprocessing.
+
+    Raises
+    ------
+    ValueError
+        If arrays are missing, object arrays, non-numeric or non-finite
+        features, or of mismatched lengths.
+    """
+    arrays = _read_npz(path)
+    if {"X_train", "y_train", "X_test", "y_test"} <= arrays.keys():
+        if test_path is not None:
+            raise ValueError(f"{path} already holds X_test and y_test; do not pass test_path as well")
+        parts = (arrays["X_train"], arrays["y_train"], arrays["X_test"], arrays["y_test"])
+        source = str(path)
+    elif {"X", "y"} <= arrays.keys():
+        X, y = arrays["X"], arrays["y"]
+        _check_pair(X, y, what=f"{path} X/y")
+        if test_path is None:
+            train, test = fixed_split(X.shape[0])
+            parts = (X[train], y[train], X[test], y[test])
+            source = f"{path} (fixed 80/20 split, seed 0)"
+        else:
+            test = _read_npz(test_path)
+            if not {"X", "y"} <= test.keys():
+                raise ValueError(f"{test_path} must hold arrays X and y, found {sorted(test)}")
+            parts = (X, y, test["X"], test["y"])
+            source = f"{path} (train), {test_path} (test)"
+    else:
+        raise ValueError(
+            f"{path} must hold arrays X and y, or X_train, y_train, X_test, y_test; found {sorted(arrays)}"
+        )
+    for split, (X, y) in (("train", parts[:2]), ("test", parts[2:])):
+        _check_pair(X, y, what=f"{path} {split}")
+    return UserSplits(*(np.asarray(p) for p in parts), source=source)
+
+
+def _read_npz(path: Path) -> dict[str, np.ndarray]:
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            return {key: npz[key] for key in npz.files}
+    except ValueError as exc:
+        raise ValueError(
+            f"{path} holds an object array ({exc}); privml reads .npz with allow_pickle=False because a pickle can "
+            "run code: save numeric features and numeric or fixed-width string labels"
+        ) from exc
+
+
+def _check_pair(X: np.ndarray, y: np.ndarray, *, what: str) -> None:
+    if X.ndim < 2 or not (np.issubdtype(X.dtype, np.number) or X.dtype == bool):
+        raise ValueError(f"{what}: features must be a numeric array with a record axis, got {X.dtype} {X.shape}")
+    if y.ndim != 1 or y.shape[0] != X.shape[0]:
+        raise ValueError(f"{what}: labels must have shape ({X.shape[0]},), got {y.shape}")
+    finite = np.isfinite(X.reshape(X.shape[0], -1))
+    if not np.all(finite):
+        i, j = (int(k) for k in np.argwhere(~finite)[0])
+        raise ValueError(f"{what}: feature {j} of record {i} is not finite (NaN or inf)")

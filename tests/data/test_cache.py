@@ -1,0 +1,79 @@
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from privml.data import list_datasets, load_dataset
+from privml.data.cache import CACHE_FORMAT, read_cache, resolve_cache_dir, write_cache
+from privml.data.dataset import RawSplits
+from tests.data.builders import ADULT_WHEEL, write_adult_wheel
+
+
+def _raw(n: int = 3) -> RawSplits:
+    return RawSplits(
+        X_train=np.arange(n * 4, dtype=np.uint8).reshape(n, 4),
+        y_train=np.zeros(n, dtype=np.uint8),
+        X_test=np.ones((1, 4), dtype=np.uint8),
+        y_test=np.ones(1, dtype=np.uint8),
+        source="unit test",
+    )
+
+
+def test_resolve_cache_dir(monkeypatch, tmp_path):
+    monkeypatch.setenv("PRIVML_DATA", str(tmp_path / "env"))
+    assert resolve_cache_dir() == tmp_path / "env"
+    assert resolve_cache_dir(tmp_path / "arg") == tmp_path / "arg"
+    monkeypatch.delenv("PRIVML_DATA")
+    assert resolve_cache_dir() == Path("~/.cache/privml").expanduser()
+
+
+def test_round_trip_keeps_dtypes_and_leaves_no_temporary_files(tmp_path):
+    path = tmp_path / "sub" / "set.npz"
+    write_cache(path, _raw())
+    back = read_cache(path)
+    assert back is not None
+    assert back.X_train.dtype == np.uint8
+    np.testing.assert_array_equal(back.X_train, _raw().X_train)
+    assert back.source == f"{path} (converted from unit test)"
+    assert [p.name for p in path.parent.iterdir()] == ["set.npz"]
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o644
+
+
+def test_failed_write_removes_the_temporary_file(tmp_path):
+    bad = RawSplits(
+        X_train=np.array([object()]), y_train=np.zeros(1), X_test=np.zeros(1), y_test=np.zeros(1), source="x"
+    )
+    with pytest.raises(ValueError, match="Object arrays cannot be saved when allow_pickle=False"):
+        write_cache(tmp_path / "bad.npz", bad)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_old_format_is_rebuilt_from_the_source(cache_dir):
+    cache_dir.mkdir()
+    write_adult_wheel(cache_dir / ADULT_WHEEL)
+    np.savez(cache_dir / "adult.npz", X_train=np.zeros((1, 14)), y_train=np.zeros(1), X_test=np.zeros((1, 14)),
+             y_test=np.zeros(1), source=np.array("old"), format=np.array(CACHE_FORMAT - 1))  # fmt: skip
+    assert load_dataset("adult").info.n_train == 5
+    assert read_cache(cache_dir / "adult.npz") is not None
+
+
+def test_unwritable_cache_still_loads(cache_dir):
+    cache_dir.mkdir()
+    write_adult_wheel(cache_dir / ADULT_WHEEL)
+    (cache_dir / "adult.npz").mkdir()  # something in the way that even root cannot replace
+    with pytest.warns(UserWarning, match="could not write the adult cache file"):
+        assert load_dataset("adult").info.n_train == 5
+
+
+def test_list_datasets_reports_the_cache(cache_dir):
+    cache_dir.mkdir()
+    write_adult_wheel(cache_dir / ADULT_WHEEL)
+    entry = {e["name"]: e for e in list_datasets()}["adult"]
+    assert entry["available"] is True and entry["location"] == str(cache_dir / ADULT_WHEEL)
+    load_dataset("adult")
+    entry = {e["name"]: e for e in list_datasets()}["adult"]
+    assert entry["location"] == str(cache_dir / "adult.npz")
