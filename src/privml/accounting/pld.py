@@ -48,7 +48,7 @@ What is not covered by the proof: floating-point round-off, chiefly that of
 the FFT (a T-th power carries T times the relative error of its base), which
 dp_accounting and every FFT accountant share. It is of order 1e-20 to 1e-18
 per grid point; an empirical allowance (the window size times the noise level
-seen in its emptiest slot, 1e-15 to 1e-13 in total) is added to the mass at
+seen in its emptiest slot, 1e-15 to 1e-12 in total) is added to the mass at
 +inf, which in tests keeps every result above the exact Gaussian curve.
 """
 
@@ -298,8 +298,11 @@ _Loss = _ShiftedNoisePair | _FinitePair
 def _event_pairs(event: DpEvent) -> tuple[_Loss, _Loss] | None:
     """(remove-direction pair, add-direction pair) of a base event, or None if unsupported.
 
-    Nested Poisson subsampling multiplies the rates (each record survives both
-    independent coin flips with probability q1 q2).
+    Sensitivity is 1 in units of the event's noise multiplier; the pairs hold
+    under the event's own neighbouring relation (add/remove-one whenever
+    subsampled, which PoissonSampledEvent enforces). Nested Poisson subsampling
+    multiplies the rates (a record survives both independent coin flips with
+    probability q1 q2).
     """
     q = 1.0
     while isinstance(event, PoissonSampledEvent):
@@ -608,7 +611,7 @@ def _convolve(terms: Sequence[tuple[_DiscretePLD, int]], window: _Window) -> _Di
     # over the slots. The smallest slot (true value ~0 at the window's edges)
     # shows that noise level; charge it for every slot to +inf so that noise
     # pushing masses down cannot make delta optimistic. Observed: 1e-15 to
-    # 1e-13 in total, about the size of the shortfall it covers.
+    # 1e-12 in total, a few times the shortfall it covers.
     inf_mass += size * abs(float(np.min(cyclic)))
     probs = np.maximum(np.roll(cyclic, -(window.lo % size)), 0.0)
     if window.lo + size <= window.support_hi:
@@ -638,9 +641,13 @@ class PLDAccountant(PrivacyAccountant):
       sensitivity Delta_2; pair (N(Delta_2, .), N(0, .)), exact for the
       mechanism (Balle and Wang 2018, Theorem 8, is its delta(eps)).
     - ``LaplaceEvent(b)``: Lap(b Delta_1) noise per coordinate, L1 sensitivity
-      Delta_1; pair (Lap(Delta_1, b), Lap(0, b)), whose privacy loss has atoms
-      at +-1/b. This is the 1-D worst case; for d > 1 coordinates use it only
-      when the sensitivity set is one-dimensional, as dp_accounting does.
+      Delta_1; pair (Lap(Delta_1, b Delta_1), Lap(0, b Delta_1)), exact for a
+      scalar query (the model of dp_accounting), with loss atoms at +-1/b.
+      For a vector query the shift may split over coordinates; every split
+      we checked numerically (2 and 3 coordinates) gives a smaller delta(eps)
+      than the scalar pair, and its pure-DP end point 1/b is the classical
+      bound (Dwork, McSherry, Nissim, Smith 2006), but no proof of dominance
+      for d > 1 is given here.
     - ``EpsilonDeltaEvent(eps, delta)`` and ``ExponentialEvent(eps)`` (treated
       as (eps, 0)-DP): the four-outcome pair of Kairouz, Oh and Viswanath 2015.
     - ``PoissonSampledEvent(q, e)`` for each of those (nested rates multiply):
@@ -672,7 +679,7 @@ class PLDAccountant(PrivacyAccountant):
     The ledger is composed lazily: the PLD is built on the first query after a
     ``compose`` and cached. Floating-point round-off in the FFT is outside the
     proof, as for every FFT-based accountant; an empirical allowance for it
-    (1e-15 to 1e-13) is added to delta.
+    (1e-15 to 1e-12) is added to delta.
 
     Examples
     --------

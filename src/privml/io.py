@@ -1,0 +1,122 @@
+"""Model files: ``.npz`` arrays plus JSON metadata, never pickles.
+
+A pickle executes code when it is loaded, so a model file from an untrusted
+source could take over the machine that opens it. privml model files are
+plain numpy ``.npz`` archives read with ``allow_pickle=False``; everything
+that is not an array (method, hyper-parameters, the privacy guarantee, the
+preprocessing applied, library version) is a JSON document stored in the
+archive as bytes.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from privml import __version__
+
+FORMAT = "privml-model"
+FORMAT_VERSION = 1
+_METADATA_KEY = "__metadata__"
+
+#: method name -> "module:Class" of the estimator that reads it back
+MODEL_CLASSES: dict[str, str] = {
+    "nonprivate": "privml.linear.nonprivate:NonPrivateClassifier",
+    "output": "privml.linear.output_perturbation:OutputPerturbationClassifier",
+    "objective": "privml.linear.objective_perturbation:ObjectivePerturbationClassifier",
+    "dpsgd": "privml.linear.dpsgd:DPSGDClassifier",
+    "dpcd": "privml.linear.dpcd:DPCDClassifier",
+    "dpcd-regressor": "privml.linear.dpcd:DPCDRegressor",
+}
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, (set, frozenset)):
+        return sorted(value)
+    raise TypeError(f"cannot store {type(value).__name__} in model metadata")
+
+
+def _params_for_json(params: dict[str, Any]) -> dict[str, Any]:
+    out = {}
+    for key, value in params.items():
+        if isinstance(value, np.random.Generator | np.random.SeedSequence):
+            value = None  # a live generator is not a reproducible setting
+        out[key] = value
+    return out
+
+
+def save_model(model: Any, path: str | Path, *, extra: dict | None = None) -> Path:
+    """Write a fitted privml estimator to ``path`` (``.npz`` is appended if missing).
+
+    ``extra`` is JSON metadata to keep beside the model (e.g. the dataset
+    description and preprocessing steps, so ``predict`` can apply them).
+    """
+    method = getattr(model, "method", None)
+    if method not in MODEL_CLASSES:
+        raise ValueError(f"cannot save {type(model).__name__}: unknown method {method!r}")
+    arrays = model._model_arrays()
+    for name, arr in arrays.items():
+        if np.asarray(arr).dtype == object:
+            raise ValueError(f"array {name!r} has dtype object, which cannot be stored without pickle")
+    metadata = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "privml_version": __version__,
+        "method": method,
+        "class": type(model).__name__,
+        "params": _params_for_json(model.get_params()),
+        "privacy": model.privacy_.to_dict(),
+        "fit_info": getattr(model, "fit_info_", {}),
+        "extra": extra or {},
+    }
+    blob = json.dumps(metadata, default=_json_default, allow_nan=True).encode("utf-8")
+    path = Path(path)
+    if path.suffix != ".npz":
+        path = path.with_name(path.name + ".npz")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(path, **arrays, **{_METADATA_KEY: np.frombuffer(blob, dtype=np.uint8)})
+    return path
+
+
+def read_model_file(path: str | Path) -> tuple[dict[str, np.ndarray], dict]:
+    """Arrays and metadata of a model file, without constructing the estimator."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"model file not found: {path}")
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            arrays = {name: archive[name] for name in archive.files}
+    except ValueError as exc:  # raised by numpy when an array would need pickle
+        raise ValueError(f"{path} is not a privml model file (it needs pickle to load: refused)") from exc
+    if _METADATA_KEY not in arrays:
+        raise ValueError(f"{path} is not a privml model file (no metadata)")
+    metadata = json.loads(arrays.pop(_METADATA_KEY).tobytes().decode("utf-8"))
+    if metadata.get("format") != FORMAT:
+        raise ValueError(f"{path} is not a privml model file (format {metadata.get('format')!r})")
+    if int(metadata.get("format_version", 0)) > FORMAT_VERSION:
+        raise ValueError(
+            f"{path} was written by a newer privml (format {metadata['format_version']}); upgrade privml to read it"
+        )
+    return arrays, metadata
+
+
+def load_model(path: str | Path) -> Any:
+    """Read a model file written by :func:`save_model` into a fitted estimator."""
+    arrays, metadata = read_model_file(path)
+    target = MODEL_CLASSES.get(metadata.get("method"))
+    if target is None:
+        raise ValueError(f"{path}: unknown model method {metadata.get('method')!r}")
+    module_name, class_name = target.split(":")
+    cls = getattr(importlib.import_module(module_name), class_name)
+    model = cls(**metadata["params"])
+    model._restore_arrays(arrays, metadata)
+    model.model_metadata_ = metadata
+    return model

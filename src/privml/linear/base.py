@@ -1,0 +1,207 @@
+"""What every privml linear estimator shares: validation, public class sets,
+the unit-ball projection, prediction, the fitted guarantee and model files.
+
+A subclass implements one method, :meth:`PrivateLinearClassifier._fit_private`,
+which receives validated data (rows projected onto the unit ball, labels
+encoded for the loss) and returns the released weights and the guarantee.
+Everything before it runs before any noise is drawn, so bad input never
+spends privacy.
+
+Conventions (SPEC.md):
+
+- Features: each row is projected onto the unit ball, ``x / max(1, ||x||)``,
+  at fit *and* predict time. The projection is a fixed per-record map, so it
+  costs no privacy and neighbouring datasets stay neighbouring. Pass rows with
+  norm <= 1 (e.g. from :mod:`privml.data`) to make it a no-op.
+- Labels: the class set is a **public** input (``classes=``). If it is not
+  given it is taken from ``y`` and a :class:`~privml.exceptions.PrivacyLeakWarning`
+  says so: the set of labels present is itself a function of the data.
+  Two classes use a binary loss on y in {-1, +1} (``classes[0]`` -> -1);
+  more use the multinomial logistic loss on y in {0..k-1}.
+- No intercept is fitted: append a constant feature with
+  :func:`privml.data.add_bias_feature`, which keeps ``||x|| <= 1``.
+"""
+
+from __future__ import annotations
+
+import warnings
+from abc import abstractmethod
+from typing import Any
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin
+
+from privml._random import check_random_state
+from privml._validation import check_delta, check_epsilon, check_finite_array, check_positive
+from privml.data.preprocessing import project_to_unit_ball
+from privml.exceptions import PrivacyLeakWarning
+from privml.guarantee import PrivacyGuarantee
+from privml.losses import HuberHingeLoss, LogisticLoss, Loss, MultinomialLogisticLoss
+
+
+def check_classes(classes: Any, y: np.ndarray) -> np.ndarray:
+    """The public class set as a sorted array; warns if it must come from ``y``."""
+    if classes is None:
+        warnings.warn(
+            "classes were not given, so they are taken from the training labels: the set of labels "
+            "present in the private data is itself released. Pass classes=... (public) to avoid this.",
+            PrivacyLeakWarning,
+            stacklevel=3,
+        )
+        found = np.unique(y)
+    else:
+        found = np.asarray(list(classes))
+        if found.ndim != 1 or found.size != np.unique(found).size:
+            raise ValueError(f"classes must be a list of distinct labels, got {classes!r}")
+    if found.size < 2:
+        raise ValueError(f"need at least two classes, got {found.tolist()!r}")
+    return found
+
+
+def encode_labels(y: Any, classes: np.ndarray) -> np.ndarray:
+    """Map labels to their index in ``classes``; labels outside it raise ValueError."""
+    y = np.asarray(y)
+    if y.ndim != 1:
+        raise ValueError(f"y must be one-dimensional, got shape {y.shape}")
+    index = {c.item() if hasattr(c, "item") else c: i for i, c in enumerate(classes)}
+    try:
+        return np.fromiter((index[v.item() if hasattr(v, "item") else v] for v in y), dtype=np.int64, count=y.size)
+    except KeyError as exc:
+        raise ValueError(
+            f"label {exc.args[0]!r} is not in the public class set {classes.tolist()!r}"
+        ) from None
+
+
+def make_loss(n_classes: int, name: str = "logistic", *, huber_width: float = 0.5) -> Loss:
+    """The loss for ``n_classes``: binary ``logistic``/``huber``, else multinomial."""
+    if n_classes == 2:
+        if name == "logistic":
+            return LogisticLoss()
+        if name == "huber":
+            return HuberHingeLoss(huber_width)
+        raise ValueError(f"loss must be 'logistic' or 'huber' for two classes, got {name!r}")
+    if name not in ("logistic", "multinomial"):
+        raise ValueError(f"only the multinomial logistic loss handles {n_classes} classes, got loss={name!r}")
+    return MultinomialLogisticLoss(n_classes)
+
+
+def loss_labels(y_index: np.ndarray, n_classes: int) -> np.ndarray:
+    """Labels as the loss wants them: {-1, +1} for binary, {0..k-1} otherwise."""
+    return 2 * y_index - 1 if n_classes == 2 else y_index
+
+
+class PrivateLinearClassifier(ClassifierMixin, BaseEstimator):
+    """Base class of privml's linear classifiers (scikit-learn compatible).
+
+    Subclasses define ``__init__`` with keyword-only hyper-parameters stored
+    as given (scikit-learn convention), including at least ``epsilon``,
+    ``delta``, ``l2``, ``classes`` and ``random_state``, and implement
+    :meth:`_fit_private`.
+
+    Fitted attributes: ``classes_``, ``n_features_in_``, ``weights_`` (shape
+    ``(d,)`` binary or ``(d, k)``), ``coef_`` (scikit-learn layout ``(1, d)`` or
+    ``(k, d)``), ``privacy_`` (:class:`~privml.PrivacyGuarantee`) and
+    ``fit_info_`` (method-specific diagnostics: noise scale, iterations, ...).
+    """
+
+    #: short method name used in model files and the CLI
+    method: str = "abstract"
+    #: whether fit needs delta > 0 (Gaussian noise) / allows delta == 0
+    requires_delta: bool = False
+
+    # ------------------------------------------------------------ validation
+    def _check_privacy_params(self) -> tuple[float, float]:
+        epsilon = check_epsilon(self.epsilon)
+        delta = check_delta(self.delta)
+        if self.requires_delta and delta == 0:
+            raise ValueError(f"{type(self).__name__} needs delta > 0, got 0")
+        return epsilon, delta
+
+    def _check_l2(self) -> float:
+        return check_positive(self.l2, "l2")
+
+    def _validate_X(self, X: Any, *, fitted: bool) -> np.ndarray:
+        X = check_finite_array(X, "X", ndim=2)
+        if X.shape[0] == 0:
+            raise ValueError("X has no rows")
+        if fitted and X.shape[1] != self.n_features_in_:
+            raise ValueError(f"X has {X.shape[1]} features, but the model was fitted with {self.n_features_in_}")
+        return project_to_unit_ball(X)
+
+    # ------------------------------------------------------------------- fit
+    def fit(self, X: Any, y: Any) -> "PrivateLinearClassifier":
+        """Train privately on (X, y); sets ``privacy_`` to the guarantee of the release.
+
+        All validation happens before any noise is drawn.
+        """
+        self._check_privacy_params()
+        X = self._validate_X(X, fitted=False)
+        y = np.asarray(y)
+        if y.shape != (X.shape[0],):
+            raise ValueError(f"y must have shape ({X.shape[0]},), got {y.shape}")
+        classes = check_classes(self.classes, y)
+        y_index = encode_labels(y, classes)
+        n_classes = classes.size
+        rng = check_random_state(self.random_state)
+        weights, guarantee, info = self._fit_private(X, loss_labels(y_index, n_classes), n_classes, rng)
+        self.classes_ = classes
+        self.n_features_in_ = X.shape[1]
+        self.weights_ = np.asarray(weights, dtype=np.float64)
+        self.privacy_ = guarantee
+        self.fit_info_ = info
+        return self
+
+    @abstractmethod
+    def _fit_private(
+        self, X: np.ndarray, y: np.ndarray, n_classes: int, rng: np.random.Generator
+    ) -> tuple[np.ndarray, PrivacyGuarantee, dict]:
+        """Return (weights, guarantee, diagnostics) for validated data.
+
+        ``X`` rows have norm <= 1; ``y`` is in {-1, +1} when ``n_classes == 2``
+        and in {0..k-1} otherwise. Weights have shape (d,) or (d, k).
+        """
+
+    # --------------------------------------------------------------- predict
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "weights_"):
+            raise RuntimeError(f"this {type(self).__name__} is not fitted yet: call fit(X, y) first")
+
+    @property
+    def coef_(self) -> np.ndarray:
+        self._check_fitted()
+        w = self.weights_
+        return w[None, :] if w.ndim == 1 else w.T
+
+    def decision_function(self, X: Any) -> np.ndarray:
+        """Scores ``X @ w``: shape (n,) for two classes (positive -> classes_[1]), else (n, k)."""
+        self._check_fitted()
+        return self._validate_X(X, fitted=True) @ self.weights_
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        """Class probabilities under the logistic / softmax link, shape (n, n_classes)."""
+        scores = self.decision_function(X)
+        if scores.ndim == 1:
+            p = 0.5 * (1.0 + np.tanh(0.5 * scores))  # stable sigmoid
+            return np.column_stack([1.0 - p, p])
+        shifted = scores - scores.max(axis=1, keepdims=True)
+        e = np.exp(shifted)
+        return e / e.sum(axis=1, keepdims=True)
+
+    def predict(self, X: Any) -> np.ndarray:
+        """Most likely class label for each row."""
+        scores = self.decision_function(X)
+        index = (scores > 0).astype(np.int64) if scores.ndim == 1 else np.argmax(scores, axis=1)
+        return self.classes_[index]
+
+    # ------------------------------------------------------------ model file
+    def _model_arrays(self) -> dict[str, np.ndarray]:
+        """Arrays saved in the model file (subclasses may add more)."""
+        self._check_fitted()
+        return {"weights": self.weights_, "classes": self.classes_}
+
+    def _restore_arrays(self, arrays: dict[str, np.ndarray], metadata: dict) -> None:
+        self.weights_ = np.asarray(arrays["weights"], dtype=np.float64)
+        self.classes_ = np.asarray(arrays["classes"])
+        self.n_features_in_ = int(self.weights_.shape[0])
+        self.privacy_ = PrivacyGuarantee.from_dict(metadata["privacy"])
+        self.fit_info_ = dict(metadata.get("fit_info", {}))

@@ -1,0 +1,141 @@
+"""`privml account`: JSON contract, reference values, and one-line errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from privml.cli.main import main
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    try:
+        code = main(list(argv))
+    except SystemExit as exc:  # argparse errors exit through SystemExit
+        code = exc.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def run_json(capsys, *argv: str) -> dict:
+    code, out, err = run(capsys, *argv, "--json")
+    assert code == 0, err
+    lines = out.strip().splitlines()
+    assert len(lines) == 1, "stdout must carry exactly one JSON object"
+    return json.loads(lines[0])
+
+
+MNIST = ("--sample-rate", str(256 / 60000), "--steps", "14040", "--delta", "1e-5")
+
+
+def test_dpsgd_epsilon_rdp_matches_published_value(capsys):
+    r = run_json(capsys, "account", "dpsgd", "--noise-multiplier", "1.1", *MNIST, "--accountant", "rdp")
+    assert r["epsilon"] == pytest.approx(2.5944, abs=1e-4)
+    assert r["delta"] == 1e-5
+    assert r["accountant"] == "rdp"
+    assert r["neighbouring"] == "add/remove-one"
+
+
+def test_dpsgd_epsilon_pld_matches_published_value(capsys):
+    r = run_json(capsys, "account", "dpsgd", "--noise-multiplier", "1.1", *MNIST, "--accountant", "pld")
+    # dp_accounting's PLD gives 2.3796; ours is a pessimistic bound within 0.5% of it.
+    assert 2.3796 * 0.999 <= r["epsilon"] <= 2.3796 * 1.005
+    assert r["accountant"] == "pld"
+
+
+@pytest.mark.parametrize("accountant", ["rdp", "pld"])
+def test_dpsgd_calibration_round_trips(capsys, accountant):
+    r = run_json(capsys, "account", "dpsgd", "--target-epsilon", "1.0", *MNIST, "--accountant", accountant)
+    assert r["epsilon"] <= 1.0
+    assert r["epsilon"] > 0.99
+    again = run_json(
+        capsys, "account", "dpsgd", "--noise-multiplier", repr(r["noise_multiplier"]), *MNIST, "--accountant", accountant
+    )
+    assert again["epsilon"] == pytest.approx(r["epsilon"], rel=1e-9)
+
+
+def test_gaussian_reference_values(capsys):
+    r = run_json(capsys, "account", "gaussian", "--epsilon", "1", "--delta", "1e-5", "--sensitivity", "1")
+    assert r["sigma"] == pytest.approx(3.7306, abs=1e-4)
+    assert r["classic_sigma"] is None  # the classic bound is not a theorem at eps >= 1
+    r = run_json(capsys, "account", "gaussian", "--epsilon", "0.5", "--delta", "1e-5", "--sensitivity", "2")
+    assert r["classic_sigma"] == pytest.approx(2 * 4.8448 * 2, abs=1e-3)
+    assert r["sigma"] < r["classic_sigma"]
+
+
+def test_compose_orders_the_three_bounds(capsys):
+    r = run_json(
+        capsys, "account", "compose", "--epsilon", "0.1", "--delta", "1e-6", "--count", "100", "--delta-slack", "1e-5"
+    )
+    assert r["basic"]["epsilon"] == pytest.approx(10.0)
+    assert r["basic"]["delta"] == pytest.approx(1e-4)
+    assert r["advanced"]["delta"] == pytest.approx(1e-4 + 1e-5)
+    assert r["optimal"]["epsilon"] <= r["advanced"]["epsilon"] <= r["basic"]["epsilon"]
+
+
+def test_human_output_is_a_table(capsys):
+    code, out, _ = run(capsys, "account", "gaussian", "--epsilon", "0.5", "--delta", "1e-5")
+    assert code == 0
+    assert "sigma (analytic)" in out and "sigma (classic)" in out
+
+
+BAD = [
+    ("gaussian", "--epsilon", "0", "--delta", "1e-5"),
+    ("gaussian", "--epsilon", "-1", "--delta", "1e-5"),
+    ("gaussian", "--epsilon", "nan", "--delta", "1e-5"),
+    ("gaussian", "--epsilon", "inf", "--delta", "1e-5"),
+    ("gaussian", "--epsilon", "abc", "--delta", "1e-5"),
+    ("gaussian", "--epsilon", "1", "--delta", "1"),
+    ("gaussian", "--epsilon", "1", "--delta", "-0.1"),
+    ("gaussian", "--epsilon", "1", "--delta", "0"),
+    ("gaussian", "--epsilon", "1", "--delta", "1e-5", "--sensitivity", "0"),
+    ("dpsgd", "--noise-multiplier", "1", "--sample-rate", "0", "--steps", "10", "--delta", "1e-5"),
+    ("dpsgd", "--noise-multiplier", "1", "--sample-rate", "1.5", "--steps", "10", "--delta", "1e-5"),
+    ("dpsgd", "--noise-multiplier", "1", "--sample-rate", "0.1", "--steps", "0", "--delta", "1e-5"),
+    ("dpsgd", "--noise-multiplier", "1", "--sample-rate", "0.1", "--steps", "2.5", "--delta", "1e-5"),
+    ("dpsgd", "--noise-multiplier", "0", "--sample-rate", "0.1", "--steps", "10", "--delta", "1e-5"),
+    ("dpsgd", "--noise-multiplier", "-1", "--sample-rate", "0.1", "--steps", "10", "--delta", "1e-5"),
+    ("dpsgd", "--noise-multiplier", "1", "--sample-rate", "0.1", "--steps", "10", "--delta", "1"),
+    ("dpsgd", "--target-epsilon", "0", "--sample-rate", "0.1", "--steps", "10", "--delta", "1e-5"),
+    ("dpsgd", "--noise-multiplier", "1", "--target-epsilon", "1", "--sample-rate", "0.1", "--steps", "10",
+     "--delta", "1e-5"),
+    ("dpsgd", "--sample-rate", "0.1", "--steps", "10", "--delta", "1e-5"),
+    ("dpsgd", "--noise-multiplier", "1", "--sample-rate", "0.1", "--steps", "10", "--delta", "1e-5",
+     "--accountant", "magic"),
+    ("compose", "--epsilon", "0.1", "--count", "0", "--delta-slack", "1e-5"),
+    ("compose", "--epsilon", "0.1", "--count", "10", "--delta-slack", "0"),
+    ("compose", "--epsilon", "0.1", "--delta", "0.2", "--count", "10", "--delta-slack", "1e-5"),
+]
+
+
+@pytest.mark.parametrize("argv", BAD, ids=[" ".join(a) for a in BAD])
+def test_bad_arguments_exit_2_with_one_line(capsys, argv):
+    code, out, err = run(capsys, "account", *argv, "--json")
+    assert code == 2
+    assert out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert "error" in lines[0]
+    assert "Traceback" not in err
+
+
+def test_console_script_runs_in_a_subprocess():
+    proc = subprocess.run(
+        [sys.executable, "-m", "privml.cli.main", "account", "gaussian", "--epsilon", "1", "--delta", "1e-5", "--json"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["sigma"] == pytest.approx(3.7306, abs=1e-4)
+    bad = subprocess.run(
+        [sys.executable, "-m", "privml.cli.main", "account", "gaussian", "--epsilon", "-1", "--delta", "1e-5"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert bad.returncode == 2
+    assert len(bad.stderr.strip().splitlines()) == 1
