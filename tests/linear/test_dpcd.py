@@ -1,0 +1,530 @@
+"""Tests of DP coordinate descent (privml.linear.dpcd).
+
+Oracles: the exact Gaussian-DP composition recomputed with the library's
+``"gdp"`` accountant; closed forms of the proximal operators and of the noise
+scale; a direct O(n d)-per-step reference implementation of Mangold et al.
+(2022), Algorithm 1; scikit-learn's Ridge, Lasso and LogisticRegression in the
+non-private limit; and a black-box neighbouring-dataset test that must pass for
+the estimator and fail for a variant with half the sensitivity.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy.optimize import minimize_scalar
+from sklearn.base import clone
+from sklearn.datasets import load_diabetes
+from sklearn.linear_model import Lasso, LogisticRegression, Ridge
+
+import privml.linear.dpcd as dpcd
+from privml.accounting import GaussianEvent, SelfComposedEvent, make_accountant
+from privml.accounting.analytic_gaussian import gaussian_delta, gaussian_epsilon, gaussian_mu
+from privml.audit import neighbour_distribution_test
+from privml.data import add_bias_feature, load_dataset, project_to_unit_ball
+from privml.exceptions import PrivacyLeakWarning
+from privml.io import load_model, save_model
+from privml.linear.dpcd import (
+    DPCDClassifier,
+    DPCDRegressor,
+    clip_coordinate_gradients,
+    clip_thresholds,
+    closed_form_noise_multiplier,
+    dp_coordinate_descent,
+    gdp_noise_multiplier,
+    prox,
+)
+from privml.losses import LogisticLoss, MultinomialLogisticLoss, SquaredLoss
+from privml.neighbouring import Neighbouring
+
+HUGE_EPSILON = 1e12  # noise ~ 1e-6 of the sensitivity: the non-private limit
+
+
+def _unit_rows(rng: np.random.Generator, n: int, d: int, radius: float = 0.9) -> np.ndarray:
+    X = rng.normal(size=(n, d))
+    return radius * X / np.linalg.norm(X, axis=1, keepdims=True).clip(min=1.0)
+
+
+def _regression_data(seed: int = 0, n: int = 200, d: int = 5) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    X = _unit_rows(rng, n, d)
+    y = X @ rng.normal(size=d) + 0.1 * rng.normal(size=n)
+    return X, y
+
+
+# --------------------------------------------------------------------------- calibration
+@pytest.mark.parametrize(
+    ("epsilon", "delta", "passes", "inner"),
+    [(0.5, 1e-5, 3, None), (1.0, 1e-6, 10, 4), (3.0, 1e-5, 2, 50), (10.0, 1e-3, 20, None)],
+)
+def test_gdp_calibration_spends_exactly_the_budget(epsilon, delta, passes, inner):
+    X, y = _regression_data(n=50, d=4)
+    reg = DPCDRegressor(epsilon=epsilon, delta=delta, passes=passes, inner_steps=inner, random_state=0).fit(X, y)
+    steps = passes * (inner or 4)
+    info = reg.fit_info_
+    assert info["steps"] == steps
+    # Recompute the guarantee from the noise actually used, independently of the estimator.
+    acc = make_accountant("gdp").compose(
+        SelfComposedEvent(GaussianEvent(info["noise_multiplier"], Neighbouring.REPLACE_ONE), steps)
+    )
+    recomputed = acc.get_epsilon(delta)
+    assert recomputed <= epsilon
+    assert recomputed == pytest.approx(epsilon, rel=1e-6)  # exact composition: nothing wasted
+    assert reg.privacy_.epsilon == pytest.approx(recomputed, rel=1e-12)
+    assert reg.privacy_.epsilon <= epsilon
+    assert reg.privacy_.delta == delta
+    assert reg.privacy_.neighbouring is Neighbouring.REPLACE_ONE
+    assert reg.privacy_.accountant == "gdp"
+    # Tighter than the closed form, coordinate by coordinate.
+    assert info["noise_ratio_closed_form_to_gdp"] > 1.0
+    assert np.all(np.array(info["sigma_gdp"]) < np.array(info["sigma_closed_form"]))
+    assert info["sigma"] == info["sigma_gdp"]
+
+
+def test_noise_multiplier_formulas():
+    steps = 37
+    mu = gaussian_mu(1.0, 1e-5)
+    assert gdp_noise_multiplier(1.0, 1e-5, steps) == pytest.approx(math.sqrt(steps) / mu, rel=1e-8)
+    # Mangold et al. (2022), Thm 4.1: sigma^2 = 12 C^2 T K log(1/delta) / (n eps)^2 with Delta = 2 C / n.
+    n, C, eps, delta = 100, 0.7, 0.5, 1e-5
+    sigma = math.sqrt(12 * C**2 * steps * math.log(1 / delta) / (n**2 * eps**2))
+    assert closed_form_noise_multiplier(eps, delta, steps) == pytest.approx(sigma / (2 * C / n), rel=1e-12)
+
+
+def test_closed_form_calibration_is_private_and_looser():
+    X, y = _regression_data(n=60, d=3)
+    eps, delta = 0.5, 1e-5
+    common = dict(epsilon=eps, delta=delta, passes=4, random_state=0)
+    closed = DPCDRegressor(calibration="closed_form", **common).fit(X, y)
+    exact = DPCDRegressor(calibration="gdp", **common).fit(X, y)
+    assert closed.privacy_.accountant == "rdp"
+    assert closed.privacy_.epsilon <= eps
+    assert closed.fit_info_["noise_multiplier"] == pytest.approx(math.sqrt(3 * 12 * math.log(1 / delta)) / eps)
+    assert closed.fit_info_["sigma"] == closed.fit_info_["sigma_closed_form"]
+    assert exact.fit_info_["noise_multiplier"] < closed.fit_info_["noise_multiplier"]
+    # The closed form's noise, accounted exactly, spends well under its budget.
+    mu = math.sqrt(12) / closed.fit_info_["noise_multiplier"]
+    assert gaussian_epsilon(delta, mu) < 0.75 * eps
+
+
+def test_closed_form_theorem_holds_on_its_range_by_the_exact_curve():
+    # Theorem 4.1 (eps < 1, delta < 1/3): the implied mu = eps / sqrt(3 log(1/delta)) must be
+    # (eps, delta)-DP by the exact Gaussian curve. Checked for the SPEC's constant 8 as well.
+    for constant in (12.0, 8.0):
+        for eps in np.linspace(0.02, 0.999, 25):
+            for delta in np.geomspace(1e-12, 0.33, 25):
+                mu = eps / math.sqrt(constant / 4 * math.log(1 / delta))
+                assert gaussian_delta(eps, mu) <= delta
+    # Outside it the formula with 8 is not private: why closed_form refuses eps >= 1.
+    assert gaussian_delta(10.0, 10.0 / math.sqrt(2 * math.log(1e5))) > 1e-5
+
+
+# --------------------------------------------------------------------------- noise and clipping
+def test_noise_per_step_matches_the_sensitivity_formula():
+    # All-zero features: every gradient is 0, so the released weights are pure noise.
+    # With K = 1 the average is the last iterate and w_j = -eta * (sum of the noise drawn
+    # at j), so sum_j w_j^2 has mean eta^2 sigma^2 T and relative sd ~ 3.4% here.
+    n, d, T, C, eps, delta = 7, 2000, 20000, 3.0, 2.0, 1e-5
+    X, y = np.zeros((n, d)), np.linspace(-5, 5, n)
+    reg = DPCDRegressor(
+        epsilon=eps, delta=delta, passes=T, inner_steps=1, clip=C, penalty="none", gamma=1.0, random_state=0
+    ).fit(X, y)
+    sensitivity = 2 * (C / math.sqrt(d)) / n  # uniform clipping C_j = C / sqrt(p); replace-one 2 C_j / n
+    sigma = math.sqrt(T) / gaussian_mu(eps, delta) * sensitivity
+    assert np.allclose(reg.fit_info_["sensitivity"], sensitivity, rtol=1e-12)
+    assert np.allclose(reg.fit_info_["sigma"], sigma, rtol=1e-8)
+    eta = 1.0  # M_j = b_j^2 = 1 for the squared loss with the default bounds
+    ratio = np.sum(reg.weights_**2) / (eta**2 * sigma**2 * T)
+    assert ratio == pytest.approx(1.0, abs=0.15)  # half the sensitivity would give 0.25
+
+
+def test_clip_coordinate_gradients_bounds_and_preserves():
+    rng = np.random.default_rng(0)
+    g = rng.normal(scale=3.0, size=1000)
+    out = clip_coordinate_gradients(g, 1.5)
+    assert np.all(np.abs(out) <= 1.5)
+    inside = np.abs(g) <= 1.5
+    assert np.array_equal(out[inside], g[inside])
+    assert np.array_equal(out[~inside], 1.5 * np.sign(g[~inside]))
+
+
+def test_clipping_bounds_the_step_of_the_estimator():
+    # At w = 0 the squared-loss coordinate gradients are -y_i x_i; one step from 0 must use
+    # their clipped mean. Noise is negligible at this epsilon.
+    X = np.array([[0.5], [0.5], [0.5], [-0.8]])
+    y = np.array([-1000.0, 0.1, 400.0, 0.2])
+    C = 0.3
+    reg = DPCDRegressor(
+        epsilon=HUGE_EPSILON, passes=1, inner_steps=1, clip=C, penalty="none", random_state=0
+    ).fit(X, y)
+    expected = -np.mean(np.clip(-y * X[:, 0], -C, C))
+    assert reg.weights_[0] == pytest.approx(expected, abs=1e-6)  # noise sd here is ~1e-7
+
+
+def test_clip_thresholds():
+    M = np.array([4.0, 1.0, 1.0, 0.0 + 2.0])
+    uniform = clip_thresholds(2.0, "uniform", M)
+    lipschitz = clip_thresholds(2.0, "lipschitz", M)
+    assert np.allclose(uniform, 1.0)
+    assert np.allclose(lipschitz, 2.0 * np.sqrt(M / M.sum()))
+    assert np.sum(uniform**2) == pytest.approx(4.0) and np.sum(lipschitz**2) == pytest.approx(4.0)
+
+
+# --------------------------------------------------------------------------- prox
+@pytest.mark.parametrize("penalty", ["none", "l1", "l2"])
+def test_prox_against_closed_forms_and_direct_minimisation(penalty):
+    rng = np.random.default_rng(1)
+    v = rng.normal(scale=2.0, size=50)
+    step, alpha = 0.7, 1.3
+    out = prox(v, step, penalty, alpha)
+    if penalty == "none":
+        expected = v
+    elif penalty == "l1":
+        expected = np.sign(v) * np.maximum(np.abs(v) - step * alpha, 0.0)  # soft-thresholding
+    else:
+        expected = v / (1 + step * alpha)  # shrinkage
+    assert np.allclose(out, expected, atol=1e-15)
+    psi = {"none": lambda u: 0.0, "l1": lambda u: alpha * abs(u), "l2": lambda u: alpha * u * u / 2}[penalty]
+    for vi, oi in zip(v[:10], out[:10], strict=True):
+        res = minimize_scalar(lambda u, vi=vi: (u - vi) ** 2 / 2 + step * psi(u), bracket=(-10, 10), tol=1e-12)
+        assert oi == pytest.approx(res.x, abs=1e-6)
+
+
+def test_scalar_prox_of_the_inner_loop_matches_prox():
+    for penalty in ("none", "l1", "l2"):
+        for value in (-2.0, -0.3, 0.0, 0.2, 1.7):
+            assert dpcd._prox_scalar(value, 0.5, penalty, 0.8) == pytest.approx(float(prox(value, 0.5, penalty, 0.8)))
+
+
+# --------------------------------------------------------------------------- the algorithm
+def _reference_dpcd(X, y, loss, *, epsilon, delta, T, K, gamma, clip, clipping, penalty, alpha, seed):
+    """Mangold et al. (2022), Algorithm 1, written directly: full O(n d) gradients per step."""
+    n, d = X.shape
+    k = loss.n_outputs or 1
+    p = d * k
+    M = loss.coordinate_smoothness(np.ones(d))
+    eta = gamma / M
+    C = np.full(p, clip / math.sqrt(p)) if clipping == "uniform" else clip * np.sqrt(M / M.sum())
+    sigma = math.sqrt(T * K) / gaussian_mu(epsilon, delta) * (2 * C / n)
+    rng = np.random.default_rng(seed)
+    schedule = rng.integers(0, p, size=(T, K))
+    z = rng.standard_normal((T, K))
+    w_bar = np.zeros(p)
+    for t in range(T):
+        theta = w_bar.copy()
+        iterates = []
+        for s in range(K):
+            j = schedule[t, s]
+            per_example = loss.per_example_gradients(theta, X, y)[:, j]
+            g = np.mean(np.clip(per_example, -C[j], C[j]))
+            v = theta[j] - eta[j] * (g + sigma[j] * z[t, s])
+            if penalty == "l1":
+                v = np.sign(v) * max(abs(v) - eta[j] * alpha, 0.0)
+            elif penalty == "l2":
+                v = v / (1 + eta[j] * alpha)
+            theta[j] = v
+            iterates.append(theta.copy())
+        w_bar = np.mean(iterates, axis=0)
+    return w_bar
+
+
+@pytest.mark.parametrize(
+    ("loss_name", "penalty", "clipping"),
+    [("squared", "l1", "uniform"), ("logistic", "l2", "lipschitz"), ("multinomial", "none", "uniform")],
+)
+def test_matches_direct_reference_implementation(loss_name, penalty, clipping):
+    rng = np.random.default_rng(3)
+    X = _unit_rows(rng, 40, 4)
+    if loss_name == "squared":
+        loss, y = SquaredLoss(), X @ np.array([1.0, -2.0, 0.5, 0.0]) + 0.1
+    elif loss_name == "logistic":
+        loss, y = LogisticLoss(), np.where(X[:, 0] > 0, 1.0, -1.0)
+    else:
+        loss, y = MultinomialLogisticLoss(3), rng.integers(0, 3, size=40)
+    params = dict(epsilon=2.0, delta=1e-5, gamma=0.8, clip=0.9, clipping=clipping, penalty=penalty, alpha=0.05)
+    T, K = 3, 7
+    result = dp_coordinate_descent(X, y, loss, passes=T, inner_steps=K, random_state=11, **params)
+    expected = _reference_dpcd(X, y, loss, T=T, K=K, seed=11, **params)
+    # The epsilon-side margin (1e-9) of the calibration is the only difference.
+    assert np.allclose(result.weights, expected, rtol=1e-7, atol=1e-10)
+
+
+# --------------------------------------------------------------------------- non-private limit
+def test_nonprivate_limit_ridge():
+    X, y = _regression_data()
+    n, a = X.shape[0], 0.01
+    reg = DPCDRegressor(epsilon=HUGE_EPSILON, passes=200, penalty="l2", alpha=a, clip=50, random_state=0).fit(X, y)
+    # Ridge minimises ||y - Xw||^2 + alpha_sk ||w||^2, i.e. ours times 2n with alpha_sk = n a.
+    ref = Ridge(alpha=n * a, fit_intercept=False).fit(X, y)
+    assert np.allclose(reg.coef_, ref.coef_, atol=1e-4)
+
+
+def test_nonprivate_limit_lasso():
+    X, y = _regression_data(seed=1)
+    a = 0.02
+    reg = DPCDRegressor(epsilon=HUGE_EPSILON, passes=200, penalty="l1", alpha=a, clip=50, random_state=0).fit(X, y)
+    ref = Lasso(alpha=a, fit_intercept=False, tol=1e-12, max_iter=100_000).fit(X, y)  # same objective
+    assert np.allclose(reg.coef_, ref.coef_, atol=1e-4)
+    assert np.array_equal(reg.coef_ == 0, ref.coef_ == 0)  # the prox gives exact zeros
+
+
+@pytest.mark.parametrize("n_classes", [2, 3])
+def test_nonprivate_limit_logistic_regression(n_classes):
+    X, _ = _regression_data(seed=2)
+    score = X @ np.array([2.0, -1.0, 0.5, 0.0, 1.0])
+    y = (score > 0).astype(int) if n_classes == 2 else np.digitize(score, [-0.3, 0.3])
+    n, a = X.shape[0], 0.01
+    clf = DPCDClassifier(
+        epsilon=HUGE_EPSILON, passes=400, penalty="l2", alpha=a, clip=10, classes=range(n_classes), random_state=0
+    ).fit(X, y)
+    # sklearn: C_sk sum_i loss + ||w||^2 / 2, i.e. ours times 1/a with C_sk = 1 / (n a).
+    ref = LogisticRegression(C=1 / (n * a), fit_intercept=False, tol=1e-12, max_iter=10_000).fit(X, y)
+    assert clf.coef_.shape == ref.coef_.shape
+    assert np.allclose(clf.coef_, ref.coef_, atol=2e-3 * max(1.0, np.abs(ref.coef_).max()))
+
+
+# --------------------------------------------------------------------------- utility
+def test_classifier_beats_chance_on_digits_and_degrades_with_epsilon():
+    data = load_dataset("digits")
+    params = dict(passes=5, gamma=30.0, clip=5.0, alpha=1e-4, classes=range(10))
+
+    def accuracy(eps: float) -> float:
+        scores = [
+            DPCDClassifier(epsilon=eps, random_state=seed, **params)
+            .fit(data.X_train, data.y_train)
+            .score(data.X_test, data.y_test)
+            for seed in range(2)
+        ]
+        return float(np.mean(scores))
+
+    high, low = accuracy(10.0), accuracy(0.1)
+    assert high > 0.6  # chance is 0.1
+    assert low < high - 0.3
+
+
+def test_regressor_positive_r2_on_diabetes_and_degrades_with_epsilon():
+    X_raw, y_raw = load_diabetes(return_X_y=True)
+    # Fixed maps only: a constant rescaling, the unit-ball projection, a bias feature, and
+    # a constant shift/scale of the target (disease progression ranges over 25..346).
+    X = add_bias_feature(project_to_unit_ball(4.0 * X_raw))
+    y = (y_raw - 150.0) / 100.0
+    order = np.random.default_rng(0).permutation(len(y))
+    train, test = order[:350], order[350:]
+    params = dict(passes=10, gamma=3.0, clip=1.0, penalty="none")
+
+    def r2(eps: float) -> float:
+        return float(
+            np.mean(
+                [
+                    DPCDRegressor(epsilon=eps, random_state=s, **params).fit(X[train], y[train]).score(X[test], y[test])
+                    for s in range(3)
+                ]
+            )
+        )
+
+    high, low = r2(10.0), r2(0.1)
+    assert high > 0.2
+    assert low < high - 0.2
+
+
+# --------------------------------------------------------------------------- neighbour test
+def _released_weights(y: np.ndarray, runs: int, seed0: int) -> np.ndarray:
+    # Tiny data, one feature: every coordinate gradient is clipped (|y| >> C), so each step
+    # differs between the neighbours by exactly the sensitivity 2 C / n, and with K = 1 the
+    # released weight is a Gaussian whose shift / sd equals the composed mu: the worst case.
+    X = np.ones((5, 1))
+    out = np.empty(runs)
+    for r in range(runs):
+        reg = DPCDRegressor(
+            epsilon=1.0, delta=0.01, passes=4, inner_steps=1, clip=1.0, penalty="none", random_state=seed0 + r
+        )
+        out[r] = reg.fit(X, y).weights_[0]
+    return out
+
+
+def test_neighbour_distribution_test_passes_and_catches_half_sensitivity(monkeypatch):
+    runs = 2000
+    D = np.full(5, -100.0)
+    D_prime = D.copy()
+    D_prime[-1] = 100.0  # replace one record
+    a, b = _released_weights(D, runs, 0), _released_weights(D_prime, runs, 10**6)
+    ok = neighbour_distribution_test(a, b, epsilon=1.0, delta=0.01)
+    assert not ok.violated, ok
+
+    # A variant that believes the sensitivity is C_j / n adds half the noise.
+    monkeypatch.setattr(dpcd, "coordinate_sensitivity", lambda C, n: np.asarray(C, dtype=np.float64) / n)
+    a, b = _released_weights(D, runs, 0), _released_weights(D_prime, runs, 10**6)
+    broken = neighbour_distribution_test(a, b, epsilon=1.0, delta=0.01)
+    assert broken.violated, broken
+
+
+# --------------------------------------------------------------------------- validation
+def _state(rng: np.random.Generator) -> dict:
+    return rng.bit_generator.state
+
+
+@pytest.mark.parametrize(
+    ("overrides", "X_bad", "y_bad"),
+    [
+        ({"epsilon": 0.0}, None, None),
+        ({"epsilon": -1.0}, None, None),
+        ({"delta": 0.0}, None, None),
+        ({"passes": 0}, None, None),
+        ({"inner_steps": 0}, None, None),
+        ({"gamma": 0.0}, None, None),
+        ({"clip": -1.0}, None, None),
+        ({"alpha": -0.1}, None, None),
+        ({"penalty": "elasticnet"}, None, None),
+        ({"clipping": "adaptive"}, None, None),
+        ({"calibration": "rdp"}, None, None),
+        ({"calibration": "closed_form", "epsilon": 2.0}, None, None),
+        ({"feature_bounds": [1.0, 0.0, 1.0]}, None, None),
+        ({"feature_bounds": [1.0, -1.0, 1.0]}, None, None),
+        ({"feature_bounds": [1.0, 1.0]}, None, None),
+        ({"feature_bounds": "max"}, None, None),
+        ({}, "nan", None),
+        ({}, "1d", None),
+        ({}, None, "short"),
+        ({}, None, "outside"),
+    ],
+)
+@pytest.mark.parametrize("estimator", [DPCDClassifier, DPCDRegressor])
+def test_bad_input_raises_before_any_noise(estimator, overrides, X_bad, y_bad):
+    rng = np.random.default_rng(0)
+    X = _unit_rows(rng, 20, 3)
+    y = np.arange(20) % 2
+    if X_bad == "nan":
+        X[3, 1] = np.nan
+    elif X_bad == "1d":
+        X = X[:, 0]
+    if y_bad == "short":
+        y = y[:-1]
+    elif y_bad == "outside":
+        if estimator is DPCDRegressor:
+            y = y.astype(float)
+            y[0] = np.inf  # a target outside the reals
+        else:
+            y[0] = 7  # a label outside the public classes
+    params = {"classes": [0, 1]} if estimator is DPCDClassifier else {}
+    params.update(overrides)
+    noise = np.random.default_rng(123)
+    before = _state(noise)
+    with pytest.raises(ValueError):
+        estimator(random_state=noise, **params).fit(X, y)
+    assert _state(noise) == before  # no randomness was consumed
+
+
+def test_data_derived_bounds_warn_and_public_bounds_do_not(recwarn):
+    X, y = _regression_data(n=30, d=3)
+    with pytest.warns(PrivacyLeakWarning, match="feature_bounds"):
+        reg = DPCDRegressor(feature_bounds="data", random_state=0).fit(X, y)
+    assert reg.fit_info_["feature_bounds_from_data"] is True
+    assert np.allclose(reg.fit_info_["feature_bounds"], np.abs(X).max(axis=0))
+    DPCDRegressor(feature_bounds=[0.5, 0.5, 2.0], random_state=0).fit(X, y)
+    assert not [w for w in recwarn if issubclass(w.category, PrivacyLeakWarning)]
+
+
+def test_classes_inferred_from_data_warn():
+    X, _ = _regression_data(n=30, d=3)
+    with pytest.warns(PrivacyLeakWarning, match="classes"):
+        DPCDClassifier(random_state=0).fit(X, np.arange(30) % 2)
+
+
+def test_lipschitz_clipping_follows_public_bounds():
+    X, y = _regression_data(n=30, d=3)
+    bounds = np.array([1.0, 0.5, 0.25])
+    reg = DPCDRegressor(clip=2.0, clipping="lipschitz", feature_bounds=bounds, random_state=0).fit(X, y)
+    M = bounds**2
+    assert np.allclose(reg.fit_info_["coordinate_smoothness"], M)
+    assert np.allclose(reg.fit_info_["clip_thresholds"], 2.0 * np.sqrt(M / M.sum()))
+    assert np.allclose(reg.fit_info_["step_sizes"], 1.0 / M)
+
+
+# --------------------------------------------------------------------------- estimator plumbing
+def test_hyper_parameters_are_stored_as_given_and_clone():
+    clf = DPCDClassifier(epsilon=2, passes=3, feature_bounds=[1, 1], random_state=5)
+    assert clf.get_params()["epsilon"] == 2 and clf.get_params()["feature_bounds"] == [1, 1]
+    assert clone(clf).get_params() == clf.get_params()
+    reg = DPCDRegressor(alpha=0.5)
+    assert clone(reg).get_params()["alpha"] == 0.5
+
+
+def test_multiclass_weights_layout_and_prediction():
+    rng = np.random.default_rng(0)
+    X = _unit_rows(rng, 60, 4)
+    y = rng.integers(0, 3, size=60)
+    clf = DPCDClassifier(epsilon=5.0, classes=[0, 1, 2], random_state=0).fit(X, y)
+    assert clf.weights_.shape == (4, 3) and clf.coef_.shape == (3, 4)
+    assert clf.fit_info_["n_coordinates"] == 12 and clf.fit_info_["inner_steps"] == 12
+    assert clf.predict_proba(X).shape == (60, 3)
+    assert set(clf.predict(X)) <= {0, 1, 2}
+
+
+def test_progress_bar_goes_to_stderr(capsys):
+    X, y = _regression_data(n=20, d=2)
+    DPCDRegressor(passes=3, progress=True, random_state=0).fit(X, y)
+    captured = capsys.readouterr()
+    assert "DP-CD" in captured.err and captured.out == ""
+
+
+def test_same_seed_same_model():
+    X, y = _regression_data(n=40, d=3)
+    a = DPCDRegressor(random_state=4).fit(X, y).weights_
+    b = DPCDRegressor(random_state=4).fit(X, y).weights_
+    c = DPCDRegressor(random_state=5).fit(X, y).weights_
+    assert np.array_equal(a, b) and not np.array_equal(a, c)
+
+
+@pytest.mark.parametrize("n_classes", [2, 4])
+def test_classifier_save_load_round_trip(tmp_path, n_classes):
+    rng = np.random.default_rng(0)
+    X = _unit_rows(rng, 50, 3)
+    labels = np.array(["a", "b", "c", "d"][:n_classes])
+    y = labels[rng.integers(0, n_classes, size=50)]
+    clf = DPCDClassifier(epsilon=3.0, classes=labels, feature_bounds=np.ones(3), random_state=1).fit(X, y)
+    path = save_model(clf, tmp_path / "dpcd")
+    loaded = load_model(path)
+    assert type(loaded) is DPCDClassifier
+    assert np.array_equal(loaded.predict(X), clf.predict(X))
+    assert np.allclose(loaded.predict_proba(X), clf.predict_proba(X))
+    assert loaded.privacy_ == clf.privacy_
+    assert loaded.fit_info_["sigma"] == clf.fit_info_["sigma"]
+
+
+def test_regressor_save_load_round_trip(tmp_path):
+    X, y = _regression_data(n=50, d=3)
+    reg = DPCDRegressor(epsilon=3.0, penalty="l1", alpha=0.01, random_state=1).fit(X, y)
+    loaded = load_model(save_model(reg, tmp_path / "dpcd-reg.npz"))
+    assert type(loaded) is DPCDRegressor
+    assert np.array_equal(loaded.predict(X), reg.predict(X))
+    assert loaded.score(X, y) == reg.score(X, y)
+    assert loaded.privacy_ == reg.privacy_
+    assert loaded.get_params() == reg.get_params()
+
+
+def test_unfitted_regressor_refuses_to_predict():
+    with pytest.raises(RuntimeError, match="not fitted"):
+        DPCDRegressor().predict(np.zeros((2, 2)))
+
+
+def test_softmax_cache_stays_exact_after_large_moves():
+    # The O(n) log-normaliser update must survive moves that make one class certain and
+    # then impossible (the cancellation branch recomputes those rows exactly).
+    rng = np.random.default_rng(0)
+    X = _unit_rows(rng, 30, 3)
+    y = rng.integers(0, 4, size=30)
+    W = rng.normal(size=(3, 4))
+    cache = dpcd._SoftmaxScores(X, y, 4)
+    cache.reset(W)
+    loss = MultinomialLogisticLoss(4)
+    for feature, output, change in [(0, 1, 400.0), (0, 1, -800.0), (2, 3, 1e-9), (1, 0, -3.0), (1, 1, 900.0)]:
+        cache.coordinate_gradients(X[:, feature], output)
+        cache.move(X[:, feature], output, change)
+        W[feature, output] += change
+        for j in range(3):
+            for c in range(4):
+                expected = loss.per_example_coordinate_gradients(W, X, y, j * 4 + c)
+                got = cache.coordinate_gradients(X[:, j], c)
+                assert np.allclose(got, expected, atol=1e-9), (feature, output, change, j, c)
