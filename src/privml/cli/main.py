@@ -5,11 +5,11 @@ from __future__ import annotations
 import sys
 
 from privml import __version__
-from privml.cli import account, datasets
+from privml.cli import account, datasets, predict, train
 from privml.cli._common import EXIT_USAGE, CliError, StrictParser
 
 # Each subcommand module exposes register(subparsers) and sets `handler`.
-SUBCOMMANDS = (account, datasets)
+SUBCOMMANDS = (account, train, predict, datasets)
 
 
 def build_parser() -> StrictParser:

@@ -18,7 +18,7 @@ from typing import Any
 
 from privml.data.dataset import Dataset, DatasetInfo
 from privml.data.errors import DatasetNotAvailable
-from privml.data.loaders import list_datasets, load_dataset
+from privml.data.loaders import list_datasets, load_dataset, preprocess_features
 from privml.data.preprocessing import (
     add_bias_feature,
     flatten_images,
@@ -40,6 +40,7 @@ __all__ = [
     "list_datasets",
     "load_dataset",
     "one_hot",
+    "preprocess_features",
     "project_to_unit_ball",
     "scale_by_bounds",
     "scale_by_norm_bound",

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from privml._random import RandomState, check_random_state
 from privml._validation import check_count
@@ -158,6 +159,25 @@ def load_dataset(
         preprocessing=tuple(steps),
     )
     return Dataset(X_train=X_train, y_train=y_train, X_test=X_test, y_test=y_test, info=info)
+
+
+def preprocess_features(name: str, X: ArrayLike, *, bias: bool | float = False) -> np.ndarray:
+    """Apply ``name``'s default feature pipeline (the one :func:`load_dataset`
+    uses with ``preprocess=True``) to raw records, e.g. new rows to predict on.
+
+    Every step is data-independent, so applying it to new records reveals
+    nothing about the training data. User data (``csv:``/``npz:``) is only
+    flattened and projected onto the unit ball.
+    """
+    bias_value = _check_bias(bias, preprocess=True)
+    arr = np.asarray(X)
+    if isinstance(name, str) and name.startswith(USER_PREFIXES):
+        out, _ = _user_features(arr)
+    else:
+        out, _ = BUILTIN[canonical_name(name)].featurize(arr)
+    if bias_value is not None:
+        out = add_bias_feature(out, value=bias_value)
+    return out
 
 
 def _check_bias(bias: bool | float, *, preprocess: bool) -> float | None:

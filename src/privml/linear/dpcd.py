@@ -57,7 +57,6 @@ cannot weaken privacy.
 from __future__ import annotations
 
 import math
-import sys
 import warnings
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -67,6 +66,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 from sklearn.base import BaseEstimator, RegressorMixin
 
+from privml._progress import progress_bar
 from privml._random import RandomState, check_random_state
 from privml._validation import (
     check_count,
@@ -170,7 +170,7 @@ def clip_thresholds(clip: float, clipping: str, smoothness: ArrayLike) -> np.nda
         Overall threshold ``C > 0``.
     clipping : {"uniform", "lipschitz"}
         ``C_j = C / sqrt(p)``, or ``C_j = C sqrt(M_j / sum_l M_l)`` (the
-        "Lipschitz clipping" of Mangold et al. 2022, Sec. 6 and their slides),
+        "Lipschitz clipping" of Mangold et al. 2022's experiments and slides),
         which gives coordinates with larger (public) scale a larger share.
     smoothness : array_like, shape (p,)
         Coordinate smoothness constants ``M_j``, computed from public bounds.
@@ -197,12 +197,24 @@ def clip_thresholds(clip: float, clipping: str, smoothness: ArrayLike) -> np.nda
 def clip_coordinate_gradients(gradients: np.ndarray, threshold: float) -> np.ndarray:
     """Clip per-example coordinate gradients to ``[-threshold, threshold]``.
 
+    Parameters
+    ----------
+    gradients : numpy.ndarray, shape (n,)
+        ``d loss(theta; x_i, y_i) / d theta_j`` for every record ``i``.
+    threshold : float
+        The coordinate's clipping threshold ``C_j > 0``.
+
+    Returns
+    -------
+    numpy.ndarray, shape (n,)
+
     Notes
     -----
     A per-record map: after it, one record contributes at most ``threshold``
-    in absolute value to the sum over records, which is what bounds the
-    replace-one sensitivity of the averaged coordinate gradient by
-    ``2 threshold / n`` (:func:`coordinate_sensitivity`).
+    in absolute value to the sum over records, so under replace-one
+    neighbours the averaged coordinate gradient has sensitivity
+    ``2 threshold / n`` (:func:`coordinate_sensitivity`; Mangold et al. 2022
+    with clipping in place of component Lipschitzness), whatever the loss.
     """
     return np.clip(gradients, -threshold, threshold)
 
@@ -347,8 +359,9 @@ def dpcd_guarantee(noise_multiplier: float, steps: int, delta: float, *, account
         (:func:`coordinate_sensitivity`): the ledger is ``steps`` adaptive
         Gaussian mechanisms ``GaussianEvent(s, replace-one)``.
     """
+    step = GaussianEvent(noise_multiplier, Neighbouring.REPLACE_ONE)
     acc = make_accountant(accountant)
-    acc.compose(SelfComposedEvent(GaussianEvent(noise_multiplier, Neighbouring.REPLACE_ONE), check_count(steps, "steps")))
+    acc.compose(SelfComposedEvent(step, check_count(steps, "steps")))
     return PrivacyGuarantee(
         epsilon=float(acc.get_epsilon(delta)),
         delta=float(delta),
@@ -458,7 +471,9 @@ def _resolve_feature_bounds(feature_bounds: Any, X: np.ndarray) -> tuple[np.ndar
         return np.ones(d), False
     if isinstance(feature_bounds, str):
         if feature_bounds != "data":
-            raise ValueError(f"feature_bounds must be None, 'data' or one positive bound per feature, got {feature_bounds!r}")
+            raise ValueError(
+                f"feature_bounds must be None, 'data' or one positive bound per feature, got {feature_bounds!r}"
+            )
         warnings.warn(
             "feature_bounds='data' reads the per-feature maxima |x_j| from the private training data; they "
             "set the step sizes (and, with clipping='lipschitz', the clipping thresholds), so the released "
@@ -500,10 +515,10 @@ def dp_coordinate_descent(
     Parameters
     ----------
     X : numpy.ndarray, shape (n, d)
-        Finite features. Privacy does not depend on their scale (clipping
-        bounds the sensitivity); ``feature_bounds`` should bound ``|x_ij|``
-        for the step sizes to be safe. The estimators pass rows projected onto
-        the unit ball.
+        Finite features. Each row is projected onto the unit ball first (a
+        per-record map: no privacy cost), so ``|x_ij| <= 1`` and the default
+        bounds hold. Privacy does not depend on the features' scale (clipping
+        bounds the sensitivity); the bounds only set step sizes.
     y : numpy.ndarray, shape (n,)
         Labels or targets in the form ``loss`` expects.
     loss : Loss
@@ -533,7 +548,7 @@ def dp_coordinate_descent(
         Exact Gaussian-DP composition (default) or the paper's Theorem 4.1.
     random_state : None, int, SeedSequence or Generator
     progress : bool
-        Show a tqdm progress bar (on stderr) over the outer iterations.
+        Show a progress bar (on stderr) over the outer iterations.
 
     Returns
     -------
@@ -568,6 +583,7 @@ def dp_coordinate_descent(
         progress=progress,
     )
     X, y = loss.check_data(X, y)
+    X = project_to_unit_ball(X)
     bounds, bounds_from_data = _resolve_feature_bounds(feature_bounds, X)
     rng = check_random_state(random_state)
     return _run(X, y, loss, settings, bounds, bounds_from_data, rng)
@@ -612,7 +628,7 @@ def _run(
     theta = np.zeros(p)
     w_bar = np.zeros(p)
     penalty, alpha = settings.penalty, settings.alpha
-    bar = _progress_bar(T, settings.progress)
+    bar = progress_bar(T, desc="DP-CD passes", unit="pass", enabled=settings.progress)
     try:
         for t in range(T):
             theta[:] = w_bar
@@ -746,24 +762,6 @@ class _SoftmaxScores:
         self._p_output = -1
 
 
-class _NoBar:
-    def update(self, n: int) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-
-def _progress_bar(total: int, enabled: bool) -> Any:
-    if not enabled:
-        return _NoBar()
-    try:
-        from tqdm import tqdm
-    except ImportError as exc:  # tqdm is optional: only the progress bar needs it
-        raise ImportError("progress=True needs the tqdm package (pip install tqdm)") from exc
-    return tqdm(total=total, desc="DP-CD passes", unit="pass", file=sys.stderr)
-
-
 # --------------------------------------------------------------------------- estimators
 _DPCD_PARAMS = (
     "epsilon",
@@ -831,7 +829,7 @@ class DPCDClassifier(_DPCDMixin, PrivateLinearClassifier):
         The public class set (taken from y with a warning if None).
     random_state : None, int, SeedSequence or Generator, default None
     progress : bool, default False
-        tqdm progress bar on stderr.
+        Progress bar on stderr.
 
     Attributes
     ----------

@@ -34,18 +34,20 @@ gradient has norm below 1 and the softmax gradient below sqrt(2)
 (:attr:`privml.losses.Loss.lipschitz`), so ``C >= L`` never changes a
 gradient. The guarantee rests on the clip, not on the loss: the clip is what
 holds if the loss, the projection or floating point ever let a larger
-gradient through. The default ``C = 0.1`` sits well below L on purpose: on
-MNIST most per-example gradients of a half-trained model are longer than
-0.1, and a smaller C puts the noise at the scale of the typical gradient
-rather than the worst case (the usual bias-variance trade of clipping).
+gradient through. The default ``C = 0.1`` sits well below L on purpose:
+at the start of training on MNIST every per-example gradient is longer than
+0.1 (median norm 0.95 at W = 0), and after training about a fifth still are,
+so the clip binds where the gradients are large and the noise ``s C`` is a
+tenth of what the worst case would need (the usual bias-variance trade of
+clipping; see :class:`DPSGDClassifier` for the tuning).
 """
 
 from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
@@ -108,6 +110,9 @@ DEFAULT_EPOCHS = 30.0
 # asking for delta_0 = delta / (T q) exactly can round one ulp above delta, and
 # the basic accountant then certifies nothing. This margin keeps the sum below.
 _DELTA_SPLIT_MARGIN = 1.0 - 1e-9
+# Relative excess noise of the direct design over the analytic calibration, for
+# the same reason in the other direction (see _direct_noise).
+_SIGMA_MARGIN = 1.0 + 1e-9
 
 
 # --------------------------------------------------------------- step pieces
@@ -254,20 +259,32 @@ class _Averager:
 
 # ------------------------------------------------------------------ the plan
 @dataclass(frozen=True)
-class _Plan:
-    """Everything a fit decides before touching the data's values: the schedule
-    of batches, the noise, and the guarantee. Built before any noise is drawn."""
+class _Noise:
+    """The noise of every step and the guarantee it buys, fixed before training.
 
-    design: str
-    steps: int
-    sample_rate: float
-    batch_size: float  # expected (poisson, linear) or nominal (direct)
-    noise: str  # "gaussian" or "l2-laplace"
-    noise_multiplier: float  # noise std (Gaussian) or scale (L2-Laplace) over C
-    sensitivity: float  # L2 sensitivity of the clipped sum, in units of C
+    ``multiplier`` is in units of C: the Gaussian's standard deviation, or the
+    L2-Laplace scale, is ``multiplier * C``. ``sensitivity`` is the L2
+    sensitivity of the clipped sum in units of C under ``guarantee``'s relation.
+    """
+
+    kind: str  # "gaussian" or "l2-laplace"
+    multiplier: float
+    sensitivity: float
     event: DpEvent
     guarantee: PrivacyGuarantee
     info: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """Everything a fit decides from n and the hyper-parameters alone."""
+
+    design: str
+    steps: int
+    sample_rate: float  # Poisson rate q (poisson, linear); share of the data per step (direct)
+    batch_size: float  # expected (poisson, linear) or mean (direct) batch size
+    epochs: float
+    noise: _Noise
 
 
 def _account(event: DpEvent, accountant: str, delta: float) -> PrivacyGuarantee:
@@ -283,9 +300,9 @@ def _check_budget(guarantee: PrivacyGuarantee, epsilon: float) -> None:
         )
 
 
-def _plan_poisson(
+def _poisson_noise(
     epsilon: float, delta: float, noise_multiplier: float | None, q: float, steps: int, accountant: str
-) -> _Plan:
+) -> _Noise:
     """DP-SGD of Abadi et al. (2016): T sampled Gaussian steps, tight accounting.
 
     Each step adds N(0, s^2 C^2 I) to the clipped sum of a Poisson sample of
@@ -304,10 +321,10 @@ def _plan_poisson(
         ).noise_multiplier
     event = dpsgd_event(noise_multiplier, q, steps)
     guarantee = _account(event, accountant, delta)
-    return _Plan("poisson", steps, q, 0.0, "gaussian", noise_multiplier, 1.0, event, guarantee)
+    return _Noise("gaussian", noise_multiplier, 1.0, event, guarantee)
 
 
-def _plan_linear(epsilon: float, delta: float, noise_multiplier: float | None, q: float, steps: int) -> _Plan:
+def _linear_noise(epsilon: float, delta: float, noise_multiplier: float | None, q: float, steps: int) -> _Noise:
     """The lecture's second design: amplified (eps_0, delta_0) steps, composed linearly.
 
     Each step releases the clipped sum of a Poisson sample plus noise that
@@ -325,38 +342,27 @@ def _plan_linear(epsilon: float, delta: float, noise_multiplier: float | None, q
     whole delta; eps_0 is the largest per-step epsilon whose total is at most
     epsilon, by :func:`privml.accounting.calibration.calibrate_parameter`.
     """
-    if delta > 0:
-        step_delta = min(delta / (steps * q) * _DELTA_SPLIT_MARGIN, 0.5)
-        if noise_multiplier is None:
+    gaussian = delta > 0
+    # Cap delta_0 below 1 (the Gaussian needs it) when T q < delta: a few
+    # steps at a tiny rate then spend less than delta, which is still safe.
+    step_delta = min(delta / (steps * q) * _DELTA_SPLIT_MARGIN, 0.5) if gaussian else 0.0
+    if noise_multiplier is None:
 
-            def total_epsilon(step_epsilon: float) -> float:
-                return _account(_linear_event(step_epsilon, step_delta, q, steps), "basic", delta).epsilon
+        def total_epsilon(step_epsilon: float) -> float:
+            return _account(_linear_event(step_epsilon, step_delta, q, steps), "basic", delta).epsilon
 
-            step_epsilon = calibrate_parameter(
-                total_epsilon, target=epsilon, increasing=True, upper=max(1.0, epsilon), tolerance=1e-6
-            ).value
-            noise_multiplier = analytic_gaussian_sigma(step_epsilon, step_delta, 1.0)
-        else:
-            step_epsilon = gaussian_epsilon(step_delta, 1.0 / noise_multiplier)
-        noise = "gaussian"
+        step_epsilon = calibrate_parameter(
+            total_epsilon, target=epsilon, increasing=True, upper=max(1.0, epsilon), tolerance=1e-6
+        ).value
+        # The analytic sigma is rounded up, so the step is at most step_epsilon-DP as claimed.
+        noise_multiplier = analytic_gaussian_sigma(step_epsilon, step_delta, 1.0) if gaussian else 1.0 / step_epsilon
     else:
-        step_delta = 0.0
-        if noise_multiplier is None:
-
-            def total_epsilon(step_epsilon: float) -> float:
-                return _account(_linear_event(step_epsilon, 0.0, q, steps), "basic", 0.0).epsilon
-
-            step_epsilon = calibrate_parameter(
-                total_epsilon, target=epsilon, increasing=True, upper=max(1.0, epsilon), tolerance=1e-6
-            ).value
-            noise_multiplier = 1.0 / step_epsilon
-        else:
-            step_epsilon = 1.0 / noise_multiplier
-        noise = "l2-laplace"
+        step_epsilon = gaussian_epsilon(step_delta, 1.0 / noise_multiplier) if gaussian else 1.0 / noise_multiplier
+    noise = "gaussian" if gaussian else "l2-laplace"
     event = _linear_event(step_epsilon, step_delta, q, steps)
     guarantee = _account(event, "basic", delta)
     info = {"step_epsilon": step_epsilon, "step_delta": step_delta}
-    return _Plan("linear", steps, q, 0.0, noise, noise_multiplier, 1.0, event, guarantee, info)
+    return _Noise(noise, noise_multiplier, 1.0, event, guarantee, info)
 
 
 def _linear_event(step_epsilon: float, step_delta: float, q: float, steps: int) -> DpEvent:
@@ -366,7 +372,7 @@ def _linear_event(step_epsilon: float, step_delta: float, q: float, steps: int) 
     return SelfComposedEvent(step, steps)
 
 
-def _plan_direct(epsilon: float, delta: float, noise_multiplier: float | None, n_batches: int) -> _Plan:
+def _direct_noise(epsilon: float, delta: float, noise_multiplier: float | None) -> _Noise:
     """The lecture's first design: one pass over disjoint batches, parallel composition.
 
     Neighbouring: replace-one (n and the partition are fixed; the partition
@@ -388,7 +394,9 @@ def _plan_direct(epsilon: float, delta: float, noise_multiplier: float | None, n
     """
     if delta > 0:
         if noise_multiplier is None:
-            noise_multiplier = analytic_gaussian_sigma(epsilon, delta, 2.0)
+            # The accountant's epsilon comes from its own bisection, rounded up;
+            # the margin keeps it at most epsilon instead of epsilon + 1 ulp-ish.
+            noise_multiplier = analytic_gaussian_sigma(epsilon, delta, 2.0) * _SIGMA_MARGIN
         event: DpEvent = GaussianEvent(noise_multiplier / 2.0, Neighbouring.REPLACE_ONE)
         guarantee = _account(event, "gdp", delta)
         noise = "gaussian"
@@ -398,7 +406,7 @@ def _plan_direct(epsilon: float, delta: float, noise_multiplier: float | None, n
         event = EpsilonDeltaEvent(2.0 / noise_multiplier, 0.0, Neighbouring.REPLACE_ONE)
         guarantee = _account(event, "basic", 0.0)
         noise = "l2-laplace"
-    return _Plan("direct", n_batches, 1.0, 0.0, noise, noise_multiplier, 2.0, event, guarantee)
+    return _Noise(noise, noise_multiplier, 2.0, event, guarantee)
 
 
 # ----------------------------------------------------------------- estimator
@@ -409,9 +417,10 @@ class DPSGDClassifier(PrivateLinearClassifier):
     clipped mini-batch gradients. The default is DP-SGD as in Abadi et al.
     (2016): Poisson sampling, whole-gradient clipping, Gaussian noise,
     normalisation by the expected batch size and a PLD accountant.
+    Hyper-parameters are keyword-only, stored as given, and validated in
+    :meth:`fit` before any noise is drawn.
 
-    Parameters (keyword-only; stored as given, validated in :meth:`fit`
-    before any noise is drawn)
+    Parameters
     ----------
     epsilon:
         Privacy budget, > 0. With ``noise_multiplier=None`` the noise is
@@ -442,7 +451,12 @@ class DPSGDClassifier(PrivateLinearClassifier):
         30 epochs. The ``direct`` design always makes one pass (n // b steps)
         and accepts only ``epochs=1`` or nothing.
     learning_rate:
-        Base step size eta > 0 (default 2.0, for features in the unit ball).
+        Base step size eta > 0. The default 1000 looks large because the
+        clipped mean gradient has norm at most C = 0.1 and records lie in the
+        unit ball: an MNIST image of norm 1 spreads over 785 coordinates, and
+        a good softmax model has weights of norm in the hundreds. What
+        matters is ``learning_rate * clip_norm`` (100 by default); keep it
+        when changing ``clip_norm``.
     lr_schedule:
         ``"constant"``, ``"cosine"`` (default), ``"step"`` or ``"inverse_sqrt"``
         (see :func:`learning_rate_schedule`).
@@ -503,9 +517,14 @@ class DPSGDClassifier(PrivateLinearClassifier):
     per-example gradient to C, add N(0, s^2 C^2 I) to the sum, divide by the
     *expected* batch size q n, add ``l2 W`` and step. The clipped sum has
     sensitivity C under add/remove-one. Dividing by the realised batch size
-    would make the update depend on the sample's size, which the analysis
-    does not cover. The dataset size n is treated as public, as in Abadi et
-    al. (it sets q when ``batch_size`` is given, and the divisor).
+    |B| instead would release |B| along with the noisy sum; |B| grows by one
+    exactly when the added record is sampled, which the sampled-Gaussian
+    analysis does not cover. The dataset size n is treated as public, as in
+    Abadi et al. and the DP-SGD libraries: it fixes q (when ``batch_size``
+    is given) and the divisor q n. The guarantee is then exactly the
+    add/remove-one guarantee of the mechanism with those constants fixed
+    (equivalently, the "zero-out" relation of Kairouz et al. 2021, where a
+    record is replaced by one with zero gradient and n does not change).
 
     ``direct`` (seed lecture Sec. 2.1; Song, Chaudhuri and Sarwate 2013): one
     pass over a random partition into disjoint batches, each step's noise
@@ -521,9 +540,16 @@ class DPSGDClassifier(PrivateLinearClassifier):
     :mod:`privml.mechanisms` for the Mironov 2012 caveat); the weights are
     post-processed noisy sums, never published bit-exact noise.
 
-    Defaults were tuned on MNIST (n = 60000, 784 pixels and a bias feature,
-    10 classes) at epsilon = 1, delta = 1e-5 on a validation split of the
-    training set only.
+    Defaults (expected batch 4096, 30 epochs, C = 0.1, learning rate 1000,
+    cosine schedule, averaging of the last half of the iterates) were chosen
+    on MNIST (784 pixels and a bias feature, 10 classes) at epsilon = 1,
+    delta = 1e-5, by accuracy on 10000 records held out of the training set
+    (the test set was not used). Validation accuracy was flat, within about
+    half a point of 90.5%, for batches of 2048 to 8192, 15 to 60 epochs and
+    C from 0.03 to 1 with ``learning_rate * clip_norm`` near 100; it fell to
+    68% at a learning rate of 2. With the whole training set, the MNIST test
+    accuracy over three seeds was 81.0% at epsilon = 0.1, 89.0% at 0.3,
+    91.2% at 1, 91.6% at 3 and 91.6% at 10 (non-private: about 92.5%).
 
     Examples
     --------
@@ -548,7 +574,7 @@ class DPSGDClassifier(PrivateLinearClassifier):
         batch_size: int | None = None,
         epochs: float | None = None,
         steps: int | None = None,
-        learning_rate: float = 2.0,
+        learning_rate: float = 1000.0,
         lr_schedule: Schedule = "cosine",
         l2: float = 0.0,
         averaging: Averaging = "tail",
@@ -630,6 +656,11 @@ class DPSGDClassifier(PrivateLinearClassifier):
             raise ValueError(f"ema_decay must be in [0, 1), got {decay!r}")
         if not isinstance(self.progress, bool):
             raise TypeError(f"progress must be a bool, got {type(self.progress).__name__}")
+        if self.progress:
+            try:
+                import tqdm  # noqa: F401
+            except ImportError as exc:
+                raise ImportError("progress=True needs tqdm (pip install tqdm)") from exc
 
     def _check_l2(self) -> float:
         return check_positive(self.l2, "l2", allow_zero=True)
@@ -658,13 +689,12 @@ class DPSGDClassifier(PrivateLinearClassifier):
         epsilon, delta = float(self.epsilon), float(self.delta)
         q = self._sample_rate(n)
         if self.design == "direct":
-            batch = check_count(self.batch_size, "batch_size") if self.batch_size is not None else round(q * n)
-            n_batches = n // max(batch, 1)
+            size = int(self.batch_size) if self.batch_size is not None else round(q * n)
+            n_batches = n // size if size >= 1 else 0
             if n_batches < 1:
                 raise ValueError(f"the direct design needs batches of at least one record; q n = {q * n:.3g}")
-            plan = _plan_direct(epsilon, delta, self.noise_multiplier, n_batches)
-            plan = _with(plan, sample_rate=1.0 / n_batches, batch_size=n / n_batches)
-            info = {"epochs": 1.0, "accountant": plan.guarantee.accountant}
+            noise = _direct_noise(epsilon, delta, self.noise_multiplier)
+            plan = _Plan("direct", n_batches, 1.0 / n_batches, n / n_batches, 1.0, noise)
         else:
             if self.steps is not None:
                 steps = int(self.steps)
@@ -672,13 +702,12 @@ class DPSGDClassifier(PrivateLinearClassifier):
                 epochs = DEFAULT_EPOCHS if self.epochs is None else float(self.epochs)
                 steps = max(1, round(epochs / q))
             if self.design == "poisson":
-                plan = _plan_poisson(epsilon, delta, self.noise_multiplier, q, steps, self.accountant)
+                noise = _poisson_noise(epsilon, delta, self.noise_multiplier, q, steps, self.accountant)
             else:
-                plan = _plan_linear(epsilon, delta, self.noise_multiplier, q, steps)
-            plan = _with(plan, batch_size=q * n)
-            info = {"epochs": steps * q, "accountant": plan.guarantee.accountant}
-        _check_budget(plan.guarantee, epsilon)
-        return _with(plan, info={**plan.info, **info})
+                noise = _linear_noise(epsilon, delta, self.noise_multiplier, q, steps)
+            plan = _Plan(self.design, steps, q, q * n, steps * q, noise)
+        _check_budget(plan.noise.guarantee, epsilon)
+        return plan
 
     # ------------------------------------------------------------- training
     def _fit_private(
@@ -696,37 +725,42 @@ class DPSGDClassifier(PrivateLinearClassifier):
         weights = np.zeros(loss.parameter_shape(d))
         batches = self._batches(n, plan, rng)
 
-        bar = _progress_bar(plan.steps, self.progress)
-        for step in range(plan.steps):
-            index, divisor = next(batches)
-            total = self._clipped_sum(loss, weights, np.take(X, index, axis=0), y[index], clip, row_norms[index])
-            noisy = total + self._noise(plan, clip, weights.shape, rng)
-            gradient = self._normalise(noisy, divisor, index.size) + l2 * weights
-            weights = weights - rates[step] * gradient
-            averager.update(step, weights)
-            bar(1)
-        bar(0)
+        with _ProgressBar(plan.steps, self.progress) as bar:
+            for step in range(plan.steps):
+                index, divisor = next(batches)
+                batch = np.take(X, index, axis=0)
+                total = self._clipped_sum(loss, weights, batch, y[index], clip, row_norms[index])
+                noisy = total + self._noise(plan, clip, weights.shape, rng)
+                # l2 W is data-independent: added after clipping and normalising, at full weight.
+                gradient = self._normalise(noisy, divisor, index.size) + l2 * weights
+                weights = weights - rates[step] * gradient
+                averager.update(step, weights)
+                bar.advance()
 
-        self.privacy_event_ = plan.event
+        noise = plan.noise
+        self.privacy_event_ = noise.event
         info = {
             "design": plan.design,
-            "noise": plan.noise,
-            "noise_multiplier": plan.noise_multiplier,
-            "noise_std" if plan.noise == "gaussian" else "noise_scale": plan.noise_multiplier * clip,
+            "noise": noise.kind,
+            "noise_multiplier": noise.multiplier,
+            # the std of a Gaussian, or the scale b of the L2-Laplace density exp(-||z|| / b)
+            ("noise_std" if noise.kind == "gaussian" else "noise_scale"): noise.multiplier * clip,
             "clip_norm": clip,
-            "sensitivity": plan.sensitivity * clip,
-            "neighbouring": plan.guarantee.neighbouring.value,
+            "sensitivity": noise.sensitivity * clip,
+            "neighbouring": noise.guarantee.neighbouring.value,
             "steps": plan.steps,
             "sample_rate": plan.sample_rate,
             "expected_batch_size": plan.batch_size,
-            **plan.info,
-            "epsilon": plan.guarantee.epsilon,
-            "delta": plan.guarantee.delta,
-            "event": repr(plan.event),
+            "epochs": plan.epochs,
+            "accountant": noise.guarantee.accountant,
+            **noise.info,
+            "epsilon": noise.guarantee.epsilon,
+            "delta": noise.guarantee.delta,
+            "event": repr(noise.event),
         }
-        return averager.result(weights), plan.guarantee, info
+        return averager.result(weights), noise.guarantee, info
 
-    def _batches(self, n: int, plan: _Plan, rng: np.random.Generator):  # noqa: ANN202 - private generator
+    def _batches(self, n: int, plan: _Plan, rng: np.random.Generator) -> Iterator[tuple[np.ndarray, float]]:
         """Yield (indices, divisor) for each step: the batch and the public normaliser."""
         if plan.design == "direct":
             # A random partition drawn before, and independently of, the data values.
@@ -746,37 +780,40 @@ class DPSGDClassifier(PrivateLinearClassifier):
     def _noise(
         self, plan: _Plan, clip: float, shape: tuple[int, ...], rng: np.random.Generator
     ) -> np.ndarray:
-        """One draw of the step's noise for a sum of sensitivity ``plan.sensitivity * clip``."""
-        scale = plan.noise_multiplier * clip
-        if plan.noise == "gaussian":
+        """One draw of the step's noise for a sum of sensitivity ``plan.noise.sensitivity * clip``."""
+        scale = plan.noise.multiplier * clip
+        if plan.noise.kind == "gaussian":
             return rng.normal(0.0, scale, size=shape)
         return sample_l2_laplace(math.prod(shape), scale, 1, rng)[0].reshape(shape)
 
     def _normalise(self, noisy_sum: np.ndarray, divisor: float, realised: int) -> np.ndarray:
-        """Noisy sum over the public divisor (expected batch size, or the direct design's fixed size).
+        """Noisy sum over the public divisor (expected batch size, or the direct design's batch size).
 
-        ``realised`` (the Poisson sample's size) is private and deliberately
-        unused: it is passed only so that the divisor's choice is visible here.
+        ``realised``, the Poisson sample's size, is private and deliberately
+        unused; it is passed so that this one method holds the whole choice
+        of divisor (the tests override it to show the realised-size bug caught).
         """
         return noisy_sum / divisor
 
 
-def _with(plan: _Plan, **changes: Any) -> _Plan:
-    return replace(plan, **changes)
+class _ProgressBar:
+    """A tqdm bar on stderr, or nothing; a context manager so it closes on errors too."""
 
+    def __init__(self, total: int, enabled: bool) -> None:
+        self._bar = None
+        if enabled:
+            # tqdm is optional (not a dependency of privml): imported only when asked for.
+            from tqdm import tqdm
 
-def _progress_bar(total: int, enabled: bool) -> Callable[[int], None]:
-    """``advance(k)``: move a tqdm bar on stderr by k; ``advance(0)`` closes it."""
-    if not enabled:
-        return lambda k: None
-    from tqdm import tqdm
+            self._bar = tqdm(total=total, file=sys.stderr, desc="DP-SGD", unit="step")
 
-    bar = tqdm(total=total, file=sys.stderr, desc="DP-SGD", unit="step")
+    def advance(self) -> None:
+        if self._bar is not None:
+            self._bar.update(1)
 
-    def advance(k: int) -> None:
-        if k:
-            bar.update(k)
-        else:
-            bar.close()
+    def __enter__(self) -> "_ProgressBar":
+        return self
 
-    return advance
+    def __exit__(self, *exc: object) -> None:
+        if self._bar is not None:
+            self._bar.close()

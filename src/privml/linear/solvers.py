@@ -30,7 +30,15 @@ from scipy.sparse.linalg import LinearOperator, cg
 from privml._validation import check_count, check_positive
 from privml.losses import RegularisedObjective
 
-__all__ = ["DEFAULT_MAX_ITER", "DEFAULT_TOL", "ConvergenceError", "SolverResult", "minimise_objective"]
+__all__ = [
+    "DEFAULT_MAX_ITER",
+    "DEFAULT_TOL",
+    "ConvergenceError",
+    "SolverResult",
+    "check_l2_setting",
+    "check_solver_settings",
+    "minimise_objective",
+]
 
 #: Default bound on ``||grad J(w)||_2``. With ``n`` records, objective
 #: perturbation's noise vector enters as ``b / n``, so the residual acts like a
@@ -85,6 +93,20 @@ class SolverResult:
     grad_norm: float
     iterations: int
     converged: bool
+
+
+def check_solver_settings(tol: object, max_iter: object) -> tuple[float, int]:
+    """Validate an estimator's ``tol`` (> 0) and ``max_iter`` (integer >= 1)."""
+    return check_positive(tol, "tol"), check_count(max_iter, "max_iter")
+
+
+def check_l2_setting(l2: object) -> float | None:
+    """Validate an estimator's ``l2``: ``"auto"`` (returns None) or a finite float > 0."""
+    if isinstance(l2, str):
+        if l2 != "auto":
+            raise ValueError(f"l2 must be 'auto' or a number > 0, got {l2!r}")
+        return None
+    return check_positive(l2, "l2")
 
 
 def minimise_objective(
@@ -145,8 +167,7 @@ def minimise_objective(
     """
     if not isinstance(objective, RegularisedObjective):
         raise TypeError(f"objective must be a RegularisedObjective, got {type(objective).__name__}")
-    tol = check_positive(tol, "tol")
-    max_iter = check_count(max_iter, "max_iter")
+    tol, max_iter = check_solver_settings(tol, max_iter)
     if not objective.strong_convexity > 0:
         raise ValueError("the objective must be strongly convex (l2 + extra_l2 > 0) to have a unique minimiser")
     p = objective.n_parameters

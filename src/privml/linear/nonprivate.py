@@ -1,0 +1,126 @@
+"""Non-private regularised logistic regression: the baseline of the private methods.
+
+It solves the same objective as the private estimators,
+``J(w) = (lambda/2)||w||^2 + (1/n) sum_i loss(w; x_i, y_i)``, with the same
+solver (:func:`~privml.linear.solvers.minimise_objective`), the same
+unit-ball projection and the same public class set, so that the accuracy
+gap to :class:`~privml.linear.output_perturbation.OutputPerturbationClassifier`
+and :class:`~privml.linear.objective_perturbation.ObjectivePerturbationClassifier`
+is the cost of privacy and nothing else.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Literal
+
+import numpy as np
+
+from privml.guarantee import PrivacyGuarantee
+from privml.linear.base import PrivateLinearClassifier, make_loss
+from privml.linear.solvers import (
+    DEFAULT_MAX_ITER,
+    DEFAULT_TOL,
+    check_l2_setting,
+    check_solver_settings,
+    minimise_objective,
+)
+from privml.losses import RegularisedObjective
+from privml.neighbouring import Neighbouring
+
+__all__ = ["NonPrivateClassifier"]
+
+
+class NonPrivateClassifier(PrivateLinearClassifier):
+    """L2-regularised logistic (binary) or multinomial logistic regression, without privacy.
+
+    Parameters
+    ----------
+    l2 : "auto" or float, default "auto"
+        ``lambda > 0``. ``"auto"`` is ``1 / n``, scikit-learn's default
+        ``LogisticRegression(C=1.0)`` in this parametrisation
+        (``C sum_i loss + ||w||^2 / 2`` divided by ``C n``).
+    loss : {"logistic", "huber", "multinomial"}, default "logistic"
+        Binary logistic or Huber hinge for two classes; more classes always
+        use the multinomial logistic loss.
+    huber_width : float, default 0.5
+        ``h`` of the Huber hinge loss.
+    classes : sequence, optional
+        The public class set; inferred from ``y`` with a
+        :class:`~privml.exceptions.PrivacyLeakWarning` if omitted (kept for
+        interface parity with the private estimators).
+    tol : float, default 1e-10
+        Gradient-norm tolerance of the solver.
+    max_iter : int, default 1000
+        Iteration cap of the solver; :class:`~privml.linear.solvers.ConvergenceError`
+        if it is reached first.
+
+    Attributes
+    ----------
+    privacy_ : PrivacyGuarantee
+        ``epsilon = inf``, ``delta = 0``, accountant ``"none"``: no privacy.
+        The relation is nominally replace-one, the one every private
+        estimator here is compared under.
+    fit_info_ : dict
+        ``l2``, ``l2_rule``, ``grad_norm``, ``iterations``, ``objective``.
+
+    Notes
+    -----
+    Privacy: none. The estimator takes no ``epsilon`` or ``delta``, so it
+    cannot be mistaken for a private one, and its ``privacy_`` says
+    ``epsilon = inf``. It is deterministic: there is no ``random_state``.
+
+    Examples
+    --------
+    >>> from privml.data import load_dataset
+    >>> data = load_dataset("breast_cancer", random_state=0)
+    >>> model = NonPrivateClassifier(classes=[0, 1]).fit(data.X_train, data.y_train)
+    >>> model.privacy_.epsilon, bool(model.score(data.X_test, data.y_test) > 0.85)
+    (inf, True)
+    """
+
+    method = "nonprivate"
+    # base.fit asks for a generator; this estimator is deterministic and never uses it.
+    random_state = None
+
+    def __init__(
+        self,
+        *,
+        l2: float | Literal["auto"] = "auto",
+        loss: str = "logistic",
+        huber_width: float = 0.5,
+        classes: Any = None,
+        tol: float = DEFAULT_TOL,
+        max_iter: int = DEFAULT_MAX_ITER,
+    ) -> None:
+        self.l2 = l2
+        self.loss = loss
+        self.huber_width = huber_width
+        self.classes = classes
+        self.tol = tol
+        self.max_iter = max_iter
+
+    def _check_privacy_params(self) -> tuple[float, float]:
+        # No privacy parameters; validate the solver settings first instead.
+        check_l2_setting(self.l2)
+        check_solver_settings(self.tol, self.max_iter)
+        return math.inf, 0.0
+
+    def _fit_private(
+        self, X: np.ndarray, y: np.ndarray, n_classes: int, rng: np.random.Generator
+    ) -> tuple[np.ndarray, PrivacyGuarantee, dict]:
+        loss = make_loss(n_classes, self.loss, huber_width=self.huber_width)
+        given = check_l2_setting(self.l2)
+        tol, max_iter = check_solver_settings(self.tol, self.max_iter)
+        n = X.shape[0]
+        l2 = 1.0 / n if given is None else given
+        result = minimise_objective(RegularisedObjective(loss, X, y, l2), tol=tol, max_iter=max_iter)
+        guarantee = PrivacyGuarantee(math.inf, 0.0, Neighbouring.REPLACE_ONE, accountant="none")
+        info = {
+            "l2": l2,
+            "l2_rule": "auto: 1/n" if given is None else "given",
+            "grad_norm": result.grad_norm,
+            "iterations": result.iterations,
+            "objective": result.value,
+        }
+        return result.weights, guarantee, info
