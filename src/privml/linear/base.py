@@ -63,13 +63,15 @@ def encode_labels(y: Any, classes: np.ndarray) -> np.ndarray:
     y = np.asarray(y)
     if y.ndim != 1:
         raise ValueError(f"y must be one-dimensional, got shape {y.shape}")
-    index = {c.item() if hasattr(c, "item") else c: i for i, c in enumerate(classes)}
-    try:
-        return np.fromiter((index[v.item() if hasattr(v, "item") else v] for v in y), dtype=np.int64, count=y.size)
-    except KeyError as exc:
-        raise ValueError(
-            f"label {exc.args[0]!r} is not in the public class set {classes.tolist()!r}"
-        ) from None
+    found, inverse = np.unique(y, return_inverse=True)
+    lookup = {c.item() if hasattr(c, "item") else c: i for i, c in enumerate(classes)}
+    index = np.empty(found.size, dtype=np.int64)
+    for j, value in enumerate(found):  # one lookup per distinct label, not per record
+        key = value.item() if hasattr(value, "item") else value
+        if key not in lookup:
+            raise ValueError(f"label {key!r} is not in the public class set {list(np.asarray(classes).tolist())!r}")
+        index[j] = lookup[key]
+    return index[inverse.ravel()]
 
 
 def make_loss(n_classes: int, name: str = "logistic", *, huber_width: float = 0.5) -> Loss:

@@ -45,13 +45,13 @@ clipping; see :class:`DPSGDClassifier` for the tuning).
 from __future__ import annotations
 
 import math
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
 
+from privml._progress import progress_bar
 from privml._random import RandomState
 from privml._validation import (
     check_count,
@@ -488,7 +488,8 @@ class DPSGDClassifier(PrivateLinearClassifier):
         None (OS entropy; use it for real releases), an int seed, or a numpy
         Generator.
     progress:
-        Show a tqdm progress bar on stderr.
+        Show a tqdm progress bar on stderr (tqdm is optional: an ImportError
+        is raised before training if it is missing).
 
     Attributes
     ----------
@@ -656,11 +657,6 @@ class DPSGDClassifier(PrivateLinearClassifier):
             raise ValueError(f"ema_decay must be in [0, 1), got {decay!r}")
         if not isinstance(self.progress, bool):
             raise TypeError(f"progress must be a bool, got {type(self.progress).__name__}")
-        if self.progress:
-            try:
-                import tqdm  # noqa: F401
-            except ImportError as exc:
-                raise ImportError("progress=True needs tqdm (pip install tqdm)") from exc
 
     def _check_l2(self) -> float:
         return check_positive(self.l2, "l2", allow_zero=True)
@@ -725,7 +721,7 @@ class DPSGDClassifier(PrivateLinearClassifier):
         weights = np.zeros(loss.parameter_shape(d))
         batches = self._batches(n, plan, rng)
 
-        with _ProgressBar(plan.steps, self.progress) as bar:
+        with progress_bar(plan.steps, desc="DP-SGD", unit="step", enabled=self.progress) as bar:
             for step in range(plan.steps):
                 index, divisor = next(batches)
                 batch = np.take(X, index, axis=0)
@@ -735,7 +731,7 @@ class DPSGDClassifier(PrivateLinearClassifier):
                 gradient = self._normalise(noisy, divisor, index.size) + l2 * weights
                 weights = weights - rates[step] * gradient
                 averager.update(step, weights)
-                bar.advance()
+                bar.update(1)
 
         noise = plan.noise
         self.privacy_event_ = noise.event
@@ -795,25 +791,3 @@ class DPSGDClassifier(PrivateLinearClassifier):
         """
         return noisy_sum / divisor
 
-
-class _ProgressBar:
-    """A tqdm bar on stderr, or nothing; a context manager so it closes on errors too."""
-
-    def __init__(self, total: int, enabled: bool) -> None:
-        self._bar = None
-        if enabled:
-            # tqdm is optional (not a dependency of privml): imported only when asked for.
-            from tqdm import tqdm
-
-            self._bar = tqdm(total=total, file=sys.stderr, desc="DP-SGD", unit="step")
-
-    def advance(self) -> None:
-        if self._bar is not None:
-            self._bar.update(1)
-
-    def __enter__(self) -> "_ProgressBar":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._bar is not None:
-            self._bar.close()
