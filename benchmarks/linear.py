@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import statistics
 import sys
 import time
 import warnings
+from pathlib import Path
 
 import numpy as np
 from _common import machine, write_json
@@ -54,6 +56,27 @@ def diffprivlib_score(data, epsilon: float, seed: int) -> tuple[float, float]:
     return float(np.mean(model.predict(data.X_test) == data.y_test)), seconds
 
 
+def reference(data, classes) -> dict:
+    """Non-private accuracy and the training-time comparison with scikit-learn."""
+    from sklearn.linear_model import LogisticRegression
+
+    baseline = make("nonprivate", classes=classes)
+    base_acc, base_sec = fit_score(baseline, data)
+    timing = {}
+    for method in ("output", "objective"):
+        model = make(method, epsilon=1.0, delta=1e-5, classes=classes, random_state=0)
+        _, sec = fit_score(model, data)
+        l2 = float(model.fit_info_.get("l2", 1e-4))
+        sk = LogisticRegression(C=1.0 / (data.info.n_train * l2), max_iter=1000, tol=1e-6)
+        start = time.perf_counter()
+        sk.fit(data.X_train, data.y_train)
+        sk_sec = time.perf_counter() - start
+        timing[method] = {"privml_seconds": sec, "sklearn_seconds": sk_sec, "ratio": sec / sk_sec, "l2": l2}
+        print(f"timing {method}: privml {sec:.2f}s vs sklearn {sk_sec:.2f}s (ratio {sec / sk_sec:.2f})",
+              file=sys.stderr)
+    return {"nonprivate": {"accuracy": base_acc, "seconds": base_sec}, "timing": timing}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="benchmarks/results/linear.json")
@@ -62,6 +85,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--methods", nargs="+", default=list(METHODS))
     parser.add_argument("--epsilons", nargs="+", type=float, default=list(EPSILONS))
     parser.add_argument("--deltas", nargs="+", type=float, default=list(DELTAS))
+    parser.add_argument("--no-diffprivlib", dest="diffprivlib", action="store_false")
+    parser.add_argument("--no-reference", dest="reference", action="store_false",
+                        help="skip the non-private baseline and the timing comparison")
+    parser.add_argument("--merge", action="store_true",
+                        help="update matching rows of an existing --out file instead of replacing it")
     args = parser.parse_args(argv)
     warnings.filterwarnings("ignore")
 
@@ -74,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     runs = []
     for delta in args.deltas:
         for eps in args.epsilons:
-            for method in list(args.methods) + ["diffprivlib"]:
+            for method in list(args.methods) + (["diffprivlib"] if args.diffprivlib else []):
                 if delta > 0 and method == "diffprivlib":
                     continue  # diffprivlib's LogisticRegression is pure eps-DP: run it once, at delta = 0
                 if delta == 0 and method in NEEDS_DELTA:
@@ -98,27 +126,19 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"delta={delta:g} eps={eps:<5g} {method:12s} acc={row['accuracy_mean']:.4f} "
                       f"+- {row['accuracy_std']:.4f}  {row['seconds_mean']:.1f}s", file=sys.stderr)
 
-    # Non-private references and the timing comparison with scikit-learn.
-    from sklearn.linear_model import LogisticRegression
-
-    baseline = make("nonprivate", classes=classes)
-    base_acc, base_sec = fit_score(baseline, data)
-    timing = {}
-    for method in ("output", "objective"):
-        model = make(method, epsilon=1.0, delta=1e-5, classes=classes, random_state=0)
-        _, sec = fit_score(model, data)
-        l2 = float(model.fit_info_.get("l2", 1e-4))
-        sk = LogisticRegression(C=1.0 / (data.info.n_train * l2), max_iter=1000, tol=1e-6)
-        start = time.perf_counter()
-        sk.fit(data.X_train, data.y_train)
-        sk_sec = time.perf_counter() - start
-        timing[method] = {"privml_seconds": sec, "sklearn_seconds": sk_sec, "ratio": sec / sk_sec, "l2": l2}
-        print(f"timing {method}: privml {sec:.2f}s vs sklearn {sk_sec:.2f}s (ratio {sec / sk_sec:.2f})",
-              file=sys.stderr)
-    write_json(args.out, {
-        "machine": machine(), "dataset": data.info.to_dict(), "seeds": args.seeds, "runs": runs,
-        "nonprivate": {"accuracy": base_acc, "seconds": base_sec}, "timing": timing,
-    })
+    payload = {"machine": machine(), "dataset": data.info.to_dict(), "seeds": args.seeds, "runs": runs}
+    if args.reference:
+        payload.update(reference(data, classes))
+    out = Path(args.out)
+    if args.merge and out.exists():
+        old = json.loads(out.read_text())
+        key = lambda r: (r["method"], r["epsilon"], r["delta"])  # noqa: E731
+        fresh = {key(r) for r in runs}
+        payload["runs"] = [r for r in old.get("runs", []) if key(r) not in fresh] + runs
+        for name in ("nonprivate", "timing"):
+            payload.setdefault(name, old.get(name))
+        payload["machines"] = sorted({json.dumps(old["machine"]), json.dumps(payload["machine"])})
+    write_json(out, payload)
     return 0
 
 
