@@ -13,3 +13,21 @@ class BudgetExhausted(RuntimeError):
 
 class UnsupportedEventError(ValueError):
     """An accountant was asked to compose a privacy event it cannot account for."""
+
+
+class ConvergenceError(RuntimeError):
+    """An optimiser did not reach its tolerance, so no model is released.
+
+    Privacy proofs of objective perturbation assume the exact minimiser; a
+    model whose optimiser stopped early is refused rather than returned.
+
+    Attributes
+    ----------
+    result:
+        The solver's last state (for diagnosis only: releasing it would void
+        the proof).
+    """
+
+    def __init__(self, message: str, result: object = None) -> None:
+        super().__init__(message)
+        self.result = result

@@ -44,6 +44,17 @@ def _json_default(value: Any) -> Any:
     raise TypeError(f"cannot store {type(value).__name__} in model metadata")
 
 
+def _finite_json(value: Any) -> Any:
+    """Replace non-finite floats by strings ("inf", "-inf", "nan") so the metadata is strict JSON."""
+    if isinstance(value, float | np.floating) and not np.isfinite(value):
+        return "nan" if np.isnan(value) else ("inf" if value > 0 else "-inf")
+    if isinstance(value, dict):
+        return {k: _finite_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite_json(v) for v in value]
+    return value
+
+
 def _params_for_json(params: dict[str, Any]) -> dict[str, Any]:
     out = {}
     for key, value in params.items():
@@ -77,7 +88,9 @@ def save_model(model: Any, path: str | Path, *, extra: dict | None = None) -> Pa
         "fit_info": getattr(model, "fit_info_", {}),
         "extra": extra or {},
     }
-    blob = json.dumps(metadata, default=_json_default, allow_nan=True).encode("utf-8")
+    # Round-trip through the encoder first so numpy values become plain Python, then make it strict JSON.
+    plain = json.loads(json.dumps(metadata, default=_json_default, allow_nan=True))
+    blob = json.dumps(_finite_json(plain), allow_nan=False).encode("utf-8")
     path = Path(path)
     if path.suffix != ".npz":
         path = path.with_name(path.name + ".npz")

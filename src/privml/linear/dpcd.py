@@ -8,34 +8,52 @@ minimises the composite objective
 
     psi = 0 ("none"), alpha ||theta||_1 ("l1"), or (alpha/2) ||theta||_2^2 ("l2"),
 
-by T outer iterations of K randomised proximal coordinate steps::
+by T outer iterations of K randomised proximal block steps::
 
     for t = 1..T:
         theta <- w_bar
         for k = 1..K:
-            j ~ uniform{1..p}                                  (data-independent)
-            g_j = (1/n) sum_i clip(d loss_i / d theta_j, [-C_j, C_j])
-            theta_j <- prox_{eta_j psi_j}(theta_j - eta_j (g_j + N(0, sigma_j^2)))
+            j ~ uniform{1..B}                                  (data-independent)
+            g_j = (1/n) sum_i clip(grad_{theta_j} loss_i, C_j)  (L2 clipping per record)
+            theta_j <- prox_{eta_j psi}(theta_j - eta_j (g_j + N(0, sigma_j^2 I)))
         w_bar <- (1/K) sum_{k=1..K} theta^k                    (average of the inner iterates)
     release w_bar
 
-with step sizes ``eta_j = gamma / M_j`` from the coordinate-wise smoothness
-constants ``M_j`` of the loss, computed from **public** per-feature bounds
-``|x_j| <= b_j`` (never from the data). For a k-class model the coordinates
-are the ``p = d k`` entries ``W[j, c]`` of the weight matrix (flat index
-``j k + c``, the order of :mod:`privml.losses`): one entry per step, so each
-step costs O(n k) (the softmax) and the clipping and noise are per entry.
+with step sizes ``eta_j = gamma / M_j`` from block smoothness constants
+``M_j`` of the loss, computed from **public** per-feature bounds
+``|x_j| <= b_j`` (never from the data).
+
+Blocks. For a one-output loss (binary logistic, squared) the ``B = d`` blocks
+are the coordinates, as in the paper. For a k-class model the default
+(``blocks="feature"``) makes the ``B = d`` rows ``W[j, :]`` the blocks: a
+step updates all k class weights of feature ``j`` from one softmax
+evaluation, clipping each record's k-vector ``x_ij (p_i - e_{y_i})`` in L2
+norm, with ``M_j = b_j^2 / 2`` (:func:`block_smoothness`). This is block
+coordinate descent (Richtarik and Takac 2014), and the paper's analysis
+carries over with blocks for coordinates. ``blocks="entry"`` keeps the
+paper's literal form: ``B = d k`` entries ``W[j, c]`` (flat index ``j k + c``,
+the order of :mod:`privml.losses`), one per step, ``M_j = b_j^2 / 4``. A row
+costs what one entry costs (one softmax over the records), and its L2 clip
+at ``C / sqrt(d)`` lets through about ``sqrt(k / 2)`` times more of the
+typical softmax gradient (two dominant classes) than per-entry clips at
+``C / sqrt(d k)`` for the same noise. On a validation split of MNIST at
+epsilon = 1 (default ``gamma``, 10 passes): 86.6% accuracy by rows in 13 s,
+74.7% by entries in 56 s; the former defaults (entries, ``gamma = 1``) gave
+21.9% test accuracy. A step touches only the records with ``x_ij != 0``:
+O(nnz_j k), so sparse features (image pixels) are cheap.
 
 Privacy (replace-one neighbours)
 --------------------------------
-Replacing one record changes one of the n clipped terms of ``g_j`` by at most
-``2 C_j``, so ``g_j`` has sensitivity ``Delta_j = 2 C_j / n`` whatever the
-loss: clipping, not a Lipschitz constant, bounds it (the squared loss of
-:class:`DPCDRegressor` has none). Adding ``N(0, sigma_j^2)`` with
+Replacing one record changes one of the n clipped terms of ``g_j`` by a
+vector of L2 norm at most ``2 C_j``, so ``g_j`` has L2 sensitivity
+``Delta_j = 2 C_j / n`` whatever the loss and whatever the block width:
+clipping, not a Lipschitz constant, bounds it (the squared loss of
+:class:`DPCDRegressor` has none). Adding isotropic ``N(0, sigma_j^2 I)`` with
 ``sigma_j = s Delta_j`` makes each step a Gaussian mechanism that is exactly
-``(1/s)``-GDP (Dong, Roth and Su 2019, Theorem 2.7); the coordinate sequence
-is drawn independently of the data, so the ``T K`` steps are an adaptive
-composition of Gaussian mechanisms, exactly ``sqrt(T K)/s``-GDP
+``(1/s)``-GDP (Dong, Roth and Su 2019, Theorem 2.7, in any dimension: the two
+output distributions differ by a shift of L2 norm at most ``Delta_j``); the
+block sequence is drawn independently of the data, so the ``T K`` steps are
+an adaptive composition of Gaussian mechanisms, exactly ``sqrt(T K)/s``-GDP
 (Dong, Roth and Su 2019, Corollary 3.3). The prox, the averaging and the
 restarts are post-processing. ``calibration="gdp"`` (default) therefore takes
 ``s = sqrt(T K) / mu`` with ``mu = gaussian_mu(epsilon, delta)``, the largest
@@ -46,12 +64,23 @@ epsilon < 1 and delta < 1/3 only; it is kept for comparison and is always
 noisier (``fit_info_`` reports both noise levels and their ratio).
 
 Step sizes and clipping shares depend on ``M_j``, which DP-CD's convergence
-analysis needs as coordinate-wise smoothness constants (for one coordinate
-per step, the one-coordinate descent lemma of Nesterov 2012 /
-Richtarik-Takac 2014 is what the analysis of serial randomised coordinate
-descent uses; see :meth:`privml.losses.Loss.coordinate_smoothness`). They
-never enter a sensitivity: wrong bounds slow or destabilise convergence but
-cannot weaken privacy.
+analysis needs as block-wise smoothness constants (for one block per step,
+the block descent lemma of Nesterov 2012 / Richtarik-Takac 2014 is what the
+analysis of serial randomised coordinate descent uses; see
+:meth:`privml.losses.Loss.coordinate_smoothness`). They never enter a
+sensitivity: wrong bounds slow or destabilise convergence but cannot weaken
+privacy. The same holds for the default step scale ``gamma``
+(:func:`default_gamma`): a public function of ``n``, epsilon, delta, ``T``,
+``K``, ``C`` and the bounds, which corrects the worst case in ``M_j`` to the
+average curvature of unit-norm records and limits the noise the steps add to
+the scores.
+
+Defaults of :class:`DPCDClassifier` (tuned on a validation split of MNIST's
+training set, held out from its test set; checked on digits): rows as blocks,
+``T = 10`` passes, ``C = 0.5``, ``gamma`` from :func:`default_gamma`, a light
+ridge ``alpha = 1e-5``. :class:`DPCDRegressor` keeps the paper's conservative
+``gamma = 1`` and ``C = 1``: the squared loss has no bounded curvature factor
+to exploit, and its scale is the target's.
 """
 
 from __future__ import annotations
@@ -87,17 +116,21 @@ from privml.losses import Loss, MultinomialLogisticLoss, SquaredLoss, check_feat
 from privml.neighbouring import Neighbouring
 
 __all__ = [
+    "BLOCKS",
     "CALIBRATIONS",
     "CLIPPINGS",
     "PENALTIES",
     "DPCDClassifier",
     "DPCDRegressor",
     "DPCDResult",
+    "block_smoothness",
+    "clip_block_gradients",
     "clip_coordinate_gradients",
     "clip_thresholds",
     "closed_form_applies",
     "closed_form_noise_multiplier",
     "coordinate_sensitivity",
+    "default_gamma",
     "dp_coordinate_descent",
     "dpcd_guarantee",
     "gdp_noise_multiplier",
@@ -107,10 +140,16 @@ __all__ = [
 PENALTIES: tuple[str, ...] = ("none", "l1", "l2")
 CLIPPINGS: tuple[str, ...] = ("uniform", "lipschitz")
 CALIBRATIONS: tuple[str, ...] = ("gdp", "closed_form")
+BLOCKS: tuple[str, ...] = ("feature", "entry")
 
 #: Mangold et al. (ICML 2022), Theorem 4.1: sigma_j^2 = 12 L_j^2 T K log(1/delta) / (n eps)^2
 #: for L_j-component-Lipschitz losses; clipping at C_j plays the role of L_j.
 CLOSED_FORM_CONSTANT = 12.0
+
+#: Default step scale, per unit of ``max(1, ||b||^2)`` (see :func:`default_gamma`).
+AVERAGE_STEP = 6.0
+#: Default bound on the noise standard deviation the steps add to a score, in logits.
+SCORE_NOISE = 2.5
 
 # The released epsilon is recomputed by the accountant from the noise actually
 # used; a relative margin far below any meaningful precision keeps that
@@ -162,27 +201,29 @@ def prox(values: ArrayLike, step: ArrayLike, penalty: str, alpha: float) -> np.n
 
 
 def clip_thresholds(clip: float, clipping: str, smoothness: ArrayLike) -> np.ndarray:
-    """Per-coordinate clipping thresholds ``C_j`` with ``sum_j C_j^2 = C^2``.
+    """Per-block clipping thresholds ``C_j`` with ``sum_j C_j^2 = C^2``.
 
     Parameters
     ----------
     clip : float
         Overall threshold ``C > 0``.
     clipping : {"uniform", "lipschitz"}
-        ``C_j = C / sqrt(p)``, or ``C_j = C sqrt(M_j / sum_l M_l)`` (the
+        ``C_j = C / sqrt(B)``, or ``C_j = C sqrt(M_j / sum_l M_l)`` (the
         "Lipschitz clipping" of Mangold et al. 2022's experiments and slides),
-        which gives coordinates with larger (public) scale a larger share.
-    smoothness : array_like, shape (p,)
-        Coordinate smoothness constants ``M_j``, computed from public bounds.
+        which gives blocks with larger (public) scale a larger share.
+    smoothness : array_like, shape (B,)
+        Block smoothness constants ``M_j`` (:func:`block_smoothness`; a block
+        is a coordinate, or a feature's row of class weights), computed from
+        public bounds.
 
     Returns
     -------
-    numpy.ndarray, shape (p,)
+    numpy.ndarray, shape (B,)
 
     Notes
     -----
     Data-independent (``M`` comes from public feature bounds), so it costs no
-    privacy; each ``C_j`` sets the sensitivity ``2 C_j / n`` of its coordinate
+    privacy; each ``C_j`` sets the L2 sensitivity ``2 C_j / n`` of its block
     step (:func:`coordinate_sensitivity`).
     """
     c = check_positive(clip, "clip")
@@ -219,8 +260,124 @@ def clip_coordinate_gradients(gradients: np.ndarray, threshold: float) -> np.nda
     return np.clip(gradients, -threshold, threshold)
 
 
+def clip_block_gradients(gradients: np.ndarray, threshold: float) -> np.ndarray:
+    """Clip each record's block gradient to L2 norm ``threshold``.
+
+    Parameters
+    ----------
+    gradients : numpy.ndarray, shape (n,) or (n, w)
+        Row ``i``: ``d loss(theta; x_i, y_i) / d theta_B`` for the block ``B``
+        being updated (``w`` coordinates; shape ``(n,)`` means ``w = 1``).
+    threshold : float
+        The block's clipping threshold ``C_j > 0``.
+
+    Returns
+    -------
+    numpy.ndarray, same shape
+        Each row times ``min(1, C_j / ||row||)``. For ``w = 1`` this is
+        :func:`clip_coordinate_gradients`.
+
+    Notes
+    -----
+    A per-record map: after it, one record contributes a vector of L2 norm at
+    most ``threshold`` to the sum over records, so under replace-one
+    neighbours the averaged block gradient has L2 sensitivity
+    ``2 threshold / n`` (:func:`coordinate_sensitivity`), whatever the loss.
+    """
+    g = np.asarray(gradients, dtype=np.float64)
+    if g.ndim == 1:
+        return clip_coordinate_gradients(g, threshold)
+    norms = np.linalg.norm(g, axis=1)
+    return g * (threshold / np.maximum(norms, threshold))[:, None]
+
+
+def block_smoothness(loss: Loss, feature_bounds: ArrayLike, *, by_feature: bool) -> np.ndarray:
+    """Smoothness constant ``M_j`` of each block DP-CD updates, from public bounds.
+
+    Parameters
+    ----------
+    loss : Loss
+    feature_bounds : array_like, shape (d,)
+        Public bounds ``|x_j| <= b_j``.
+    by_feature : bool
+        True: the blocks are the rows ``W[j, :]`` of a k-class model (one per
+        feature). False: single coordinates (``d k`` of them, flat index
+        ``j k + c``; ``d`` for a one-output loss).
+
+    Returns
+    -------
+    numpy.ndarray
+        Rows: ``M_j = L'' b_j^2`` with ``L''`` = :attr:`Loss.smoothness`
+        (``1/2`` for the softmax): the Hessian block of row ``j`` is
+        ``(1/n) sum_i x_ij^2 (diag(p_i) - p_i p_i^T)``, whose largest
+        eigenvalue is at most ``b_j^2 / 2`` (Gershgorin, see
+        :attr:`~privml.losses.MultinomialLogisticLoss.smoothness`).
+        Coordinates: :meth:`Loss.coordinate_smoothness`.
+
+    Notes
+    -----
+    Public (bounds only), so it costs no privacy; it sets step sizes and
+    clipping shares, never a sensitivity.
+    """
+    if by_feature:
+        return loss.smoothness * check_feature_bounds(feature_bounds) ** 2
+    return np.asarray(loss.coordinate_smoothness(feature_bounds), dtype=np.float64)
+
+
+def default_gamma(sigma: ArrayLike, smoothness: ArrayLike, *, visits: float, feature_bounds: ArrayLike) -> float:
+    """The step scale ``gamma`` DP-CD uses when none is given: public, from the noise and the bounds.
+
+    Parameters
+    ----------
+    sigma : array_like, shape (blocks,)
+        Noise standard deviation of each block's steps (per coordinate).
+    smoothness : array_like, shape (blocks,)
+        Block smoothness constants ``M_j`` (:func:`block_smoothness`).
+    visits : float
+        Expected number of steps on each block, ``T K / blocks``.
+    feature_bounds : array_like, shape (d,)
+        Public bounds ``|x_j| <= b_j``.
+
+    Returns
+    -------
+    float
+        ``min(AVERAGE_STEP * max(1, ||b||^2), SCORE_NOISE / (sqrt(visits) max_j sigma_j / M_j))``.
+
+    Notes
+    -----
+    Two public limits on the steps ``eta_j = gamma / M_j``:
+
+    - **Curvature.** ``M_j`` bounds the curvature of the worst dataset, with
+      every record at ``|x_ij| = b_j``. Records lie in the unit ball, so the
+      block curvatures of any dataset sum to at most ``L'' E||x||^2 <=
+      L'' min(1, ||b||^2)``: on average a block's curvature is about
+      ``M_j / max(1, ||b||^2)`` (all features alike), and a logistic loss is
+      flatter still where the model is confident. ``gamma =
+      AVERAGE_STEP * max(1, ||b||^2)`` steps for that average. Blocks that are
+      steeper than average (a bias feature) may overshoot; clipping bounds
+      each move by ``eta_j C_j`` and the averaging of each pass damps it.
+    - **Noise.** Block ``j`` receives about ``visits`` noisy steps, each
+      adding ``N(0, (eta_j sigma_j)^2)`` per coordinate, so the score
+      ``x . w_c`` of a record with ``||x|| <= 1`` carries noise of standard
+      deviation at most ``sqrt(visits) max_j eta_j sigma_j``. The second
+      term keeps that below ``SCORE_NOISE`` (in logits). Since
+      ``sigma_j`` grows as ``sqrt(T K)`` and falls as ``n mu``, this is the
+      limit that binds at small ``n epsilon`` and many passes.
+
+    ``AVERAGE_STEP`` and ``SCORE_NOISE`` were tuned on a validation split
+    of MNIST's training set (never its test set) and checked on digits.
+    Neither limit reads the data: the default costs no privacy.
+    """
+    sigma = np.asarray(sigma, dtype=np.float64)
+    m = np.asarray(smoothness, dtype=np.float64)
+    bounds = check_feature_bounds(feature_bounds)
+    curvature = AVERAGE_STEP * max(1.0, float(np.sum(bounds**2)))
+    spread = math.sqrt(max(visits, 1.0)) * float(np.max(sigma / m))
+    return curvature if spread == 0.0 else min(curvature, SCORE_NOISE / spread)
+
+
 def coordinate_sensitivity(clip_threshold: ArrayLike, n_samples: int) -> np.ndarray:
-    """Replace-one L2 sensitivity ``2 C_j / n`` of a clipped, averaged coordinate gradient.
+    """Replace-one L2 sensitivity ``2 C_j / n`` of a clipped, averaged block gradient.
 
     Parameters
     ----------
@@ -237,10 +394,15 @@ def coordinate_sensitivity(clip_threshold: ArrayLike, n_samples: int) -> np.ndar
     Notes
     -----
     Neighbouring relation: replace-one. ``g_j = (1/n) sum_i clip_i`` with
-    ``|clip_i| <= C_j``; replacing record ``i`` moves ``clip_i`` by at most
-    ``2 C_j``, hence ``g_j`` by at most ``2 C_j / n``, for every value of the
+    ``||clip_i||_2 <= C_j`` (a scalar for a coordinate, a k-vector for a row
+    ``W[j, :]``; :func:`clip_block_gradients`); replacing record ``i`` moves
+    ``clip_i`` to some ``clip_i'`` with ``||clip_i - clip_i'||_2 <=
+    ||clip_i|| + ||clip_i'|| <= 2 C_j`` and leaves the other terms alone, hence
+    moves ``g_j`` by at most ``2 C_j / n`` in L2 norm, for every value of the
     current iterate (Mangold et al. 2022, proof of Theorem 4.1, with the
-    component-Lipschitz constant ``L_j`` replaced by the clip ``C_j``).
+    component-Lipschitz constant ``L_j`` replaced by the clip ``C_j``). The
+    Gaussian noise added to a block is isotropic with the same ``sigma_j`` on
+    each of its coordinates, so only this L2 bound matters.
     """
     return 2.0 * np.asarray(clip_threshold, dtype=np.float64) / n_samples
 
@@ -407,13 +569,14 @@ class _Settings:
     delta: float
     passes: int
     inner_steps: int | None
-    gamma: float
+    gamma: float | None
     clip: float
     clipping: str
     penalty: str
     alpha: float
     calibration: str
     progress: bool
+    blocks: str = "feature"
 
 
 def _check_choice(value: object, name: str, choices: tuple[str, ...]) -> str:
@@ -435,6 +598,7 @@ def _check_settings(
     alpha: object,
     calibration: object,
     progress: object,
+    blocks: object = "feature",
 ) -> _Settings:
     eps = check_epsilon(epsilon)
     dlt = check_delta(delta)
@@ -453,13 +617,14 @@ def _check_settings(
         delta=dlt,
         passes=check_count(passes, "passes"),
         inner_steps=None if inner_steps is None else check_count(inner_steps, "inner_steps"),
-        gamma=check_positive(gamma, "gamma"),
+        gamma=None if gamma is None else check_positive(gamma, "gamma"),
         clip=check_positive(clip, "clip"),
         clipping=_check_choice(clipping, "clipping", CLIPPINGS),
         penalty=_check_choice(penalty, "penalty", PENALTIES),
         alpha=check_positive(alpha, "alpha", allow_zero=True),
         calibration=calibration,
         progress=bool(progress),
+        blocks=_check_choice(blocks, "blocks", BLOCKS),
     )
 
 
@@ -500,13 +665,14 @@ def dp_coordinate_descent(
     delta: float,
     passes: int = 10,
     inner_steps: int | None = None,
-    gamma: float = 1.0,
+    gamma: float | None = 1.0,
     clip: float = 1.0,
     clipping: str = "uniform",
     penalty: str = "l2",
     alpha: float = 1e-3,
     feature_bounds: Any = None,
     calibration: str = "gdp",
+    blocks: str = "feature",
     random_state: RandomState = None,
     progress: bool = False,
 ) -> DPCDResult:
@@ -529,13 +695,13 @@ def dp_coordinate_descent(
     passes : int
         Outer iterations ``T``.
     inner_steps : int, optional
-        Inner iterations ``K``; default ``p``, the number of coordinates
-        (``d``, or ``d k`` for a k-class model), so one outer iteration costs
-        about one full-gradient evaluation.
-    gamma : float
-        Step scale: ``eta_j = gamma / M_j``.
+        Inner iterations ``K``; default ``B``, the number of blocks (``d``, or
+        ``d k`` for a k-class model with ``blocks="entry"``), so one outer
+        iteration costs about one full-gradient evaluation.
+    gamma : float or None
+        Step scale: ``eta_j = gamma / M_j``; None: :func:`default_gamma`.
     clip : float
-        Overall clipping threshold ``C`` (``sum_j C_j^2 = C^2``).
+        Overall clipping threshold ``C`` (``sum_j C_j^2 = C^2`` over blocks).
     clipping : {"uniform", "lipschitz"}
         See :func:`clip_thresholds`.
     penalty : {"none", "l1", "l2"}, alpha : float
@@ -546,6 +712,9 @@ def dp_coordinate_descent(
         :class:`~privml.exceptions.PrivacyLeakWarning`.
     calibration : {"gdp", "closed_form"}
         Exact Gaussian-DP composition (default) or the paper's Theorem 4.1.
+    blocks : {"feature", "entry"}
+        For a k-class loss: a feature's row ``W[j, :]`` per step (default) or
+        one entry ``W[j, c]``; see the module notes. No effect for one output.
     random_state : None, int, SeedSequence or Generator
     progress : bool
         Show a progress bar (on stderr) over the outer iterations.
@@ -556,8 +725,8 @@ def dp_coordinate_descent(
 
     Notes
     -----
-    Neighbouring relation: replace-one. Sensitivity: ``2 C_j / n`` per step
-    (:func:`coordinate_sensitivity`), from clipping alone. Privacy: exact GDP
+    Neighbouring relation: replace-one. Sensitivity: ``2 C_j / n`` in L2 per
+    block step (:func:`coordinate_sensitivity`), from clipping alone. Privacy: exact GDP
     composition of ``T K`` Gaussian mechanisms (Dong, Roth and Su 2019,
     Theorem 2.7 and Corollary 3.3; :func:`gdp_noise_multiplier`), reported by
     the ``"gdp"`` accountant; or Mangold et al. (2022), Theorem 4.1
@@ -565,9 +734,11 @@ def dp_coordinate_descent(
     accountant on the same ledger (their proof technique; never above the
     theorem's epsilon). All arguments are validated before any noise is drawn.
 
-    Cost: ``T K`` steps of ``O(n)`` (``O(n k)`` for k classes) each, from
-    cached scores ``X theta``, plus one ``O(n p)`` refresh of the scores per
-    outer iteration (which also stops rounding drift).
+    Cost: ``T K`` steps of ``O(nnz_j)`` (``O(nnz_j k)`` for a row of k
+    classes; ``O(n)`` for an entry) each, where ``nnz_j`` counts the records
+    with ``x_ij != 0``, from cached scores ``X theta``, plus one ``O(n d k)``
+    refresh of the scores per outer iteration (which also stops rounding
+    drift).
     """
     settings = _check_settings(
         epsilon=epsilon,
@@ -581,6 +752,7 @@ def dp_coordinate_descent(
         alpha=alpha,
         calibration=calibration,
         progress=progress,
+        blocks=blocks,
     )
     X, y = loss.check_data(X, y)
     X = project_to_unit_ball(X)
@@ -602,12 +774,13 @@ def _run(
     n, d = X.shape
     k = loss.n_outputs or 1
     p = d * k
+    by_feature = k > 1 and settings.blocks == "feature"
+    n_blocks, width = (d, k) if by_feature else (p, 1)
     T = settings.passes
-    K = p if settings.inner_steps is None else settings.inner_steps
+    K = n_blocks if settings.inner_steps is None else settings.inner_steps
     steps = T * K
 
-    M = loss.coordinate_smoothness(bounds)
-    eta = settings.gamma / M
+    M = block_smoothness(loss, bounds, by_feature=by_feature)
     C = clip_thresholds(settings.clip, settings.clipping, M)
     sensitivity = coordinate_sensitivity(C, n)
     s_gdp = gdp_noise_multiplier(settings.epsilon, settings.delta, steps)
@@ -617,40 +790,54 @@ def _run(
     else:
         s, guarantee = s_closed, _cached_guarantee(s_closed, steps, settings.delta, "rdp")
     sigma = s * sensitivity
+    # The step scale may depend on the noise (public: it is a function of n, epsilon,
+    # delta, T, K, C and the bounds), never on the data.
+    gamma = settings.gamma
+    if gamma is None:
+        gamma = default_gamma(sigma, M, visits=steps / n_blocks, feature_bounds=bounds)
+    eta = gamma / M
 
     # The whole randomness is drawn up front and does not look at the data:
-    # the coordinate schedule is data-independent, which the composition needs.
-    schedule = rng.integers(0, p, size=(T, K))
-    noise = rng.standard_normal((T, K)) * sigma[schedule]
+    # the block schedule is data-independent, which the composition needs.
+    # Block j gets N(0, sigma_j^2 I_width) (isotropic: its sensitivity is an L2 bound).
+    schedule = rng.integers(0, n_blocks, size=(T, K))
+    noise = rng.standard_normal((T, K, width)) * sigma[schedule][:, :, None]
 
-    Xt = np.ascontiguousarray(X.T)  # row j is feature j: contiguous O(n) column reads
-    state = _SoftmaxScores(X, y, k) if isinstance(loss, MultinomialLogisticLoss) else _Scores(X, y, loss)
-    theta = np.zeros(p)
-    w_bar = np.zeros(p)
+    state: _BlockState
+    if by_feature:
+        state = _SoftmaxRows(X, y, k)
+    elif isinstance(loss, MultinomialLogisticLoss):
+        state = _SoftmaxScores(X, y, k)
+    else:
+        state = _Scores(X, y, loss)
+    theta = np.zeros((n_blocks, width))
+    w_bar = np.zeros((n_blocks, width))
     penalty, alpha = settings.penalty, settings.alpha
+    eta_list, clip_list = eta.tolist(), C.tolist()  # Python floats: cheaper to index in the loop
     bar = progress_bar(T, desc="DP-CD passes", unit="pass", enabled=settings.progress)
     try:
         for t in range(T):
             theta[:] = w_bar
-            state.reset(theta.reshape(d, k) if k > 1 else theta)
+            # Flat order j k + c in every layout: (d, k) blocks, or p entries of width 1.
+            state.reset(theta.reshape(d, k) if k > 1 else theta.reshape(d))
             # Running sums of the inner iterates theta^1..theta^K, updated lazily:
-            # theta_j is constant between two of its updates.
-            total = np.zeros(p)
-            since = np.ones(p, dtype=np.int64)
+            # block j is constant between two of its updates.
+            total = np.zeros((n_blocks, width))
+            since = np.ones(n_blocks, dtype=np.int64)
             for step in range(K):
                 j = int(schedule[t, step])
-                feature, output = divmod(j, k)
-                column = Xt[feature]
-                per_example = state.coordinate_gradients(column, output)
-                g = clip_coordinate_gradients(per_example, C[j]).mean()
-                old = theta[j]
-                new = _prox_scalar(old - eta[j] * (g + noise[t, step]), eta[j], penalty, alpha)
+                g = state.block_gradient(j, clip_list[j])
+                old = theta[j]  # a view: read before theta[j] is overwritten
+                new = old - eta_list[j] * (g + noise[t, step])
+                if penalty != "none":
+                    new = _prox_block(new, eta_list[j], penalty, alpha)
                 total[j] += old * (step + 1 - since[j])
                 since[j] = step + 1
+                change = new - old
                 theta[j] = new
-                if new != old:
-                    state.move(column, output, new - old)
-            total += theta * (K + 1 - since)
+                if change.any():
+                    state.block_move(j, change)
+            total += theta * (K + 1 - since)[:, None]
             w_bar = total / K
             bar.update(1)
     finally:
@@ -661,7 +848,12 @@ def _run(
         "passes": T,
         "inner_steps": K,
         "steps": steps,
+        "gamma": gamma,
+        "gamma_default": settings.gamma is None,
+        "blocks": "feature" if by_feature else "entry",
         "n_coordinates": p,
+        "n_blocks": n_blocks,
+        "block_size": width,
         "noise_multiplier": s,
         "noise_multiplier_gdp": s_gdp,
         "noise_multiplier_closed_form": s_closed,
@@ -680,40 +872,167 @@ def _run(
         "penalty": penalty,
         "alpha": alpha,
     }
-    return DPCDResult(weights=w_bar, guarantee=guarantee, info=info)
+    return DPCDResult(weights=w_bar.reshape(-1), guarantee=guarantee, info=info)
 
 
-
-def _prox_scalar(value: float, step: float, penalty: str, alpha: float) -> float:
-    """:func:`prox` for one coordinate, without array overhead (the inner loop's hot path)."""
+def _prox_block(values: np.ndarray, step: float, penalty: str, alpha: float) -> np.ndarray:
+    """:func:`prox` of one block (a fresh 1-D array, a scalar step), without conversions: the inner loop's."""
     if penalty == "l1":
-        threshold = step * alpha
-        return math.copysign(max(abs(value) - threshold, 0.0), value)
+        return np.sign(values) * np.maximum(np.abs(values) - step * alpha, 0.0)
     if penalty == "l2":
-        return value / (1.0 + step * alpha)
-    return value
+        values /= 1.0 + step * alpha
+    return values
 
 
-class _Scores:
-    """Cached scores ``X theta`` of a one-output model (binary, regression), O(n) per step."""
+class _BlockState:
+    """What the inner loop needs from a model: clipped block gradients and cheap moves.
+
+    ``block_gradient(j, C_j)`` returns ``(1/n) sum_i clip(grad_i of block j, C_j)``
+    (shape ``(width,)``, L2 clipping per record), computed from cached scores
+    ``X theta``; ``block_move(j, change)`` adds ``change`` to block ``j`` and
+    updates the cache. Only records with ``x_ij != 0`` have a non-zero gradient
+    on a block of feature ``j`` (every loss here is a function of the scores,
+    so that gradient is ``x_ij`` times a per-record residual) or see their
+    scores move, so both cost O(nnz_j width) on sparse features such as
+    image pixels; the mean still divides by ``n``.
+    """
+
+    def reset(self, theta: np.ndarray) -> None:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def block_gradient(self, j: int, threshold: float) -> np.ndarray | float:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def block_move(self, j: int, change: np.ndarray) -> None:  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+class _Columns:
+    """Each feature's non-zero records: ``rows[j]`` (None when every record is non-zero) and ``values[j]``."""
+
+    def __init__(self, X: np.ndarray) -> None:
+        n, d = X.shape
+        self.rows: list[np.ndarray | None] = []
+        self.values: list[np.ndarray] = []
+        for start in range(0, d, 256):  # transpose a slab at a time: no second copy of X
+            slab = np.ascontiguousarray(X[:, start : start + 256].T)
+            for column in slab:
+                nonzero = np.flatnonzero(column)
+                if nonzero.size == n:
+                    self.rows.append(None)
+                    self.values.append(column.copy())
+                else:
+                    self.rows.append(nonzero)
+                    self.values.append(column[nonzero])
+
+
+class _Scores(_BlockState):
+    """Cached scores ``X theta`` of a one-output model (binary, regression): O(nnz_j) per step."""
 
     def __init__(self, X: np.ndarray, y: np.ndarray, loss: Loss) -> None:
         self._X, self._y, self._loss = X, y, loss
-        self._scores = np.zeros(X.shape[0])
+        self._n = X.shape[0]
+        self._columns = _Columns(X)
+        self._scores = np.zeros(self._n)
 
     def reset(self, theta: np.ndarray) -> None:
         # Recomputed once per outer iteration: O(n d), and no rounding drift.
         self._scores = self._X @ theta
 
-    def coordinate_gradients(self, column: np.ndarray, output: int) -> np.ndarray:
-        return self._loss._score_gradients(self._scores, self._y) * column
+    def block_gradient(self, j: int, threshold: float) -> float:
+        rows, values = self._columns.rows[j], self._columns.values[j]
+        if rows is None:
+            per_example = self._loss._score_gradients(self._scores, self._y) * values
+        else:
+            per_example = self._loss._score_gradients(self._scores[rows], self._y[rows]) * values
+        return float(clip_coordinate_gradients(per_example, threshold).sum()) / self._n
 
-    def move(self, column: np.ndarray, output: int, change: float) -> None:
-        self._scores += change * column
+    def block_move(self, j: int, change: np.ndarray) -> None:
+        rows, values = self._columns.rows[j], self._columns.values[j]
+        if rows is None:
+            self._scores += change[0] * values
+        else:
+            self._scores[rows] += change[0] * values
 
 
-class _SoftmaxScores:
-    """Cached scores of a k-class softmax model, with their log-normaliser, O(n) per step.
+class _SoftmaxRows(_BlockState):
+    """Cached class-major scores ``(X W)^T`` of a k-class softmax model, for steps on a row ``W[j, :]``.
+
+    The block gradient of record ``i`` is ``x_ij (p_i - e_{y_i})``, of norm
+    ``|x_ij| ||p_i - e_{y_i}||``: computing the softmax of the ``nnz_j``
+    records with ``x_ij != 0`` (from their cached scores, shifted by their
+    maximum: exact, nothing accumulates) gives all ``k`` entries at once, and
+    the move changes only those records' scores. O(nnz_j k) per step, in
+    preallocated buffers.
+    """
+
+    def __init__(self, X: np.ndarray, y: np.ndarray, k: int) -> None:
+        n = X.shape[0]
+        self._X, self._y, self._k, self._n = X, y, k, n
+        self._columns = _Columns(X)
+        self._scores = np.zeros((k, n))
+        self._gathered = np.empty(k * n)  # scores of the current block's records
+        self._work = np.empty(k * n)  # residuals, then the score change
+        self._per_record = np.empty(n)
+        self._per_record_b = np.empty(n)
+        self._index = np.arange(n)
+        self._current = -1  # block whose records' scores sit in _gathered
+
+    def reset(self, W: np.ndarray) -> None:
+        self._scores = np.ascontiguousarray((self._X @ W).T)
+        self._current = -1
+
+    def _records(self, j: int) -> tuple[np.ndarray | None, np.ndarray, np.ndarray]:
+        rows, values = self._columns.rows[j], self._columns.values[j]
+        if rows is None:
+            return None, values, self._scores
+        m, k = rows.size, self._k
+        scores = self._gathered[: k * m].reshape(k, m)
+        if self._current != j:
+            np.take(self._scores, rows, axis=1, out=scores)
+            self._current = j
+        return rows, values, scores
+
+    def block_gradient(self, j: int, threshold: float) -> np.ndarray:
+        rows, values, scores = self._records(j)
+        m, k = values.size, self._k
+        if m == 0:
+            return np.zeros(k)
+        labels = self._y if rows is None else self._y[rows]
+        residual = self._work[: k * m].reshape(k, m)
+        top = self._per_record[:m]
+        np.max(scores, axis=0, out=top)
+        np.subtract(scores, top, out=residual)
+        np.exp(residual, out=residual)
+        total = self._per_record_b[:m]
+        np.sum(residual, axis=0, out=total)
+        residual /= total
+        residual[labels, self._index[:m]] -= 1.0  # p_i - e_{y_i}, one column per record
+        # Per-record L2 clipping of x_ij (p_i - e_{y_i}): weight x_ij min(1, C_j / norm_i).
+        norm = np.einsum("ci,ci->i", residual, residual, out=top)
+        np.sqrt(norm, out=norm)
+        norm *= np.abs(values)
+        np.maximum(norm, threshold, out=norm)  # C_j / max(norm, C_j) = min(1, C_j / norm), no 0/0
+        np.divide(threshold, norm, out=norm)
+        norm *= values
+        return (residual @ norm) / self._n
+
+    def block_move(self, j: int, change: np.ndarray) -> None:
+        rows, values, scores = self._records(j)
+        m, k = values.size, self._k
+        if m == 0:
+            return
+        delta = self._work[: k * m].reshape(k, m)
+        np.multiply.outer(change, values, out=delta)
+        scores += delta
+        if rows is None:
+            self._current = -1  # every record moved: the gathered scores of any block are stale
+        else:
+            self._scores[:, rows] = scores
+
+
+class _SoftmaxScores(_BlockState):
+    """Cached scores of a k-class softmax model for one entry ``W[j, c]`` per step (``blocks="entry"``).
 
     ``d loss_i / d W[j, c] = (p_ic - [y_i = c]) x_ij`` needs the one column
     ``p_c = exp(s_c - lse)``; keeping ``lse = logsumexp(s)`` current after a
@@ -724,6 +1043,8 @@ class _SoftmaxScores:
 
     def __init__(self, X: np.ndarray, y: np.ndarray, k: int) -> None:
         self._X = X
+        self._Xt = np.ascontiguousarray(X.T)  # row j is feature j: contiguous O(n) column reads
+        self._k = k
         self._onehot = (np.arange(k)[:, None] == y[None, :]).astype(np.float64)  # (k, n)
         self._scores = np.zeros((k, X.shape[0]))  # class-major: each class row contiguous
         self._lse = np.zeros(X.shape[0])
@@ -761,6 +1082,15 @@ class _SoftmaxScores:
             self._lse[unstable] = self._exact_lse(unstable)
         self._p_output = -1
 
+    def block_gradient(self, j: int, threshold: float) -> float:
+        feature, output = divmod(j, self._k)
+        per_example = self.coordinate_gradients(self._Xt[feature], output)
+        return float(clip_coordinate_gradients(per_example, threshold).mean())
+
+    def block_move(self, j: int, change: np.ndarray) -> None:
+        feature, output = divmod(j, self._k)
+        self.move(self._Xt[feature], output, float(change[0]))
+
 
 # --------------------------------------------------------------------------- estimators
 _DPCD_PARAMS = (
@@ -782,7 +1112,9 @@ class _DPCDMixin:
     """Hyper-parameter handling shared by the two DP-CD estimators."""
 
     def _dpcd_settings(self) -> _Settings:
-        return _check_settings(**{name: getattr(self, name) for name in _DPCD_PARAMS})
+        params = {name: getattr(self, name) for name in _DPCD_PARAMS}
+        # Only the classifier has a choice of blocks (one-output models have one coordinate per feature).
+        return _check_settings(blocks=getattr(self, "blocks", "feature"), **params)
 
     def _fit_dpcd(self, X: np.ndarray, y: np.ndarray, loss: Loss, rng: np.random.Generator) -> DPCDResult:
         settings = self._dpcd_settings()
@@ -794,10 +1126,10 @@ class _DPCDMixin:
 class DPCDClassifier(_DPCDMixin, PrivateLinearClassifier):
     """Linear classifier trained by DP coordinate descent (Mangold et al. 2022).
 
-    Binary: logistic loss on y in {-1, +1}, weights ``(d,)``. More classes:
-    multinomial logistic loss, weights ``W`` of shape ``(d, k)`` whose ``d k``
-    entries are the coordinates (one entry per step). Minimises
-    ``(1/n) sum_i loss + psi`` privately; see :mod:`privml.linear.dpcd`.
+    Binary: logistic loss on y in {-1, +1}, weights ``(d,)``, one coordinate
+    per step. More classes: multinomial logistic loss, weights ``W`` of shape
+    ``(d, k)``, one row ``W[j, :]`` per step by default (``blocks``).
+    Minimises ``(1/n) sum_i loss + psi`` privately; see :mod:`privml.linear.dpcd`.
 
     Parameters
     ----------
@@ -806,25 +1138,42 @@ class DPCDClassifier(_DPCDMixin, PrivateLinearClassifier):
     delta : float, default 1e-5
         > 0 (Gaussian noise); should be well below 1/n.
     passes : int, default 10
-        Outer iterations ``T``.
+        Outer iterations ``T``. Each costs about one pass over the non-zero
+        features (``k`` scores each); more passes help at large epsilon and
+        cost time, while the default ``gamma`` shrinks the steps to keep the
+        noise in check.
     inner_steps : int or None, default None
-        Inner iterations ``K``; None means the number of coordinates ``p``.
-    gamma : float, default 1.0
-        Step scale, ``eta_j = gamma / M_j``.
-    clip : float, default 1.0
-        Overall clipping threshold ``C``.
+        Inner iterations ``K``; None means the number of blocks (``d``, or
+        ``d k`` with ``blocks="entry"``).
+    gamma : float or None, default None
+        Step scale, ``eta_j = gamma / M_j``. None: :func:`default_gamma`, a
+        public function of ``n``, epsilon, delta, ``T``, ``K``, ``C`` and the
+        feature bounds (``fit_info_["gamma"]`` reports the value used).
+    clip : float, default 0.5
+        Overall clipping threshold ``C`` (``sum_j C_j^2 = C^2`` over blocks).
+        With rows in the unit ball, ``C_j = C / sqrt(d)`` is about the size of
+        a typical record's ``|x_ij|``.
     clipping : {"uniform", "lipschitz"}, default "uniform"
-        ``C_j = C / sqrt(p)`` or ``C sqrt(M_j / sum M)``.
+        ``C_j = C / sqrt(B)`` or ``C sqrt(M_j / sum M)`` over the ``B`` blocks.
     penalty : {"none", "l1", "l2"}, default "l2"
         ``psi``: 0, ``alpha ||w||_1`` or ``(alpha/2) ||w||_2^2``, applied by its prox.
-    alpha : float, default 1e-3
-        Penalty strength, >= 0.
+    alpha : float, default 1e-5
+        Penalty strength, >= 0. The steps are large (rows in the unit ball
+        spread over many features, and a good model has large weights), so
+        the shrinkage ``1 / (1 + eta_j alpha)`` of each step bites much harder
+        than ``alpha`` suggests: keep it small.
     feature_bounds : None, "data" or array_like of shape (d,), default None
         **Public** bounds ``|x_j| <= b_j`` (capped at 1). None: all 1, implied
         by ``||x|| <= 1``. ``"data"`` reads them from the training data and
         warns (:class:`~privml.exceptions.PrivacyLeakWarning`).
     calibration : {"gdp", "closed_form"}, default "gdp"
         Exact GDP composition, or the paper's Theorem 4.1 (epsilon < 1 only).
+    blocks : {"feature", "entry"}, default "feature"
+        k classes: update a feature's row ``W[j, :]`` per step (L2 clipping of
+        each record's k-vector, ``M_j = b_j^2 / 2``), or a single entry
+        ``W[j, c]`` as in the paper (``M_j = b_j^2 / 4``). Same privacy
+        accounting either way; rows are much more accurate (see the module
+        notes). Ignored for two classes.
     classes : sequence or None, default None
         The public class set (taken from y with a warning if None).
     random_state : None, int, SeedSequence or Generator, default None
@@ -838,17 +1187,17 @@ class DPCDClassifier(_DPCDMixin, PrivateLinearClassifier):
     privacy_ : PrivacyGuarantee
         Replace-one; accountant ``"gdp"`` (or ``"rdp"`` for the closed form).
     fit_info_ : dict
-        Public diagnostics: both noise multipliers and per-coordinate noise
-        scales (``sigma_gdp``, ``sigma_closed_form``) and their ratio,
-        sensitivities, clipping thresholds, step sizes, counts.
+        Public diagnostics: the ``gamma`` used, both noise multipliers and
+        per-block noise scales (``sigma_gdp``, ``sigma_closed_form``) and
+        their ratio, sensitivities, clipping thresholds, step sizes, counts.
 
     Notes
     -----
-    Neighbouring relation: replace-one. Sensitivity ``2 C_j / n`` of each
-    clipped coordinate step (the logistic losses are component-Lipschitz with
-    constant ``b_j``, so clipping at ``C_j >= b_j`` changes nothing).
-    Guarantee: exact GDP composition of the ``T K`` Gaussian steps (Dong, Roth
-    and Su 2019, Corollary 3.3), see :func:`gdp_noise_multiplier`.
+    Neighbouring relation: replace-one. L2 sensitivity ``2 C_j / n`` of each
+    clipped block step (:func:`coordinate_sensitivity`), whatever the width
+    of the block. Guarantee: exact GDP composition of the ``T K`` Gaussian
+    steps (Dong, Roth and Su 2019, Corollary 3.3), see
+    :func:`gdp_noise_multiplier`. The defaults read only public quantities.
 
     Examples
     --------
@@ -871,13 +1220,14 @@ class DPCDClassifier(_DPCDMixin, PrivateLinearClassifier):
         delta: float = 1e-5,
         passes: int = 10,
         inner_steps: int | None = None,
-        gamma: float = 1.0,
-        clip: float = 1.0,
+        gamma: float | None = None,
+        clip: float = 0.5,
         clipping: str = "uniform",
         penalty: str = "l2",
-        alpha: float = 1e-3,
+        alpha: float = 1e-5,
         feature_bounds: Any = None,
         calibration: str = "gdp",
+        blocks: str = "feature",
         classes: Any = None,
         random_state: RandomState = None,
         progress: bool = False,
@@ -893,6 +1243,7 @@ class DPCDClassifier(_DPCDMixin, PrivateLinearClassifier):
         self.alpha = alpha
         self.feature_bounds = feature_bounds
         self.calibration = calibration
+        self.blocks = blocks
         self.classes = classes
         self.random_state = random_state
         self.progress = progress
@@ -923,7 +1274,12 @@ class DPCDRegressor(_DPCDMixin, RegressorMixin, BaseEstimator):
     ----------
     epsilon, delta, passes, inner_steps, gamma, clip, clipping, penalty, alpha,
     feature_bounds, calibration, random_state, progress :
-        As in :class:`DPCDClassifier` (``M_j = b_j^2`` for the squared loss).
+        As in :class:`DPCDClassifier` (``M_j = b_j^2`` for the squared loss),
+        but with the paper's conservative defaults ``gamma = 1``, ``C = 1``,
+        ``alpha = 1e-3``: the squared loss has no bounded residual to make
+        :func:`default_gamma`'s average-curvature step safe, and its scores
+        are in the target's units, not logits. ``gamma=None`` applies
+        :func:`default_gamma` all the same.
 
     Attributes
     ----------

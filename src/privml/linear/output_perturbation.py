@@ -18,16 +18,13 @@ Frobenius Lipschitz constant of the multinomial logistic loss, vdMH20 Thm 9).
 
 from __future__ import annotations
 
-import math
 from typing import Any, Literal
 
 import numpy as np
 
-from privml._validation import check_delta, check_epsilon
-from privml.accounting.analytic_gaussian import analytic_gaussian_sigma
 from privml.guarantee import PrivacyGuarantee
 from privml.linear.base import PrivateLinearClassifier, make_loss
-from privml.linear.sensitivity import erm_sensitivity, l2_for_noise
+from privml.linear.sensitivity import erm_sensitivity, l2_for_noise, rms_noise_multiplier
 from privml.linear.solvers import (
     DEFAULT_MAX_ITER,
     DEFAULT_TOL,
@@ -39,33 +36,21 @@ from privml.losses import RegularisedObjective
 from privml.mechanisms import GaussianMechanism, L2LaplaceMechanism
 from privml.mechanisms.base import Mechanism
 
-__all__ = ["AUTO_SCORE_NOISE", "OutputPerturbationClassifier", "auto_l2", "noise_multiplier"]
+__all__ = ["AUTO_SCORE_NOISE", "OutputPerturbationClassifier", "auto_l2"]
 
 #: Standard deviation of the noise on one score ``w.x`` (``||x|| = 1``) that
 #: ``l2="auto"`` aims for. Tuned on a validation split of MNIST's training
-#: set (50,000 / 10,000) over epsilon in {0.1, ..., 10} and delta in {0, 1e-5}.
-AUTO_SCORE_NOISE = 0.25
-
-
-def noise_multiplier(epsilon: float, delta: float, dim: int) -> float:
-    """Root-mean-square noise per coordinate, in sensitivities, of the release.
-
-    Gaussian (``delta > 0``): ``sigma / Delta_2`` of the analytic calibration.
-    L2-Laplace (``delta == 0``) in dimension p: the norm is Gamma(p, Delta_2/eps),
-    so ``E||z||^2 = p (p + 1) (Delta_2/eps)^2`` and the per-coordinate rms is
-    ``sqrt(p + 1) / epsilon`` sensitivities. Public: depends on (epsilon,
-    delta, p) only.
-    """
-    epsilon = check_epsilon(epsilon)
-    if check_delta(delta) > 0:
-        return analytic_gaussian_sigma(epsilon, delta, 1.0)
-    return math.sqrt(dim + 1.0) / epsilon
+#: set (50,000 / 10,000) over epsilon in {0.1, 0.3, 1, 3, 10} and delta in
+#: {0, 1e-5}: mean validation accuracy 0.841 (Gaussian) and 0.491 (L2-Laplace)
+#: at 0.2, within 0.005 of the best constant for either noise.
+AUTO_SCORE_NOISE = 0.2
 
 
 def auto_l2(n: int, dim: int, epsilon: float, delta: float, lipschitz: float) -> float:
     """The ``l2="auto"`` rule of output perturbation, from public quantities only.
 
-    ``lambda = max(1/n, 2 L m / (n tau))`` with ``m`` = :func:`noise_multiplier`
+    ``lambda = max(1/n, 2 L m / (n tau))`` with
+    ``m`` = :func:`~privml.linear.sensitivity.rms_noise_multiplier`
     and ``tau`` = :data:`AUTO_SCORE_NOISE`: the lambda at which the noise adds
     standard deviation ``tau`` to each score of a unit-norm record
     (:func:`~privml.linear.sensitivity.l2_for_noise`). Larger lambda shrinks
@@ -88,7 +73,7 @@ def auto_l2(n: int, dim: int, epsilon: float, delta: float, lipschitz: float) ->
     float
         lambda. Costs no privacy: (n, dim, epsilon, delta, L) are public.
     """
-    multiplier = noise_multiplier(epsilon, delta, dim)
+    multiplier = rms_noise_multiplier(epsilon, delta, dim)
     return max(1.0 / n, l2_for_noise(lipschitz, n, multiplier, AUTO_SCORE_NOISE))
 
 

@@ -60,6 +60,7 @@ __all__ = [
     "kst12_constants",
     "l2_for_noise",
     "objective_gaussian_sigma",
+    "rms_noise_multiplier",
 ]
 
 #: Share of epsilon the Jacobian factor may use before Delta is added
@@ -164,7 +165,9 @@ def gradient_directions(loss: Loss) -> int:
         return 1
     if isinstance(loss, MultinomialLogisticLoss):
         return loss.n_classes - 1
-    raise TypeError(f"the gradient directions of {type(loss).__name__} are not known; objective perturbation needs them")
+    raise TypeError(
+        f"the gradient directions of {type(loss).__name__} are not known; objective perturbation needs them"
+    )
 
 
 def l2_for_noise(lipschitz: float, n: int, noise_multiplier: float, target: float) -> float:
@@ -209,6 +212,28 @@ def l2_for_noise(lipschitz: float, n: int, noise_multiplier: float, target: floa
     noise_multiplier = check_positive(noise_multiplier, "noise_multiplier")
     target = check_positive(target, "target")
     return 2.0 * lipschitz * noise_multiplier / (n * target)
+
+
+def rms_noise_multiplier(epsilon: float, delta: float, dim: int) -> float:
+    """Root-mean-square noise per coordinate, in units of the L2 sensitivity.
+
+    Gaussian (``delta > 0``): ``sigma / Delta_2`` of the analytic calibration
+    (Balle and Wang 2018, Thm 8). L2-Laplace (``delta == 0``) in dimension p:
+    the norm is Gamma(p, Delta_2/eps), so ``E||z||^2 = p (p + 1) (Delta_2/eps)^2``
+    and the per-coordinate rms is ``sqrt(p + 1) / epsilon``. Depends on
+    (epsilon, delta, p) only, all public: the ``noise_multiplier`` argument of
+    :func:`l2_for_noise`.
+
+    Examples
+    --------
+    >>> round(rms_noise_multiplier(1.0, 1e-5, 10), 4), round(rms_noise_multiplier(2.0, 0.0, 3), 4)
+    (3.7306, 1.0)
+    """
+    epsilon = check_epsilon(epsilon)
+    dim = check_count(dim, "dim")
+    if check_delta(delta) > 0:
+        return analytic_gaussian_sigma(epsilon, delta, 1.0)
+    return math.sqrt(dim + 1.0) / epsilon
 
 
 # --------------------------------------------------------------------------
@@ -426,12 +451,14 @@ def objective_gaussian_sigma(epsilon_noise: float, delta: float, lipschitz: floa
     pointwise log density ratio is ``(2 b.s + ||s||^2) / (2 sigma^2)``. Each
     record's gradient lies in the convex hull of 0 and ``g`` fixed vectors
     ``G_j`` of norm ``<= L`` (:func:`gradient_directions`), so
-    ``b.s <= max_j (b.G_j)^+ + max_j (-b.G'_j)^+``, and each ``b.G_j`` is
-    ``N(0, sigma^2 ||G_j||^2)`` whatever ``w`` is. Writing the bound as
-    ``mu R + mu^2/2`` with ``mu = 2L/sigma``, the union bound gives
-    ``P[R > r] <= 2 g P[Z > r]`` for a standard normal Z; since the
-    hockey-stick divergence is ``int mu e^(eps - mu r - mu^2/2) P[R > r] dr``
-    over ``r >= t``, it is at most ``2 g`` times the Gaussian mechanism's
+    ``b.s <= M + M' := max_j (b.G_j)^+ + max_j (-b.G'_j)^+``, and each
+    ``b.G_j`` is ``N(0, sigma^2 ||G_j||^2)`` whatever ``w`` is. With
+    ``||s||^2 <= 4L^2`` the log ratio is at most ``mu R + mu^2/2``, where
+    ``mu = 2L/sigma`` and ``R = (M + M') / (2 L sigma)``; since ``R > r``
+    needs ``M > L sigma r`` or ``M' > L sigma r``, the union bound gives
+    ``P[R > r] <= 2 g P[Z > r]`` for a standard normal Z. The hockey-stick
+    divergence is ``int_t^inf mu e^(eps - mu r - mu^2/2) P[R > r] dr``
+    (``t = eps/mu - mu/2``), so it is at most ``2 g`` times the Gaussian mechanism's
     ``delta(eps_b)`` (Balle and Wang 2018, Thm 8). Calibrating that curve at
     ``delta / (2 g)`` makes the noise term (eps_b, delta); the Jacobian adds
     ``eps_J`` pointwise. KST12 Thm 2 pays for the same sign uncertainty with
