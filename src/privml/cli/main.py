@@ -7,6 +7,7 @@ import sys
 from privml import __version__
 from privml.cli import account, datasets, predict, train
 from privml.cli._common import EXIT_USAGE, CliError, StrictParser
+from privml.exceptions import ConvergenceError
 
 # Each subcommand module exposes register(subparsers) and sets `handler`.
 SUBCOMMANDS = (account, train, predict, datasets)
@@ -25,17 +26,26 @@ def build_parser() -> StrictParser:
     return parser
 
 
+def _one_line(exc: BaseException) -> str:
+    text = str(exc)
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    prog = getattr(args, "prog", f"privml {args.command}")
     try:
         args.handler(args)
-    except (CliError, ValueError) as exc:
-        # Validation errors from the library are one line by construction.
-        message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        prog = getattr(args, "prog", f"privml {args.command}")
-        sys.stderr.write(f"{prog}: error: {message}\n")
+    except (CliError, ValueError, FileNotFoundError) as exc:
+        # Bad arguments, unreadable or missing data: one line, exit 2, no traceback.
+        # Library validation messages are one line by construction.
+        sys.stderr.write(f"{prog}: error: {_one_line(exc)}\n")
         return EXIT_USAGE
+    except ConvergenceError as exc:
+        # Nothing was released: the optimiser did not reach the precision the proof needs.
+        sys.stderr.write(f"{prog}: error: {_one_line(exc)}\n")
+        return 1
     return 0
 
 

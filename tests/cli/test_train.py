@@ -1,0 +1,137 @@
+"""`privml train` and `privml predict`: JSON contract, model files, user CSVs, errors."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from privml.cli.main import main
+from privml.data import load_dataset
+
+KEYS = {"method", "dataset", "n_train", "n_test", "test_accuracy", "epsilon", "delta", "train_seconds"}
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    try:
+        code = main(list(argv))
+    except SystemExit as exc:
+        code = exc.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def run_json(capsys, *argv: str) -> dict:
+    code, out, err = run(capsys, *argv, "--json")
+    assert code == 0, err
+    lines = out.strip().splitlines()
+    assert len(lines) == 1, out
+    return json.loads(lines[0])
+
+
+@pytest.mark.parametrize("method", ["output", "objective", "dpsgd", "dpcd"])
+def test_train_on_digits_reports_the_contract(capsys, method):
+    r = run_json(capsys, "train", "--method", method, "--dataset", "digits", "--epsilon", "10", "--delta", "1e-5",
+                 "--seed", "0")
+    assert KEYS <= set(r)
+    assert r["method"] == method and r["dataset"] == "digits"
+    assert r["n_train"] + r["n_test"] == 1797
+    assert r["epsilon"] <= 10 + 1e-9 and r["delta"] <= 1e-5
+    assert r["test_accuracy"] > 0.5  # chance is 0.1
+
+
+def test_nonprivate_needs_no_epsilon(capsys):
+    r = run_json(capsys, "train", "--method", "nonprivate", "--dataset", "digits")
+    assert r["epsilon"] == "inf"  # JSON has no infinity: spelt as a string
+    assert r["test_accuracy"] > 0.9
+
+
+def test_model_file_round_trip_and_predict(capsys, tmp_path):
+    model = tmp_path / "model.npz"
+    r = run_json(capsys, "train", "--method", "dpsgd", "--dataset", "digits", "--epsilon", "3", "--seed", "1",
+                 "--out", str(model))
+    assert Path(r["model"]).exists()
+    raw = load_dataset("digits", preprocess=False)
+    rows = tmp_path / "rows.csv"
+    with rows.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow([f"x{i}" for i in range(64)] + ["label"])
+        for x, y in zip(raw.X_test, raw.y_test):
+            writer.writerow([*x.tolist(), int(y)])
+    p = run_json(capsys, "predict", "--model", str(model), "--input", str(rows), "--proba")
+    assert p["n"] == raw.X_test.shape[0]
+    # The predictions reproduce the accuracy measured at training time.
+    assert p["accuracy"] == pytest.approx(r["test_accuracy"], abs=1e-9)
+    probs = np.asarray(p["probabilities"])
+    assert probs.shape == (raw.X_test.shape[0], 10)
+    assert np.allclose(probs.sum(axis=1), 1, atol=1e-5)
+    assert p["privacy"]["epsilon"] == pytest.approx(r["epsilon"])
+
+
+def _write_csv(path: Path, n: int = 300, label: str = "label", seed: int = 0) -> None:
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 4))
+    y = (X[:, 0] + 0.5 * X[:, 1] > 0).astype(int)
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["a", "b", "c", "d", label])
+        for row, t in zip(X, y):
+            writer.writerow([*row.tolist(), "yes" if t else "no"])
+
+
+def test_train_on_user_csv_with_public_classes(capsys, tmp_path):
+    data = tmp_path / "data.csv"
+    _write_csv(data, label="outcome")
+    r = run_json(capsys, "train", "--method", "objective", "--dataset", f"csv:{data}", "--label-column", "outcome",
+                 "--classes", "no,yes", "--epsilon", "5", "--seed", "0")
+    assert r["n_train"] == 240 and r["n_test"] == 60  # 80/20 split
+    assert r["test_accuracy"] > 0.7
+
+
+def test_inferred_classes_warn_on_stderr(capsys, tmp_path):
+    data = tmp_path / "data.csv"
+    _write_csv(data)
+    code, out, err = run(capsys, "train", "--method", "output", "--dataset", f"csv:{data}", "--epsilon", "5",
+                         "--json")
+    assert code == 0
+    assert "warning" in err.lower() and "classes" in err.lower()
+    assert len(out.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("--method", "output", "--dataset", "digits"),  # no epsilon
+        ("--method", "output", "--dataset", "digits", "--epsilon", "0"),
+        ("--method", "output", "--dataset", "digits", "--epsilon", "1", "--delta", "1"),
+        ("--method", "output", "--dataset", "digits", "--epsilon", "nan"),
+        ("--method", "magic", "--dataset", "digits", "--epsilon", "1"),
+        ("--method", "output", "--dataset", "no-such-dataset", "--epsilon", "1"),
+        ("--method", "output", "--dataset", "digits", "--epsilon", "1", "--label-column", "y"),
+    ],
+)
+def test_bad_arguments_exit_2_with_one_line(capsys, argv):
+    code, out, err = run(capsys, "train", *argv, "--json")
+    assert code == 2
+    assert out == ""
+    assert len(err.strip().splitlines()) == 1, err
+    assert "Traceback" not in err
+
+
+def test_csv_without_the_label_column_is_a_clear_error(capsys, tmp_path):
+    data = tmp_path / "data.csv"
+    _write_csv(data, label="target")
+    code, out, err = run(capsys, "train", "--method", "output", "--dataset", f"csv:{data}", "--epsilon", "1",
+                         "--classes", "no,yes", "--json")
+    assert code == 2 and out == ""
+    assert "label" in err and len(err.strip().splitlines()) == 1
+
+
+def test_missing_builtin_dataset_names_the_fix(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("PRIVML_DATA", str(tmp_path))
+    code, out, err = run(capsys, "train", "--method", "output", "--dataset", "mnist", "--epsilon", "1", "--json")
+    assert code == 2 and out == ""
+    assert "privml.data.fetch mnist" in err
