@@ -724,3 +724,31 @@ def test_mnist_default_reaches_85_percent_at_epsilon_1():
     clf = DPCDClassifier(epsilon=1.0, delta=1e-5, classes=range(10), random_state=0).fit(data.X_train, data.y_train)
     assert clf.privacy_.epsilon <= 1.0
     assert clf.score(data.X_test, data.y_test) >= 0.85
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 7, None])
+def test_row_cache_matches_direct_clipped_gradients_through_moves(chunk):
+    # The O(nnz_j k) row step, processed a chunk of records at a time, must give the clipped
+    # mean block gradient computed from scratch, after any sequence of moves (sparse, dense
+    # and empty columns, repeated blocks).
+    rng = np.random.default_rng(0)
+    n, d, k = 20, 4, 3
+    X = _unit_rows(rng, n, d)
+    X[rng.random(X.shape) < 0.5] = 0.0
+    X[:, 1] = 0.3  # dense
+    X[:, 3] = 0.0  # empty
+    y = rng.integers(0, k, size=n)
+    loss = MultinomialLogisticLoss(k)
+    W = rng.normal(size=(d, k))
+    cache = dpcd._SoftmaxRows(X, y, k, chunk=chunk)
+    cache.reset(W)
+    for j, change in [(0, 0.5), (0, -2.0), (1, 3.0), (2, 0.1), (0, 1.0), (3, 5.0), (2, -4.0), (1, -0.2)]:
+        for threshold in (0.05, 10.0):
+            G = loss.per_example_gradients(W, X, y)[:, j * k : (j + 1) * k]
+            expected = clip_block_gradients(G, threshold).mean(axis=0)
+            assert np.allclose(cache.block_gradient(j, threshold), expected, atol=1e-12)
+        step = change * rng.normal(size=k)
+        cache.block_move(j, step)
+        W[j] += step
+    cache_scores = cache._scores.T
+    assert np.allclose(cache_scores, X @ W, atol=1e-12)

@@ -963,72 +963,84 @@ class _SoftmaxRows(_BlockState):
     records with ``x_ij != 0`` (from their cached scores, shifted by their
     maximum: exact, nothing accumulates) gives all ``k`` entries at once, and
     the move changes only those records' scores. O(nnz_j k) per step, in
-    preallocated buffers.
+    preallocated buffers, a chunk of records at a time so that the
+    temporaries stay in cache (a dense column of MNIST's size otherwise runs
+    about three times slower).
     """
 
-    def __init__(self, X: np.ndarray, y: np.ndarray, k: int) -> None:
+    def __init__(self, X: np.ndarray, y: np.ndarray, k: int, *, chunk: int | None = None) -> None:
         n = X.shape[0]
         self._X, self._y, self._k, self._n = X, y, k, n
         self._columns = _Columns(X)
         self._scores = np.zeros((k, n))
-        self._gathered = np.empty(k * n)  # scores of the current block's records
-        self._work = np.empty(k * n)  # residuals, then the score change
-        self._per_record = np.empty(n)
-        self._per_record_b = np.empty(n)
-        self._index = np.arange(n)
+        self._chunk = max(1, chunk if chunk is not None else 65536 // k)
+        c = min(self._chunk, n)
+        self._gathered = np.empty(k * n)  # the current block's records' scores, chunk after chunk
+        self._work = np.empty(k * c)  # residuals, then the score change, of one chunk
+        self._per_record = np.empty(c)
+        self._per_record_b = np.empty(c)
+        self._index = np.arange(c)
         self._current = -1  # block whose records' scores sit in _gathered
 
     def reset(self, W: np.ndarray) -> None:
         self._scores = np.ascontiguousarray((self._X @ W).T)
         self._current = -1
 
-    def _records(self, j: int) -> tuple[np.ndarray | None, np.ndarray, np.ndarray]:
-        rows, values = self._columns.rows[j], self._columns.values[j]
+    def _chunk_scores(self, rows: np.ndarray | None, lo: int, hi: int, gather: bool) -> np.ndarray:
+        """Scores ``(k, hi - lo)`` of records ``lo:hi`` of the block: a view (dense column) or gathered."""
         if rows is None:
-            return None, values, self._scores
-        m, k = rows.size, self._k
-        scores = self._gathered[: k * m].reshape(k, m)
-        if self._current != j:
-            np.take(self._scores, rows, axis=1, out=scores)
-            self._current = j
-        return rows, values, scores
+            return self._scores[:, lo:hi]
+        k = self._k
+        region = self._gathered[k * lo : k * hi].reshape(k, hi - lo)
+        if gather:
+            np.take(self._scores, rows[lo:hi], axis=1, out=region)
+        return region
 
     def block_gradient(self, j: int, threshold: float) -> np.ndarray:
-        rows, values, scores = self._records(j)
+        rows, values = self._columns.rows[j], self._columns.values[j]
         m, k = values.size, self._k
-        if m == 0:
-            return np.zeros(k)
-        labels = self._y if rows is None else self._y[rows]
-        residual = self._work[: k * m].reshape(k, m)
-        top = self._per_record[:m]
-        np.max(scores, axis=0, out=top)
-        np.subtract(scores, top, out=residual)
-        np.exp(residual, out=residual)
-        total = self._per_record_b[:m]
-        np.sum(residual, axis=0, out=total)
-        residual /= total
-        residual[labels, self._index[:m]] -= 1.0  # p_i - e_{y_i}, one column per record
-        # Per-record L2 clipping of x_ij (p_i - e_{y_i}): weight x_ij min(1, C_j / norm_i).
-        norm = np.einsum("ci,ci->i", residual, residual, out=top)
-        np.sqrt(norm, out=norm)
-        norm *= np.abs(values)
-        np.maximum(norm, threshold, out=norm)  # C_j / max(norm, C_j) = min(1, C_j / norm), no 0/0
-        np.divide(threshold, norm, out=norm)
-        norm *= values
-        return (residual @ norm) / self._n
+        gather = self._current != j
+        self._current = -1 if rows is None else j
+        g = np.zeros(k)
+        for lo in range(0, m, self._chunk):
+            hi = min(lo + self._chunk, m)
+            w = hi - lo
+            x = values[lo:hi]
+            scores = self._chunk_scores(rows, lo, hi, gather)
+            labels = self._y[lo:hi] if rows is None else self._y[rows[lo:hi]]
+            residual = self._work[: k * w].reshape(k, w)
+            top = self._per_record[:w]
+            np.max(scores, axis=0, out=top)
+            np.subtract(scores, top, out=residual)
+            np.exp(residual, out=residual)
+            total = self._per_record_b[:w]
+            np.sum(residual, axis=0, out=total)
+            residual /= total
+            residual[labels, self._index[:w]] -= 1.0  # p_i - e_{y_i}, one column per record
+            # Per-record L2 clipping of x_ij (p_i - e_{y_i}): weight x_ij min(1, C_j / norm_i).
+            norm = np.einsum("ci,ci->i", residual, residual, out=top)
+            np.sqrt(norm, out=norm)
+            norm *= np.abs(x)
+            np.maximum(norm, threshold, out=norm)  # C_j / max(norm, C_j) = min(1, C_j / norm), no 0/0
+            np.divide(threshold, norm, out=norm)
+            norm *= x
+            g += residual @ norm
+        return g / self._n
 
     def block_move(self, j: int, change: np.ndarray) -> None:
-        rows, values, scores = self._records(j)
+        rows, values = self._columns.rows[j], self._columns.values[j]
         m, k = values.size, self._k
-        if m == 0:
-            return
-        delta = self._work[: k * m].reshape(k, m)
-        np.multiply.outer(change, values, out=delta)
-        scores += delta
-        if rows is None:
-            self._current = -1  # every record moved: the gathered scores of any block are stale
-        else:
-            self._scores[:, rows] = scores
+        gather = self._current != j
+        for lo in range(0, m, self._chunk):
+            hi = min(lo + self._chunk, m)
+            delta = self._work[: k * (hi - lo)].reshape(k, hi - lo)
+            np.multiply.outer(change, values[lo:hi], out=delta)
+            scores = self._chunk_scores(rows, lo, hi, gather)
+            scores += delta
+            if rows is not None:
+                self._scores[:, rows[lo:hi]] = scores
+        # A dense column moved every record: the gathered scores of any block are stale.
+        self._current = -1 if rows is None else j
 
 
 class _SoftmaxScores(_BlockState):
