@@ -87,6 +87,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -884,7 +885,7 @@ def _prox_block(values: np.ndarray, step: float, penalty: str, alpha: float) -> 
     return values
 
 
-class _BlockState:
+class _BlockState(ABC):
     """What the inner loop needs from a model: clipped block gradients and cheap moves.
 
     ``block_gradient(j, C_j)`` returns ``(1/n) sum_i clip(grad_i of block j, C_j)``
@@ -897,14 +898,17 @@ class _BlockState:
     image pixels; the mean still divides by ``n``.
     """
 
-    def reset(self, theta: np.ndarray) -> None:  # pragma: no cover - interface
-        raise NotImplementedError
+    @abstractmethod
+    def reset(self, theta: np.ndarray) -> None:
+        """Recompute the cached scores exactly for parameters ``theta``."""
 
-    def block_gradient(self, j: int, threshold: float) -> np.ndarray | float:  # pragma: no cover - interface
-        raise NotImplementedError
+    @abstractmethod
+    def block_gradient(self, j: int, threshold: float) -> np.ndarray | float:
+        """Mean over records of the block-``j`` gradients, each clipped to L2 norm ``threshold``."""
 
-    def block_move(self, j: int, change: np.ndarray) -> None:  # pragma: no cover - interface
-        raise NotImplementedError
+    @abstractmethod
+    def block_move(self, j: int, change: np.ndarray) -> None:
+        """Add ``change`` to block ``j`` and update the cached scores."""
 
 
 class _Columns:
