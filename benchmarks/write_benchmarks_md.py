@@ -103,15 +103,15 @@ def render_linear(data: dict) -> str:
         "",
         "Command: `.venv-peers/bin/python benchmarks/linear.py` (part of `make bench`; "
         "`--methods`, `--seeds`, `--merge` to run parts).  ",
-        f"Machine: {_machine(data['machine'])}. Test accuracy (mean +- std over {data['seeds']} seeds) on the "
+        f"Machine: {_machine(data['machine'])}. Test accuracy in % (mean +- std over the seeds in the last column) on the "
         f"10,000 MNIST test images; {data['dataset']['n_train']} training records, "
         f"{data['dataset']['n_features']} features (pixels/255, projected onto the unit ball, bias feature). "
         "Every estimator runs with its defaults (chosen from public quantities only, tuned on a validation "
         "split of the training set, never on the test set). diffprivlib's LogisticRegression (one-vs-rest, "
         "pure eps-DP, data_norm=1) runs in the same process.",
         "",
-        "| method | delta | " + " | ".join(f"eps={e:g}" for e in epsilons) + " |",
-        "|---|---|" + "---|" * len(epsilons),
+        "| method | delta | " + " | ".join(f"eps={e:g}" for e in epsilons) + " | seeds |",
+        "|---|---|" + "---|" * len(epsilons) + "---|",
     ]
     for delta in (1e-5, 0.0):
         for m in methods:
@@ -120,7 +120,8 @@ def render_linear(data: dict) -> str:
                 r = by.get((m, e, delta))
                 cells.append(f"{100 * r['accuracy_mean']:.2f} +- {100 * r['accuracy_std']:.2f}" if r else "-")
             if any(c != "-" for c in cells):
-                out.append(f"| {m} | {delta:g} | " + " | ".join(cells) + " |")
+                seeds = sorted({len(r["accuracies"]) for r in runs if r["method"] == m and r["delta"] == delta})
+                out.append(f"| {m} | {delta:g} | " + " | ".join(cells) + f" | {'/'.join(map(str, seeds))} |")
     if data.get("nonprivate"):
         out.append("")
         out.append(f"Non-private linear baseline (privml NonPrivateClassifier): "
