@@ -14,7 +14,6 @@ same regularisation. Run in the peers venv (``make bench``)::
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import statistics
 import sys
@@ -26,7 +25,7 @@ import numpy as np
 from _common import machine, write_json
 
 from privml.data import load_dataset
-from privml.io import MODEL_CLASSES
+from privml.cli.train import estimator_class
 
 METHODS = ("output", "objective", "dpsgd", "dpcd")
 NEEDS_DELTA = {"dpsgd", "dpcd"}
@@ -35,8 +34,7 @@ DELTAS = (1e-5, 0.0)
 
 
 def make(method: str, **kwargs):
-    module_name, class_name = MODEL_CLASSES[method].split(":")
-    return getattr(importlib.import_module(module_name), class_name)(**kwargs)
+    return estimator_class(method)(**kwargs)
 
 
 def fit_score(model, data) -> tuple[float, float]:

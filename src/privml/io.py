@@ -44,14 +44,18 @@ def _json_default(value: Any) -> Any:
     raise TypeError(f"cannot store {type(value).__name__} in model metadata")
 
 
-def _finite_json(value: Any) -> Any:
-    """Replace non-finite floats by strings ("inf", "-inf", "nan") so the metadata is strict JSON."""
-    if isinstance(value, float | np.floating) and not np.isfinite(value):
+def json_safe(value: Any) -> Any:
+    """``value`` as strict JSON data: numpy scalars become Python numbers and
+    non-finite floats the strings ``"inf"``, ``"-inf"``, ``"nan"`` (JSON has no
+    infinity; :meth:`PrivacyGuarantee.from_dict` reads them back with ``float``)."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not np.isfinite(value):
         return "nan" if np.isnan(value) else ("inf" if value > 0 else "-inf")
     if isinstance(value, dict):
-        return {k: _finite_json(v) for k, v in value.items()}
+        return {k: json_safe(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_finite_json(v) for v in value]
+        return [json_safe(v) for v in value]
     return value
 
 
@@ -90,7 +94,7 @@ def save_model(model: Any, path: str | Path, *, extra: dict | None = None) -> Pa
     }
     # Round-trip through the encoder first so numpy values become plain Python, then make it strict JSON.
     plain = json.loads(json.dumps(metadata, default=_json_default, allow_nan=True))
-    blob = json.dumps(_finite_json(plain), allow_nan=False).encode("utf-8")
+    blob = json.dumps(json_safe(plain), allow_nan=False).encode("utf-8")
     path = Path(path)
     if path.suffix != ".npz":
         path = path.with_name(path.name + ".npz")

@@ -14,6 +14,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from privml.io import json_safe
+
 EXIT_USAGE = 2
 
 
@@ -55,22 +57,10 @@ def add_json_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object on stdout")
 
 
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None if math.isnan(value) else ("inf" if value > 0 else "-inf")
-    if isinstance(value, dict):
-        return {k: _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if hasattr(value, "item") and callable(value.item):  # numpy scalars
-        return _jsonable(value.item())
-    return value
-
-
 def emit(result: dict, *, as_json: bool, render: Callable[[dict], str]) -> None:
     """Print ``result`` as one JSON object or as human-readable text."""
     if as_json:
-        sys.stdout.write(json.dumps(_jsonable(result), allow_nan=False) + "\n")
+        sys.stdout.write(json.dumps(json_safe(result), allow_nan=False) + "\n")
     else:
         sys.stdout.write(render(result).rstrip("\n") + "\n")
 
