@@ -1,0 +1,169 @@
+"""The budget ledger: how many private answers have been released.
+
+A private-prediction model is calibrated for a budget of ``B`` queries: each
+answer spends a fixed share of (epsilon, delta), and the guarantee holds only
+if no more than ``B`` answers are ever released. The ledger is the record
+that enforces it. Its one rule is *charge first, answer second*: a spend is
+committed before the answer is computed, so a crash between the two can only
+over-count what was released, never under-count it.
+
+A ledger may also hold per-key quotas (for API keys): a key's quota caps what
+that key may spend, always under the global budget.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any
+
+from privml._validation import check_count
+from privml.exceptions import BudgetExhausted
+
+__all__ = ["BudgetLedger", "LedgerState", "MemoryLedger", "canonical_context"]
+
+
+@dataclass(frozen=True)
+class LedgerState:
+    """A snapshot of a ledger (or of one key's quota)."""
+
+    budget: int
+    spent: int
+
+    @property
+    def remaining(self) -> int:
+        return max(self.budget - self.spent, 0)
+
+    def to_dict(self) -> dict[str, int]:
+        return {"budget": self.budget, "spent": self.spent, "remaining": self.remaining}
+
+
+def canonical_context(context: dict[str, Any] | None) -> str:
+    """The context a ledger is bound to, as canonical JSON (sorted keys).
+
+    The context names what the budget protects (model fingerprint, epsilon,
+    delta, method): reopening a ledger for a different model or a different
+    calibration would mix two guarantees in one count, so it is refused.
+    """
+    return json.dumps(context or {}, sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
+class BudgetLedger(ABC):
+    """Counts released answers against a budget of ``budget`` queries.
+
+    Subclasses implement :meth:`_try_spend` atomically (one lock, one
+    transaction or one row lock) and :meth:`state`.
+    """
+
+    budget: int
+
+    def spend(self, count: int = 1, *, key: str | None = None) -> LedgerState:
+        """Charge ``count`` answers before they are computed.
+
+        All or nothing: when ``spent + count`` would exceed the budget (or the
+        key's quota) nothing is charged and :class:`BudgetExhausted` is raised.
+        Returns the global state after the charge.
+        """
+        count = check_count(count, "count")
+        if key is not None and not isinstance(key, str):
+            raise TypeError(f"key must be a string or None, got {type(key).__name__}")
+        refusal = self._try_spend(count, key)
+        if refusal is not None:
+            raise BudgetExhausted(refusal)
+        return self.state()
+
+    @abstractmethod
+    def _try_spend(self, count: int, key: str | None) -> str | None:
+        """Atomically charge ``count``; return ``None`` on success or the
+        refusal message (having charged nothing)."""
+
+    @abstractmethod
+    def state(self, key: str | None = None) -> LedgerState:
+        """The global state, or the quota state of ``key``."""
+
+    @abstractmethod
+    def set_quota(self, key: str, quota: int) -> None:
+        """Give ``key`` a quota of ``quota`` answers (what it already spent is kept)."""
+
+    @abstractmethod
+    def keys(self) -> dict[str, LedgerState]:
+        """Every key with a quota, and its state."""
+
+    def remaining(self, key: str | None = None) -> int:
+        return self.state(key).remaining
+
+    @property
+    def spent(self) -> int:
+        return self.state().spent
+
+    def close(self) -> None:
+        """Release resources (files, connections); the record itself persists."""
+
+    def __enter__(self) -> "BudgetLedger":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def refusal_message(budget: int, spent: int, count: int, key: str | None = None) -> str:
+    """The one-line reason a spend is refused (shared by every backend)."""
+    who = "budget" if key is None else f"quota of key {key!r}"
+    return (
+        f"privacy {who} exhausted: {spent} of {budget} answers already released, "
+        f"{count} more requested; nothing was answered"
+    )
+
+
+class MemoryLedger(BudgetLedger):
+    """An in-process ledger (thread-safe; forgotten when the process exits).
+
+    The default of the private-prediction estimators. Use
+    :class:`~privml.ledger.sqlite.SQLiteLedger` (or PostgreSQL) when the count
+    must survive restarts or be shared between processes.
+    """
+
+    def __init__(self, budget: int, *, context: dict[str, Any] | None = None) -> None:
+        self.budget = check_count(budget, "budget")
+        self.context = canonical_context(context)
+        self._spent = 0
+        self._quotas: dict[str, list[int]] = {}
+        self._lock = threading.Lock()
+
+    def _try_spend(self, count: int, key: str | None) -> str | None:
+        with self._lock:
+            if self._spent + count > self.budget:
+                return refusal_message(self.budget, self._spent, count)
+            if key is not None:
+                if key not in self._quotas:
+                    return f"unknown API key {key!r}: it has no quota"
+                quota, used = self._quotas[key]
+                if used + count > quota:
+                    return refusal_message(quota, used, count, key)
+                self._quotas[key][1] = used + count
+            self._spent += count
+            return None
+
+    def state(self, key: str | None = None) -> LedgerState:
+        with self._lock:
+            if key is None:
+                return LedgerState(self.budget, self._spent)
+            if key not in self._quotas:
+                raise KeyError(f"unknown API key {key!r}")
+            quota, used = self._quotas[key]
+            return LedgerState(quota, used)
+
+    def set_quota(self, key: str, quota: int) -> None:
+        quota = check_count(quota, "quota")
+        with self._lock:
+            used = self._quotas.get(key, [0, 0])[1]
+            self._quotas[key] = [quota, used]
+
+    def keys(self) -> dict[str, LedgerState]:
+        with self._lock:
+            return {k: LedgerState(q, u) for k, (q, u) in self._quotas.items()}
+
+    def __repr__(self) -> str:
+        return f"MemoryLedger(budget={self.budget}, spent={self._spent})"
