@@ -7,6 +7,7 @@ holds a figure that is not backed by a stored measurement.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -166,12 +167,32 @@ RENDERERS = {
 }
 
 
+# Later benchmarks keep their renderer next to the measurement: benchmarks/<name>.py
+# defines render(data) -> str for benchmarks/results/<name>.json.
+SCRIPT_RENDERED = ("prediction", "serve", "accuracy_first", "audit", "torch_dpsgd", "study")
+
+
+def _script_renderer(name: str):
+    spec = importlib.util.spec_from_file_location(f"_bench_{name}", ROOT / "benchmarks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(ROOT / "benchmarks"))  # scripts import their sibling _common
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    return module.render
+
+
 def main() -> int:
     parts = [HEADER]
     for name, render in RENDERERS.items():
         path = RESULTS / name
         if path.exists():
             parts.append(render(json.loads(path.read_text())))
+    for name in SCRIPT_RENDERED:
+        path = RESULTS / f"{name}.json"
+        if path.exists():
+            parts.append(_script_renderer(name)(json.loads(path.read_text())))
     (ROOT / "BENCHMARKS.md").write_text("\n".join(parts))
     print(f"wrote {ROOT / 'BENCHMARKS.md'}", file=sys.stderr)
     return 0
