@@ -1,0 +1,172 @@
+"""``privml select``: the most private model that meets an accuracy target (Accuracy First).
+
+    privml select --dataset NAME --method output --target-error A [--max-epsilon E] [--delta D]
+                  [--search noise-reduction|doubling] [--at-epsilon E_AT] [--seed S] [--plot PATH] [--json]
+
+Prints ``{"ex_post_epsilon", "ex_post_delta", "test_accuracy", "stopped_at", "met_target", "trace": [...]}``;
+each trace entry is one published model: ``epsilon`` (its level), ``ex_post_epsilon`` (the cost had the
+search stopped there), ``passed`` (the private check) and ``validation_accuracy`` (exact, **not
+private**: a diagnostic for the data owner). ``stopped_at`` is null when no model met the target; the
+guarantee then covers every level searched (never -1). ``--plot`` writes a PNG of the trace.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import warnings
+
+import numpy as np
+
+from privml._validation import check_count, check_delta, check_epsilon, check_positive
+from privml.cli._common import CliError, add_json_flag, emit, finite_float, fmt, integer, table
+from privml.data import load_dataset
+from privml.selection import AccuracyFirstClassifier, AccuracyFirstWarning
+
+SELECT_METHODS = ("output",)
+BIAS = 0.5  # the public constant feature of `privml train`
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "select",
+        help="find the most private model that meets an error target, with its ex-post privacy",
+        description=(
+            "Accuracy First (Ligett et al. 2017): publish output-perturbation models from the most private "
+            "level up, check each privately on a held-out part of the training set, stop at the first that "
+            "meets the target, and report the ex-post privacy of where it stopped."
+        ),
+    )
+    parser.add_argument("--dataset", required=True, help="built-in dataset name (see `privml datasets`)")
+    parser.add_argument("--method", choices=SELECT_METHODS, default="output", help="private ERM method (output)")
+    parser.add_argument("--target-error", type=finite_float, required=True, help="largest acceptable error, in (0, 1)")
+    parser.add_argument("--max-epsilon", type=finite_float, default=10.0, help="top of the search (default 10)")
+    parser.add_argument("--min-epsilon", type=finite_float, default=0.01, help="bottom of the search (default 0.01)")
+    parser.add_argument("--steps", type=integer, default=40, help="levels of the noise-reduction grid (default 40)")
+    parser.add_argument("--at-epsilon", type=finite_float, default=0.1, help="budget of the private check (0.1)")
+    parser.add_argument(
+        "--delta", type=finite_float, default=1e-5, help="delta: > 0 Gaussian releases, 0 pure DP (default 1e-5)"
+    )
+    parser.add_argument("--search", choices=("noise-reduction", "doubling"), default="noise-reduction")
+    parser.add_argument("--l2", type=finite_float, help="regularisation lambda (default: auto, public)")
+    parser.add_argument("--max-train", type=integer, help="use at most this many training records")
+    parser.add_argument("--seed", type=integer, help="random seed (default: fresh OS entropy)")
+    parser.add_argument("--plot", help="write a PNG of the trace to this path (needs matplotlib)")
+    add_json_flag(parser)
+    parser.set_defaults(handler=_select, prog=parser.prog)
+
+
+def _check_args(args: argparse.Namespace) -> None:
+    """Everything the library would refuse, refused before the data are read."""
+    target = check_positive(args.target_error, "--target-error")
+    if not target < 1:
+        raise ValueError(f"--target-error must be in (0, 1), got {target!r}")
+    low = check_epsilon(args.min_epsilon, "--min-epsilon")
+    high = check_epsilon(args.max_epsilon, "--max-epsilon")
+    if not high > low:
+        raise ValueError(f"--max-epsilon must be > --min-epsilon, got {high!r} <= {low!r}")
+    check_count(args.steps, "--steps", minimum=2)
+    check_epsilon(args.at_epsilon, "--at-epsilon")
+    check_delta(args.delta, "--delta")
+    if args.l2 is not None:
+        check_positive(args.l2, "--l2")
+    if args.max_train is not None:
+        check_count(args.max_train, "--max-train")
+    if args.plot:
+        try:
+            import matplotlib  # noqa: F401  (only checking that it is there)
+        except ImportError:
+            raise CliError("--plot needs the matplotlib package: pip install matplotlib") from None
+
+
+def _select(args: argparse.Namespace) -> None:
+    _check_args(args)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        data = load_dataset(args.dataset, bias=BIAS, max_train=args.max_train, random_state=args.seed)
+    for w in caught:
+        print(f"warning: {w.message}", file=sys.stderr)
+    info = data.info
+    model = AccuracyFirstClassifier(
+        target=args.target_error,
+        metric="error",
+        search=args.search,
+        epsilon_min=args.min_epsilon,
+        epsilon_max=args.max_epsilon,
+        n_steps=args.steps,
+        at_epsilon=args.at_epsilon,
+        delta=args.delta,
+        l2="auto" if args.l2 is None else args.l2,
+        loss="logistic" if len(info.classes) == 2 else "multinomial",
+        classes=tuple(range(len(info.classes))),
+        random_state=args.seed,
+    )
+    print(f"searching {args.search} on {info.name} ({info.n_train} records)...", file=sys.stderr)
+    start = time.perf_counter()
+    with warnings.catch_warnings():
+        # Not meeting the target is reported in the result (met_target, stopped_at = null).
+        warnings.simplefilter("ignore", AccuracyFirstWarning)
+        model.fit(data.X_train, data.y_train)
+    seconds = time.perf_counter() - start
+    selection, guarantee = model.selection_, model.privacy_
+    result = {
+        "dataset": info.name,
+        "method": args.method,
+        "search": selection.search,
+        "noise": selection.noise,
+        "target_error": args.target_error,
+        "ex_post_epsilon": guarantee.epsilon,
+        "ex_post_delta": guarantee.delta,
+        "neighbouring": guarantee.neighbouring.value,
+        "accountant": guarantee.accountant,
+        "at_epsilon": selection.at_epsilon,
+        "stopped_at": selection.stopped_at,
+        "met_target": selection.met_target,
+        "n_published": len(selection.released),
+        "test_accuracy": float(np.mean(model.predict(data.X_test) == data.y_test)),
+        "l2": model.fit_info_["l2"],
+        "n_train": model.fit_info_["n_train"],
+        "n_validation": model.fit_info_["n_val"],
+        "seconds": seconds,
+        "trace": [
+            {
+                "step": s.step,
+                "epsilon": s.epsilon,
+                "ex_post_epsilon": s.ex_post_epsilon,
+                "ex_post_delta": s.ex_post_delta,
+                "passed": s.passed,
+                "validation_accuracy": s.nonprivate_value,
+            }
+            for s in selection.steps
+        ],
+    }
+    if args.plot:
+        from privml.selection.plotting import plot_trace
+
+        result["plot"] = str(plot_trace(selection, args.plot))
+    emit(result, as_json=args.json, render=_render)
+
+
+def _render(r: dict) -> str:
+    stop = "target not met (all levels published)" if r["stopped_at"] is None else f"step {r['stopped_at']}"
+    rows = [
+        ("dataset", f"{r['dataset']} ({r['n_train']} train / {r['n_validation']} validation)"),
+        ("search", f"{r['search']} ({r['noise']} noise), target error {fmt(r['target_error'], 4)}"),
+        ("stopped", stop),
+        (
+            "ex-post guarantee",
+            f"({fmt(r['ex_post_epsilon'], 4)}, {fmt(r['ex_post_delta'], 3)})-DP, {r['neighbouring']} [ex-post]",
+        ),
+        ("test accuracy", f"{100 * r['test_accuracy']:.2f}%"),
+        ("time", f"{r['seconds']:.2f} s"),
+    ]
+    if "plot" in r:
+        rows.append(("plot", r["plot"]))
+    lines = [table(rows), "", "step  epsilon   ex-post eps  passed  validation acc (non-private)"]
+    lines += [
+        f"{s['step']:>4}  {s['epsilon']:<8.4g}  {s['ex_post_epsilon']:<11.4g}  {str(s['passed']):<6}  "
+        f"{s['validation_accuracy']:.4f}"
+        for s in r["trace"]
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,64 @@
+"""Choosing the privacy level from an accuracy target: Accuracy First.
+
+Ligett, Neel, Roth, Waggoner and Wu (2017), "Accuracy First: Selecting a
+Differential Privacy Level for Accuracy-Constrained ERM" (NeurIPS; Neel's
+slides in the seed documents). Instead of fixing epsilon and hoping the model
+is accurate enough, fix the accuracy and find, privately, the smallest epsilon
+that reaches it; the privacy paid depends on where the search stops (ex-post
+privacy).
+
+=====================================  =============================================================
+module                                 what
+=====================================  =============================================================
+:mod:`.noise_reduction`                Laplace and Gaussian noise-reduction chains (Koufogiannis et al.)
+:mod:`.interactive_above_threshold`    InteractiveAboveThreshold, the ex-post private check
+:mod:`.ex_post`                        ex-post costs: ``eps_AT`` + prefix cost, also when nothing passes
+:mod:`.queries`                        the checks (validation accuracy, excess risk) and sensitivities
+:mod:`.accuracy_first`                 :class:`AccuracyFirstClassifier`, :func:`select_output_perturbation`
+:mod:`.doubling`                       the doubling baseline (independent models at eps_0 2^k)
+:mod:`.utility_bound`                  the a-priori epsilon from output perturbation's worst-case bound
+:mod:`.plotting`                       :func:`plot_trace` (needs matplotlib)
+=====================================  =============================================================
+
+Every guarantee is stated for **replace-one** neighbours.
+"""
+
+from privml.selection.accuracy_first import (
+    AccuracyFirstClassifier,
+    AccuracyFirstWarning,
+    SelectionResult,
+    SelectionStep,
+    epsilon_grid,
+    select_output_perturbation,
+)
+from privml.selection.doubling import doubling_grid, independent_releases
+from privml.selection.ex_post import ExPostCost, independent_prefix_costs, noise_reduction_prefix_costs
+from privml.selection.interactive_above_threshold import IATOutcome, IATStep, InteractiveAboveThreshold, Release
+from privml.selection.noise_reduction import (
+    NoiseReductionChain,
+    gaussian_noise_reduction,
+    laplace_noise_reduction,
+)
+from privml.selection.utility_bound import apriori_epsilon_excess_risk
+
+__all__ = [
+    "AccuracyFirstClassifier",
+    "AccuracyFirstWarning",
+    "ExPostCost",
+    "IATOutcome",
+    "IATStep",
+    "InteractiveAboveThreshold",
+    "NoiseReductionChain",
+    "Release",
+    "SelectionResult",
+    "SelectionStep",
+    "apriori_epsilon_excess_risk",
+    "doubling_grid",
+    "epsilon_grid",
+    "gaussian_noise_reduction",
+    "independent_prefix_costs",
+    "independent_releases",
+    "laplace_noise_reduction",
+    "noise_reduction_prefix_costs",
+    "select_output_perturbation",
+]

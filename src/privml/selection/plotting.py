@@ -1,0 +1,95 @@
+"""A picture of an Accuracy First search: levels tried, their accuracy, where it stopped.
+
+matplotlib is optional (``pip install privml[plot]``); it is imported only
+when a plot is asked for. The plotted accuracies are the check's exact,
+**non-private** values: the figure is for whoever owns the data.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from privml.selection.accuracy_first import SelectionResult
+
+__all__ = ["plot_trace"]
+
+
+def _figure_class():
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise ImportError(
+            "plotting needs the matplotlib package, which is not installed: pip install matplotlib "
+            "(or privml[plot])"
+        ) from None
+    return Figure, FigureCanvasAgg
+
+
+def plot_trace(result: SelectionResult, path: str | os.PathLike[str], *, title: str | None = None) -> Path:
+    """Write a PNG of ``result``'s trace: check value against epsilon, target, stop.
+
+    Parameters
+    ----------
+    result : SelectionResult
+    path : path
+        Output file (PNG).
+    title : str, optional
+        Defaults to the search, the ex-post guarantee and the stop.
+
+    Returns
+    -------
+    pathlib.Path
+        ``path``.
+
+    Raises
+    ------
+    ImportError
+        Naming matplotlib, if it is not installed.
+    """
+    Figure, FigureCanvasAgg = _figure_class()
+    steps = result.steps
+    epsilons = [s.epsilon for s in steps]
+    values = [s.nonprivate_value for s in steps]
+    if result.metric == "error":
+        values = [1.0 - v for v in values]
+        goal, label = result.target, "validation error (non-private)"
+    elif result.metric == "excess_risk":
+        values = [-v for v in values]
+        goal, label = result.target, "excess empirical risk (non-private)"
+    else:
+        goal, label = result.threshold, "check value (non-private)"
+
+    fig = Figure(figsize=(6.4, 4.0))
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    ax.plot(epsilons, values, marker="o", color="tab:blue", label=label)
+    failed = [(e, v) for s, e, v in zip(steps, epsilons, values) if not s.passed]
+    if failed:
+        ax.scatter(*zip(*failed), marker="x", color="tab:red", zorder=3, label="check failed")
+    passed = [(e, v) for s, e, v in zip(steps, epsilons, values) if s.passed]
+    if passed:
+        ax.scatter(*zip(*passed), marker="o", s=60, color="tab:green", zorder=3, label="check passed")
+    ax.axhline(goal, color="gray", linestyle="--", label=f"target {goal:g}")
+    if result.stopped_at is not None:
+        stop = steps[result.stopped_at]
+        ax.axvline(stop.epsilon, color="tab:green", linestyle=":", label=f"stopped at eps = {stop.epsilon:.3g}")
+    untried = [e for e in result.grid if e > epsilons[-1]]
+    if untried:
+        ax.plot(untried, [goal] * len(untried), linestyle="none", marker="|", color="lightgray", label="not tried")
+    ax.set_xscale("log")
+    ax.set_xlabel("epsilon of the published model")
+    ax.set_ylabel(label)
+    guarantee = result.guarantee
+    ax.set_title(
+        title
+        or f"{result.search}: ex-post ({guarantee.epsilon:.3g}, {guarantee.delta:.2g}), "
+        f"{'stopped at step ' + str(result.stopped_at) if result.met_target else 'target not met'}",
+        fontsize=10,
+    )
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    out = Path(path)
+    fig.savefig(out, format="png", dpi=100)
+    return out
