@@ -13,6 +13,7 @@ that key may spend, always under the global budget.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 from abc import ABC, abstractmethod
@@ -22,7 +23,24 @@ from typing import Any
 from privml._validation import check_count
 from privml.exceptions import BudgetExhausted
 
-__all__ = ["BudgetLedger", "LedgerState", "MemoryLedger", "canonical_context"]
+__all__ = [
+    "BudgetLedger",
+    "LedgerMismatch",
+    "LedgerState",
+    "MemoryLedger",
+    "canonical_context",
+    "check_binding",
+    "key_digest",
+    "key_label",
+]
+
+
+class LedgerMismatch(ValueError):
+    """A persistent ledger was reopened with another budget or context.
+
+    One count must protect one guarantee: continuing a ledger written for a
+    different budget, model or calibration would mix two guarantees.
+    """
 
 
 @dataclass(frozen=True)
@@ -48,6 +66,40 @@ def canonical_context(context: dict[str, Any] | None) -> str:
     calibration would mix two guarantees in one count, so it is refused.
     """
     return json.dumps(context or {}, sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
+def key_digest(key: str) -> str:
+    """The SHA-256 hex digest of an API key: what persistent ledgers store.
+
+    Raw keys are credentials; a ledger file or table that leaks must not
+    reveal them, so only their digests are ever written.
+    """
+    if not isinstance(key, str):
+        raise TypeError(f"key must be a string, got {type(key).__name__}")
+    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def key_label(key: str) -> str:
+    """How a key is named in messages: a digest prefix, never the key itself."""
+    return f"sha256:{key_digest(key)[:12]}"
+
+
+def check_binding(where: str, name: str, row: tuple[int, str], budget: int, context: str) -> None:
+    """Refuse to reopen budget ``name`` with another budget or context.
+
+    ``row`` is the stored ``(budget, context)``; shared by the persistent ledgers.
+    """
+    stored_budget, stored_context = row
+    if stored_budget != budget:
+        raise LedgerMismatch(
+            f"ledger {where} holds budget {name!r} of {stored_budget} answers, not {budget}: "
+            "refusing to mix two guarantees (use another ledger or budget name)"
+        )
+    if stored_context != context:
+        raise LedgerMismatch(
+            f"ledger {where} holds budget {name!r} for another model or calibration "
+            f"(stored context {stored_context}, requested {context}): refusing to mix two guarantees"
+        )
 
 
 class BudgetLedger(ABC):

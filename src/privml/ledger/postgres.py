@@ -1,0 +1,223 @@
+"""A budget ledger in PostgreSQL, shared by any number of servers.
+
+Same schema and semantics as :class:`~privml.ledger.sqlite.SQLiteLedger`:
+each spend is one transaction that locks the budget row (and the key's row)
+with ``SELECT ... FOR UPDATE``, checks and increments the counts and commits
+before the caller computes the answer. PostgreSQL commits are durable by
+default (``synchronous_commit=on``, which this ledger sets for its own
+session), so a crash can only over-count. Needs ``psycopg`` 3
+(``pip install 'privml[postgres]'``).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from privml._validation import check_count
+from privml.ledger.base import (
+    BudgetLedger,
+    LedgerState,
+    canonical_context,
+    check_binding,
+    key_digest,
+    key_label,
+    refusal_message,
+)
+
+__all__ = ["PostgresLedger"]
+
+# Serialises schema creation between processes: concurrent CREATE TABLE IF NOT
+# EXISTS can otherwise fail on PostgreSQL's catalog unique index.
+_SCHEMA_LOCK_ID = 0x70726976  # "priv"
+_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS privml_budgets (
+        name TEXT PRIMARY KEY,
+        budget BIGINT NOT NULL CHECK (budget >= 1),
+        context TEXT NOT NULL,
+        spent BIGINT NOT NULL DEFAULT 0 CHECK (spent >= 0 AND spent <= budget)
+    )""",
+    """CREATE TABLE IF NOT EXISTS privml_keys (
+        budget_name TEXT NOT NULL REFERENCES privml_budgets(name),
+        key_sha256 TEXT NOT NULL,
+        quota BIGINT NOT NULL CHECK (quota >= 1),
+        spent BIGINT NOT NULL DEFAULT 0 CHECK (spent >= 0),
+        PRIMARY KEY (budget_name, key_sha256)
+    )""",
+)
+
+T = TypeVar("T")
+
+
+def _redact(url: str) -> str:
+    """The URL without its password, for messages."""
+    scheme, sep, rest = url.partition("://")
+    if "@" in rest:
+        credentials, _, host = rest.rpartition("@")
+        user = credentials.split(":", 1)[0]
+        return f"{scheme}{sep}{user}@{host}"
+    return url
+
+
+class PostgresLedger(BudgetLedger):
+    """A persistent ledger in the PostgreSQL database at ``url``.
+
+    Parameters
+    ----------
+    url:
+        A libpq connection URL, ``postgresql://user:password@host:port/db``.
+    budget, name, context:
+        As for :class:`~privml.ledger.sqlite.SQLiteLedger`: the budget is
+        bound to ``(name, budget, context)`` and reopening it with another
+        budget or context raises :class:`~privml.ledger.base.LedgerMismatch`.
+    connect_timeout:
+        Seconds to wait for the server when connecting.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        budget: int,
+        name: str = "default",
+        context: dict[str, Any] | None = None,
+        connect_timeout: int = 10,
+    ) -> None:
+        try:
+            import psycopg
+        except ImportError:  # pragma: no cover - psycopg is a dev dependency
+            raise ValueError("the PostgreSQL ledger needs psycopg 3: pip install 'privml[postgres]'") from None
+        if not isinstance(url, str) or not url.startswith(("postgresql://", "postgres://")):
+            raise ValueError(f"url must start with postgresql://, got {url!r}")
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"name must be a non-empty string, got {name!r}")
+        self.url = _redact(url)
+        self.budget = check_count(budget, "budget")
+        self.name = name
+        self.context = canonical_context(context)
+        self._psycopg = psycopg
+        self._dsn = url
+        self._connect_timeout = check_count(connect_timeout, "connect_timeout")
+        self._lock = threading.Lock()
+        self._conn: Any = None
+        self._conn = self._connect()
+        try:
+            self._conn.execute("SET synchronous_commit = on")
+            self._conn.commit()
+            self._transaction(self._bind)
+        except BaseException:
+            self.close()
+            raise
+
+    def _connect(self) -> Any:
+        try:
+            return self._psycopg.connect(self._dsn, connect_timeout=self._connect_timeout)
+        except self._psycopg.Error as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise ValueError(f"cannot connect to ledger database {self.url}: {first}") from None
+
+    def _transaction(self, body: Callable[[Any], T]) -> T:
+        with self._lock:
+            if self._conn is None:
+                raise ValueError(f"ledger {self.url} is closed")
+            if self._conn.broken:
+                # The server restarted or the network dropped: the failed
+                # transaction already raised to its caller (which answered
+                # nothing); start afresh for this one.
+                self._conn = self._connect()
+            with self._conn.transaction():
+                with self._conn.cursor() as cur:
+                    return body(cur)
+
+    def _bind(self, cur: Any) -> None:
+        cur.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK_ID,))
+        for statement in _SCHEMA:
+            cur.execute(statement)
+        cur.execute(
+            "INSERT INTO privml_budgets (name, budget, context, spent) VALUES (%s, %s, %s, 0) "
+            "ON CONFLICT (name) DO NOTHING",
+            (self.name, self.budget, self.context),
+        )
+        cur.execute("SELECT budget, context FROM privml_budgets WHERE name = %s", (self.name,))
+        check_binding(self.url, self.name, cur.fetchone(), self.budget, self.context)
+
+    def _try_spend(self, count: int, key: str | None) -> str | None:
+        def body(cur: Any) -> str | None:
+            # Row locks, budget row first: every spend takes them in the same
+            # order, so concurrent spends queue instead of deadlocking.
+            cur.execute("SELECT budget, spent FROM privml_budgets WHERE name = %s FOR UPDATE", (self.name,))
+            budget, spent = cur.fetchone()
+            if spent + count > budget:
+                return refusal_message(budget, spent, count)
+            if key is not None:
+                digest = key_digest(key)
+                cur.execute(
+                    "SELECT quota, spent FROM privml_keys WHERE budget_name = %s AND key_sha256 = %s FOR UPDATE",
+                    (self.name, digest),
+                )
+                row = cur.fetchone()
+                if row is None:
+                    return f"unknown API key ({key_label(key)}): it has no quota"
+                quota, used = row
+                if used + count > quota:
+                    return refusal_message(quota, used, count, key_label(key))
+                cur.execute(
+                    "UPDATE privml_keys SET spent = spent + %s WHERE budget_name = %s AND key_sha256 = %s",
+                    (count, self.name, digest),
+                )
+            cur.execute("UPDATE privml_budgets SET spent = spent + %s WHERE name = %s", (count, self.name))
+            return None
+
+        return self._transaction(body)
+
+    def state(self, key: str | None = None) -> LedgerState:
+        def body(cur: Any) -> LedgerState:
+            if key is None:
+                cur.execute("SELECT budget, spent FROM privml_budgets WHERE name = %s", (self.name,))
+                return LedgerState(*cur.fetchone())
+            cur.execute(
+                "SELECT quota, spent FROM privml_keys WHERE budget_name = %s AND key_sha256 = %s",
+                (self.name, key_digest(key)),
+            )
+            row = cur.fetchone()
+            if row is None:
+                raise KeyError(f"unknown API key ({key_label(key)})")
+            return LedgerState(*row)
+
+        return self._transaction(body)
+
+    def set_quota(self, key: str, quota: int) -> None:
+        """Give ``key`` a quota of ``quota`` answers; what it already spent is kept."""
+        quota = check_count(quota, "quota")
+        digest = key_digest(key)
+
+        def body(cur: Any) -> None:
+            cur.execute(
+                "INSERT INTO privml_keys (budget_name, key_sha256, quota, spent) VALUES (%s, %s, %s, 0) "
+                "ON CONFLICT (budget_name, key_sha256) DO UPDATE SET quota = EXCLUDED.quota",
+                (self.name, digest, quota),
+            )
+
+        self._transaction(body)
+
+    def keys(self) -> dict[str, LedgerState]:
+        """Every key with a quota, by SHA-256 digest (raw keys are never stored)."""
+
+        def body(cur: Any) -> dict[str, LedgerState]:
+            cur.execute(
+                "SELECT key_sha256, quota, spent FROM privml_keys WHERE budget_name = %s ORDER BY key_sha256",
+                (self.name,),
+            )
+            return {digest: LedgerState(quota, spent) for digest, quota, spent in cur.fetchall()}
+
+        return self._transaction(body)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def __repr__(self) -> str:
+        return f"PostgresLedger({self.url!r}, budget={self.budget}, name={self.name!r})"

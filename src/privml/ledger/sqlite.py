@@ -1,0 +1,349 @@
+"""A budget ledger in one SQLite file, shared by threads and processes.
+
+Every spend runs in a ``BEGIN IMMEDIATE`` transaction that reads the
+count, checks it against the budget (and the key's quota) and increments
+it. The transaction is committed with ``synchronous=FULL`` (the write-ahead
+log is fsynced) *before* the caller computes the answer, so a crash between
+the charge and the answer can only over-count what was released. Spends
+that arrive from several threads while a commit is in flight share the next
+transaction (group commit), each still checked on its own; other processes
+wait on SQLite's lock (busy timeout, then retries).
+
+Schema (``PRAGMA user_version = 1``)::
+
+    privml_budgets(name TEXT PRIMARY KEY, budget INTEGER, context TEXT, spent INTEGER)
+    privml_keys(budget_name TEXT, key_sha256 TEXT, quota INTEGER, spent INTEGER)
+
+API keys are stored as their SHA-256 digests, never in the clear.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from privml._validation import check_count, check_positive
+from privml.ledger.base import (
+    BudgetLedger,
+    LedgerState,
+    canonical_context,
+    check_binding,
+    key_digest,
+    key_label,
+    refusal_message,
+)
+
+__all__ = ["SQLiteLedger"]
+
+SCHEMA_VERSION = 1
+_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS privml_budgets (
+        name TEXT PRIMARY KEY,
+        budget INTEGER NOT NULL CHECK (budget >= 1),
+        context TEXT NOT NULL,
+        spent INTEGER NOT NULL DEFAULT 0 CHECK (spent >= 0 AND spent <= budget)
+    )""",
+    """CREATE TABLE IF NOT EXISTS privml_keys (
+        budget_name TEXT NOT NULL REFERENCES privml_budgets(name),
+        key_sha256 TEXT NOT NULL,
+        quota INTEGER NOT NULL CHECK (quota >= 1),
+        spent INTEGER NOT NULL DEFAULT 0 CHECK (spent >= 0),
+        PRIMARY KEY (budget_name, key_sha256)
+    )""",
+)
+
+T = TypeVar("T")
+
+
+class _Pending:
+    """One spend waiting for a commit."""
+
+    __slots__ = ("count", "key", "done", "refusal", "error")
+
+    def __init__(self, count: int, key: str | None) -> None:
+        self.count = count
+        self.key = key
+        self.done = False
+        self.refusal: str | None = None
+        self.error: BaseException | None = None
+
+
+class _GroupCommit:
+    """Group commit: spends that arrive while a commit is in flight share the next one.
+
+    Each commit is an fsync (``synchronous=FULL``), which dominates the cost
+    of a spend; concurrent requests would otherwise queue for one fsync each.
+    Every spend still returns only after the transaction holding it has
+    committed, and each is checked on its own (all or nothing, in arrival
+    order), so the ledger's guarantees are those of one transaction per spend.
+    """
+
+    def __init__(self, commit: Callable[[list[_Pending]], list[str | None]]) -> None:
+        self._commit = commit
+        self._ready = threading.Condition()
+        self._queue: list[_Pending] = []
+        self._busy = False
+
+    def submit(self, count: int, key: str | None) -> str | None:
+        item = _Pending(count, key)
+        with self._ready:
+            self._queue.append(item)
+            while self._busy and not item.done:
+                self._ready.wait()
+            if not item.done:  # lead: commit everything queued so far
+                self._busy = True
+                batch, self._queue = self._queue, []
+        if not item.done:
+            try:
+                for pending, refusal in zip(batch, self._commit(batch), strict=True):
+                    pending.refusal = refusal
+            except BaseException as exc:  # nothing was committed: every spend of the batch fails
+                for pending in batch:
+                    pending.error = exc
+            finally:
+                with self._ready:
+                    for pending in batch:
+                        pending.done = True
+                    self._busy = False
+                    self._ready.notify_all()
+        if item.error is not None:
+            raise item.error
+        return item.refusal
+
+
+
+class SQLiteLedger(BudgetLedger):
+    """A persistent ledger in the SQLite file ``path`` (created if missing).
+
+    Parameters
+    ----------
+    path:
+        The database file. One file may hold several budgets (by ``name``).
+    budget:
+        The number of answers the guarantee was calibrated for.
+    name:
+        Which budget in the file this ledger counts.
+    context:
+        What the budget protects (model fingerprint, epsilon, delta, method);
+        stored as canonical JSON and compared on every reopen.
+    timeout:
+        Seconds to wait for another process's transaction before retrying.
+    retries:
+        How many times a spend is retried when the file stays locked past
+        ``timeout`` (with a short back-off) before the error is raised.
+
+    Raises
+    ------
+    LedgerMismatch
+        When ``name`` already exists in the file with another budget or context.
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "budget.sqlite")
+    >>> with SQLiteLedger(path, budget=3) as ledger:
+    ...     ledger.spend(2).remaining
+    1
+    >>> SQLiteLedger(path, budget=3).spent  # the count survives reopening
+    2
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        budget: int,
+        name: str = "default",
+        context: dict[str, Any] | None = None,
+        timeout: float = 30.0,
+        retries: int = 5,
+    ) -> None:
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"name must be a non-empty string, got {name!r}")
+        self.path = Path(path)
+        self.budget = check_count(budget, "budget")
+        self.name = name
+        self.context = canonical_context(context)
+        self.timeout = check_positive(timeout, "timeout")
+        self.retries = check_count(retries, "retries", minimum=0)
+        if self.path.is_dir():
+            raise ValueError(f"ledger path {self.path} is a directory, expected a database file")
+        if not self.path.parent.is_dir():
+            raise FileNotFoundError(f"directory of the ledger file does not exist: {self.path.parent}")
+        # One connection guarded by a lock: spends are serialised by the
+        # database anyway, and sqlite3 connections must not run two
+        # transactions at once.
+        self._lock = threading.Lock()
+        self._group = _GroupCommit(self._commit_batch)
+        try:
+            self._conn: sqlite3.Connection | None = sqlite3.connect(
+                str(self.path), timeout=self.timeout, isolation_level=None, check_same_thread=False
+            )
+        except sqlite3.Error as exc:
+            raise ValueError(f"cannot open ledger file {self.path}: {exc}") from None
+        try:
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            # FULL: the commit is on disk before spend() returns, so an answer
+            # is never released on the strength of a charge a crash could undo.
+            self._conn.execute("PRAGMA synchronous=FULL")
+            self._conn.execute("PRAGMA foreign_keys=ON")
+            self._retrying(self._bind)
+        except sqlite3.DatabaseError as exc:
+            self.close()
+            raise ValueError(f"{self.path} is not a usable privml ledger: {exc}") from None
+        except BaseException:
+            self.close()
+            raise
+
+    # -- transactions -------------------------------------------------------
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise ValueError(f"ledger {self.path} is closed")
+        return self._conn
+
+    def _retrying(self, body: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``body`` in one ``BEGIN IMMEDIATE`` transaction, retrying when
+        the database stays locked by another process past the busy timeout."""
+        for attempt in range(self.retries + 1):
+            with self._lock:
+                conn = self._connection()
+                try:
+                    conn.execute("BEGIN IMMEDIATE")
+                    try:
+                        result = body(conn)
+                    except BaseException:
+                        conn.execute("ROLLBACK")
+                        raise
+                    conn.execute("COMMIT")
+                    return result
+                except sqlite3.OperationalError as exc:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    locked = "locked" in str(exc) or "busy" in str(exc)
+                    if not locked or attempt == self.retries:
+                        raise
+            time.sleep(min(0.05 * 2**attempt, 1.0))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _bind(self, conn: sqlite3.Connection) -> None:
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version not in (0, SCHEMA_VERSION):
+            raise ValueError(f"{self.path} has ledger schema version {version}; this privml reads {SCHEMA_VERSION}")
+        for statement in _SCHEMA:
+            conn.execute(statement)
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        row = conn.execute("SELECT budget, context FROM privml_budgets WHERE name = ?", (self.name,)).fetchone()
+        if row is None:
+            conn.execute(
+                "INSERT INTO privml_budgets (name, budget, context, spent) VALUES (?, ?, ?, 0)",
+                (self.name, self.budget, self.context),
+            )
+            return
+        check_binding(str(self.path), self.name, row, self.budget, self.context)
+
+    def _try_spend(self, count: int, key: str | None) -> str | None:
+        return self._group.submit(count, key)
+
+    def _commit_batch(self, batch: list[_Pending]) -> list[str | None]:
+        """Charge a batch of spends in one transaction, each all or nothing, in arrival order."""
+
+        def body(conn: sqlite3.Connection) -> list[str | None]:
+            budget, spent = conn.execute(
+                "SELECT budget, spent FROM privml_budgets WHERE name = ?", (self.name,)
+            ).fetchone()
+            quotas: dict[str, list[int] | None] = {}  # digest -> [quota, used], read once per batch
+            charged: dict[str, int] = {}
+            results: list[str | None] = []
+            for item in batch:
+                if spent + item.count > budget:
+                    results.append(refusal_message(budget, spent, item.count))
+                    continue
+                if item.key is not None:
+                    digest = key_digest(item.key)
+                    if digest not in quotas:
+                        row = conn.execute(
+                            "SELECT quota, spent FROM privml_keys WHERE budget_name = ? AND key_sha256 = ?",
+                            (self.name, digest),
+                        ).fetchone()
+                        quotas[digest] = None if row is None else list(row)
+                    state = quotas[digest]
+                    if state is None:
+                        results.append(f"unknown API key ({key_label(item.key)}): it has no quota")
+                        continue
+                    if state[1] + item.count > state[0]:
+                        results.append(refusal_message(state[0], state[1], item.count, key_label(item.key)))
+                        continue
+                    state[1] += item.count
+                    charged[digest] = charged.get(digest, 0) + item.count
+                spent += item.count
+                results.append(None)
+            if any(refusal is None for refusal in results):
+                conn.execute("UPDATE privml_budgets SET spent = ? WHERE name = ?", (spent, self.name))
+            for digest in charged:
+                conn.execute(
+                    "UPDATE privml_keys SET spent = ? WHERE budget_name = ? AND key_sha256 = ?",
+                    (quotas[digest][1], self.name, digest),  # type: ignore[index]
+                )
+            return results
+
+        return self._retrying(body)
+
+    # -- reading and quotas -------------------------------------------------
+
+    def state(self, key: str | None = None) -> LedgerState:
+        def body(conn: sqlite3.Connection) -> LedgerState:
+            if key is None:
+                budget, spent = conn.execute(
+                    "SELECT budget, spent FROM privml_budgets WHERE name = ?", (self.name,)
+                ).fetchone()
+                return LedgerState(budget, spent)
+            row = conn.execute(
+                "SELECT quota, spent FROM privml_keys WHERE budget_name = ? AND key_sha256 = ?",
+                (self.name, key_digest(key)),
+            ).fetchone()
+            if row is None:
+                raise KeyError(f"unknown API key ({key_label(key)})")
+            return LedgerState(*row)
+
+        return self._retrying(body)
+
+    def set_quota(self, key: str, quota: int) -> None:
+        """Give ``key`` a quota of ``quota`` answers; what it already spent is kept."""
+        quota = check_count(quota, "quota")
+        digest = key_digest(key)
+
+        def body(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "INSERT INTO privml_keys (budget_name, key_sha256, quota, spent) VALUES (?, ?, ?, 0) "
+                "ON CONFLICT (budget_name, key_sha256) DO UPDATE SET quota = excluded.quota",
+                (self.name, digest, quota),
+            )
+
+        self._retrying(body)
+
+    def keys(self) -> dict[str, LedgerState]:
+        """Every key with a quota, by SHA-256 digest (raw keys are never stored)."""
+
+        def body(conn: sqlite3.Connection) -> dict[str, LedgerState]:
+            rows = conn.execute(
+                "SELECT key_sha256, quota, spent FROM privml_keys WHERE budget_name = ? ORDER BY key_sha256",
+                (self.name,),
+            ).fetchall()
+            return {digest: LedgerState(quota, spent) for digest, quota, spent in rows}
+
+        return self._retrying(body)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def __repr__(self) -> str:
+        return f"SQLiteLedger({str(self.path)!r}, budget={self.budget}, name={self.name!r})"
+

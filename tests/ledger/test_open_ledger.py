@@ -1,0 +1,40 @@
+from __future__ import annotations
+
+import pytest
+
+from privml.ledger import PostgresLedger, SQLiteLedger, open_ledger
+
+
+def test_a_path_opens_sqlite(tmp_path):
+    ledger = open_ledger(tmp_path / "b.sqlite", budget=4, name="x", context={"m": 1})
+    try:
+        assert isinstance(ledger, SQLiteLedger)
+        assert (ledger.budget, ledger.name) == (4, "x")
+    finally:
+        ledger.close()
+    with open_ledger(str(tmp_path / "b.sqlite"), budget=4, name="x", context={"m": 1}) as again:
+        assert again.spent == 0
+
+
+def test_a_postgres_url_opens_postgres(postgres_url):
+    with open_ledger(postgres_url, budget=4, name="open-ledger-test") as ledger:
+        assert isinstance(ledger, PostgresLedger)
+        assert "privml@" in repr(ledger)
+
+
+def test_unreachable_postgres_is_one_clear_error():
+    with pytest.raises(ValueError, match="cannot connect to ledger database postgresql://u@127.0.0.1:9/db"):
+        PostgresLedger("postgresql://u:hunter2@127.0.0.1:9/db", budget=1, connect_timeout=2)
+
+
+@pytest.mark.parametrize(
+    ("target", "error", "match"),
+    [
+        ("mysql://host/db", ValueError, "unsupported ledger URL"),
+        ("", ValueError, "path_or_url is empty"),
+        (42, TypeError, "file path or a postgresql:// URL"),
+    ],
+)
+def test_bad_targets(target, error, match):
+    with pytest.raises(error, match=match):
+        open_ledger(target, budget=1)

@@ -1,0 +1,172 @@
+"""SQLite specifics: the file format, durability settings, hostile files."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+
+import pytest
+
+from privml.exceptions import BudgetExhausted
+from privml.ledger import SQLiteLedger
+
+
+def test_file_uses_wal_and_the_documented_schema(tmp_path):
+    path = tmp_path / "b.sqlite"
+    with SQLiteLedger(path, budget=7, context={"model": "m"}) as ledger:
+        assert ledger._conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+        ledger.set_quota("k", 3)
+        ledger.spend(2, key="k")
+    raw = sqlite3.connect(path)
+    try:
+        assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert raw.execute("SELECT name, budget, context, spent FROM privml_budgets").fetchall() == [
+            ("default", 7, '{"model":"m"}', 2)
+        ]
+        (row,) = raw.execute("SELECT budget_name, key_sha256, quota, spent FROM privml_keys").fetchall()
+        assert row[0] == "default" and len(row[1]) == 64 and row[2:] == (3, 2)
+    finally:
+        raw.close()
+
+
+def test_a_spend_is_committed_before_it_returns(tmp_path):
+    # Charge first: another connection (another process, or the same file
+    # after a crash) already sees the charge when spend() returns.
+    path = tmp_path / "b.sqlite"
+    ledger = SQLiteLedger(path, budget=7)
+    ledger.spend(3)
+    other = sqlite3.connect(path)
+    try:
+        assert other.execute("SELECT spent FROM privml_budgets").fetchone()[0] == 3
+    finally:
+        other.close()
+        ledger.close()
+
+
+def test_raw_keys_never_reach_the_file(tmp_path):
+    path = tmp_path / "b.sqlite"
+    with SQLiteLedger(path, budget=5) as ledger:
+        ledger.set_quota("very-secret-api-key", 1)
+        ledger.spend(1, key="very-secret-api-key")
+    blob = b"".join(p.read_bytes() for p in tmp_path.iterdir() if p.is_file())
+    assert b"very-secret-api-key" not in blob
+
+
+def test_several_budgets_share_one_file(tmp_path):
+    path = tmp_path / "b.sqlite"
+    with SQLiteLedger(path, budget=5, name="a") as a, SQLiteLedger(path, budget=9, name="b") as b:
+        a.spend(5)
+        with pytest.raises(BudgetExhausted):
+            a.spend(1)
+        assert b.spend(1).remaining == 8
+
+
+def test_a_file_that_is_not_a_ledger_is_refused(tmp_path):
+    junk = tmp_path / "junk.bin"
+    junk.write_bytes(b"\x00not a database" * 200)
+    with pytest.raises(ValueError, match="not a usable privml ledger"):
+        SQLiteLedger(junk, budget=5)
+
+
+def test_a_newer_schema_is_refused(tmp_path):
+    path = tmp_path / "b.sqlite"
+    SQLiteLedger(path, budget=5).close()
+    raw = sqlite3.connect(path)
+    raw.execute("PRAGMA user_version = 99")
+    raw.commit()
+    raw.close()
+    with pytest.raises(ValueError, match="schema version 99"):
+        SQLiteLedger(path, budget=5)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"budget": 0}, ValueError, "budget must be >= 1"),
+        ({"budget": 2.5}, TypeError, "budget must be an integer"),
+        ({"budget": 5, "name": ""}, ValueError, "name must be a non-empty string"),
+    ],
+)
+def test_bad_arguments(tmp_path, kwargs, error, match):
+    with pytest.raises(error, match=match):
+        SQLiteLedger(tmp_path / "b.sqlite", **kwargs)
+
+
+def test_bad_paths(tmp_path):
+    with pytest.raises(ValueError, match="is a directory"):
+        SQLiteLedger(tmp_path, budget=5)
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        SQLiteLedger(tmp_path / "missing" / "b.sqlite", budget=5)
+
+
+def test_a_closed_ledger_refuses_to_spend(tmp_path):
+    ledger = SQLiteLedger(tmp_path / "b.sqlite", budget=5)
+    ledger.close()
+    with pytest.raises(ValueError, match="is closed"):
+        ledger.spend(1)
+
+
+def test_a_locked_file_is_retried_then_reported(tmp_path):
+    path = tmp_path / "b.sqlite"
+    ledger = SQLiteLedger(path, budget=5, timeout=0.05, retries=1)
+    blocker = sqlite3.connect(path, isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")
+    try:
+        with pytest.raises(sqlite3.OperationalError, match="locked"):
+            ledger.spend(1)
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+    assert ledger.spend(1).spent == 1
+    ledger.close()
+
+
+def test_group_commit_keeps_quotas_exact_under_threads(tmp_path):
+    ledger = SQLiteLedger(tmp_path / "b.sqlite", budget=1000)
+    ledger.set_quota("a", 37)
+    ledger.set_quota("b", 500)
+    granted = {"a": 0, "b": 0, "unknown": 0}
+    lock = threading.Lock()
+
+    def worker(key):
+        for _ in range(30):
+            try:
+                ledger.spend(2, key=key)
+            except BudgetExhausted:
+                continue
+            with lock:
+                granted[key] += 2
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in ("a", "a", "b", "b", "unknown", "a")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert granted["a"] == 36 and granted["unknown"] == 0 and granted["b"] == 120
+    assert ledger.state("a").spent == 36 and ledger.state("b").spent == 120
+    assert ledger.spent == 156
+    ledger.close()
+
+
+def test_a_failed_batch_charges_nothing_and_fails_every_spend(tmp_path):
+    path = tmp_path / "b.sqlite"
+    ledger = SQLiteLedger(path, budget=5, timeout=0.05, retries=0)
+    blocker = sqlite3.connect(path, isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")
+    errors = []
+
+    def worker():
+        try:
+            ledger.spend(1)
+        except sqlite3.OperationalError as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    blocker.execute("ROLLBACK")
+    blocker.close()
+    assert len(errors) == 3 and ledger.spent == 0
+    ledger.close()
