@@ -33,6 +33,14 @@ class TestProjectToUnitBall:
         assert np.all(np.sqrt(np.sum(out * out, axis=1)) <= 1.0)
         assert np.all([math.sqrt(math.fsum(v * v for v in row)) <= 1.0 for row in out])
 
+    def test_rows_whose_squared_norm_overflows_keep_their_direction(self):
+        X = np.array([[3e200, -4e200], [1e308, 1e308], [0.3, 0.4]])
+        out = project_to_unit_ball(X)
+        np.testing.assert_allclose(out[0], [0.6, -0.8], rtol=1e-9)
+        np.testing.assert_allclose(out[1], [2**-0.5, 2**-0.5], rtol=1e-9)
+        np.testing.assert_array_equal(out[2], X[2])
+        np.testing.assert_array_equal(X[0], [3e200, -4e200])  # input untouched
+
     @settings(max_examples=200, deadline=None)
     @given(matrices)
     def test_is_a_per_record_map_that_keeps_direction(self, X):

@@ -220,6 +220,13 @@ def project_to_unit_ball(X: ArrayLike, *, radius: float = 1.0) -> np.ndarray:
     r = check_positive(radius, "radius")
     target = r * (1.0 - _SAFETY)
     norms = _row_norms(arr)
+    huge = ~np.isfinite(norms)
+    if huge.any():
+        # Finite entries whose squares overflow (e.g. 1e200): divide such rows by their
+        # largest entry first, so they keep their direction instead of collapsing to 0.
+        arr = arr.copy()
+        arr[huge] /= np.abs(arr[huge]).max(axis=1, keepdims=True)
+        norms[huge] = _row_norms(arr[huge])
     scale = np.ones_like(norms)
     # Threshold halfway to the target, so projected rows count as inside: idempotent.
     long = norms > r * (1.0 - _SAFETY / 2)
