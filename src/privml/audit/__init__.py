@@ -1,5 +1,68 @@
-"""Empirical privacy checks: measure what a mechanism or model leaks."""
+"""Empirical privacy checks: measure what a mechanism or model leaks.
 
+- :mod:`~privml.audit.neighbour_test`: statistical test of (epsilon, delta) on
+  one pair of neighbouring inputs of a mechanism.
+- :mod:`~privml.audit.membership`: membership inference attacks (loss
+  threshold, shadow-free likelihood ratio) and their ROC metrics.
+- :mod:`~privml.audit.epsilon_lower_bound`: train with and without a canary,
+  lower-bound epsilon with Clopper-Pearson intervals.
+- :mod:`~privml.audit.canaries`: canary records and neighbouring datasets.
+- :mod:`~privml.audit.exposure`: canary exposure (Carlini et al. 2019).
+- :mod:`~privml.audit.negative_controls`: deliberately broken implementations
+  that an audit must catch. Never train with them; they are not exported here.
+"""
+
+from privml.audit.canaries import Canary, NeighbouringPair, clipbkd_canary, make_canary, neighbouring_pair
+from privml.audit.epsilon_lower_bound import (
+    AuditResult,
+    EpsilonLowerBound,
+    audit_epsilon,
+    audit_mechanism,
+    canary_log_odds,
+    epsilon_from_rates,
+    epsilon_lower_bound,
+)
+from privml.audit.exposure import (
+    ExposureResult,
+    LabelCanary,
+    exposure_from_scores,
+    insert_label_canary,
+    label_sequence_exposure,
+)
+from privml.audit.membership import (
+    MembershipResult,
+    likelihood_ratio_attack,
+    loss_threshold_attack,
+    membership_metrics,
+    roc_auc,
+    roc_curve,
+)
 from privml.audit.neighbour_test import NeighbourTestResult, neighbour_distribution_test
 
-__all__ = ["NeighbourTestResult", "neighbour_distribution_test"]
+__all__ = [
+    "AuditResult",
+    "Canary",
+    "EpsilonLowerBound",
+    "ExposureResult",
+    "LabelCanary",
+    "MembershipResult",
+    "NeighbourTestResult",
+    "NeighbouringPair",
+    "audit_epsilon",
+    "audit_mechanism",
+    "canary_log_odds",
+    "clipbkd_canary",
+    "epsilon_from_rates",
+    "epsilon_lower_bound",
+    "exposure_from_scores",
+    "insert_label_canary",
+    "label_sequence_exposure",
+    "likelihood_ratio_attack",
+    "loss_threshold_attack",
+    "make_canary",
+    "membership_metrics",
+    "neighbour_distribution_test",
+    "neighbouring_pair",
+    "roc_auc",
+    "roc_curve",
+]

@@ -5,12 +5,12 @@ from __future__ import annotations
 import sys
 
 from privml import __version__
-from privml.cli import account, datasets, predict, train
+from privml.cli import account, audit, datasets, predict, select, serve, study, train
 from privml.cli._common import EXIT_USAGE, CliError, StrictParser
 from privml.exceptions import ConvergenceError
 
 # Each subcommand module exposes register(subparsers) and sets `handler`.
-SUBCOMMANDS = (account, train, predict, datasets)
+SUBCOMMANDS = (account, train, predict, datasets, serve, select, study, audit)
 
 
 def build_parser() -> StrictParser:

@@ -1,12 +1,27 @@
 """``privml predict``: label new rows with a saved model.
 
     privml predict --model model.npz --input rows.csv [--label-column label] [--proba] [--json]
+    privml predict --model model.npz --input rows.csv --method prediction-sensitivity|subsample-aggregate
+                   --epsilon E [--delta D] --budget B [--accounting A] [--seed S] [--proba] [--json]
 
 ``rows.csv`` has a header and the model's raw feature columns (as in the
 training data, before preprocessing: the model file records the dataset's
 data-independent pipeline and it is applied here). A label column, if
-present, is used to report accuracy. A model trained privately is a
-post-processing of its release, so predicting costs no further privacy.
+present, is used to report accuracy.
+
+A model trained privately is a post-processing of its release, so predicting
+costs no further privacy, and the privacy options are refused for it. A
+non-private model (``privml train --method nonprivate``) or a
+subsample-and-aggregate model is answered privately
+(:func:`privml.prediction.load_predictor`): every row is one answer charged to
+a budget of ``--budget`` answers with total guarantee ``(--epsilon, --delta)``
+under replace-one neighbours; a batch with more rows than the budget allows
+is refused whole (exit 2) and nothing is answered. The count lives in memory
+for this one invocation: each run is a fresh deployment of its own budget, so
+running the command repeatedly on the same model composes the guarantees.
+Without any of ``--method``, ``--epsilon`` or ``--budget`` a non-private model
+file answers without privacy, as the baseline it is (its guarantee reads
+epsilon = inf).
 """
 
 from __future__ import annotations
@@ -17,9 +32,13 @@ from pathlib import Path
 
 import numpy as np
 
-from privml.cli._common import CliError, add_json_flag, emit, table
+from privml.cli._common import CliError, add_json_flag, emit, finite_float, integer, table
 from privml.data import preprocess_features
-from privml.io import load_model
+from privml.exceptions import BudgetExhausted
+from privml.io import load_model, read_model_file
+from privml.prediction import PredictionSensitivity, SubsampleAndAggregate, load_predictor
+from privml.prediction.calibration import PREDICTION_ACCOUNTINGS, VOTE_ACCOUNTINGS
+from privml.prediction.loading import PREDICTION_METHODS
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -32,6 +51,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--input", required=True, help="CSV with a header row and the model's feature columns")
     parser.add_argument("--label-column", default="label", help="optional label column used to report accuracy")
     parser.add_argument("--proba", action="store_true", help="also output class probabilities")
+    private = parser.add_argument_group(
+        "private prediction",
+        "answer each row privately from a non-private or subsample-and-aggregate model file "
+        "(each row counts against --budget)",
+    )
+    private.add_argument("--method", choices=PREDICTION_METHODS, help="private-prediction method (default: the file's)")
+    private.add_argument("--epsilon", type=finite_float, help="total epsilon over the budget of answers")
+    private.add_argument("--delta", type=finite_float, default=0.0, help="total delta in [0, 1) (default 0)")
+    private.add_argument("--budget", type=integer, help="number of answers the guarantee covers")
+    private.add_argument(
+        "--accounting",
+        choices=("auto", *sorted(set(PREDICTION_ACCOUNTINGS) | set(VOTE_ACCOUNTINGS))),
+        default="auto",
+        help="composition used to calibrate each answer (default: the tightest)",
+    )
+    private.add_argument("--seed", type=integer, help="noise seed, for experiments only (default: OS entropy)")
     add_json_flag(parser)
     parser.set_defaults(handler=_predict, prog=parser.prog)
 
@@ -62,33 +97,69 @@ def _read_rows(path: Path, label_column: str) -> tuple[np.ndarray, list[str] | N
     return np.asarray(values, dtype=np.float64), labels
 
 
+def _answer(predictor: object, X: np.ndarray, proba: bool) -> tuple[np.ndarray, np.ndarray | None]:
+    """Labels (and probabilities), charging one answer per row at most once."""
+    if isinstance(predictor, SubsampleAndAggregate) and proba:
+        raise CliError("--proba is not available for subsample-and-aggregate: it releases labels only")
+    try:
+        if isinstance(predictor, PredictionSensitivity) and proba:
+            # One charge per row: labels and probabilities come from the same noisy logits.
+            logits = predictor.decision_function(X)
+            return predictor.labels_from_logits(logits), predictor.proba_from_logits(logits)
+        labels = predictor.predict(X)
+    except BudgetExhausted as exc:
+        raise CliError(str(exc)) from None
+    return labels, (predictor.predict_proba(X) if proba else None)
+
+
 def _predict(args: argparse.Namespace) -> None:
-    model = load_model(args.model)
-    extra = model.model_metadata_.get("extra", {})
+    _, metadata = read_model_file(args.model)
+    private_options = (args.method, args.epsilon, args.budget)
+    if metadata.get("method") == "nonprivate" and all(option is None for option in private_options):
+        # The non-private baseline answers as before; its privacy_ says epsilon = inf.
+        predictor = load_model(args.model)
+    else:
+        predictor = load_predictor(
+            args.model,
+            method=args.method,
+            epsilon=args.epsilon,
+            delta=args.delta,
+            budget=args.budget,
+            accounting=args.accounting,
+            random_state=args.seed,
+        )
+    extra = metadata.get("extra", {})
     dataset = extra.get("dataset", {})
     X, labels = _read_rows(Path(args.input), args.label_column)
     if not np.all(np.isfinite(X)):
         raise CliError(f"{args.input} contains NaN or infinite values")
     if dataset.get("name"):
         X = preprocess_features(dataset["name"], X, bias=extra.get("bias") or False)
-    if X.shape[1] != model.n_features_in_:
+    if X.shape[1] != predictor.n_features_in_:
         raise CliError(f"{args.input} gives {X.shape[1]} features after preprocessing; the model expects "
-                       f"{model.n_features_in_}")
-    public = dataset.get("classes") or [c.item() if hasattr(c, "item") else c for c in model.classes_]
-    index = model.predict(X).astype(np.int64) if dataset.get("classes") else None
-    predicted = [public[i] for i in index] if index is not None else model.predict(X).tolist()
-    result: dict = {"model": args.model, "method": model.method, "n": int(X.shape[0]), "labels": predicted}
-    if args.proba:
-        result["probabilities"] = np.round(model.predict_proba(X), 6).tolist()
+                       f"{predictor.n_features_in_}")
+    public = dataset.get("classes") or [c.item() if hasattr(c, "item") else c for c in predictor.classes_]
+    raw, probabilities = _answer(predictor, X, args.proba)
+    predicted = [public[i] for i in raw.astype(np.int64)] if dataset.get("classes") else raw.tolist()
+    method = getattr(predictor, "method", metadata.get("method"))
+    result: dict = {"model": args.model, "method": method, "n": int(X.shape[0]), "labels": predicted}
+    if probabilities is not None:
+        result["probabilities"] = np.round(probabilities, 6).tolist()
         result["classes"] = list(public)
     if labels is not None:
         result["accuracy"] = float(np.mean([str(p) == t for p, t in zip(predicted, labels)]))
-    result["privacy"] = model.privacy_.to_dict()
+    result["privacy"] = predictor.privacy_.to_dict()
+    if getattr(predictor, "ledger_", None) is not None:
+        result["budget"] = predictor.ledger_.state().to_dict()
+        result["accounting"] = predictor.fit_info_["accounting"]
     emit(result, as_json=args.json, render=_render)
 
 
 def _render(r: dict) -> str:
     rows = [("model", f"{r['model']} ({r['method']})"), ("rows", str(r["n"]))]
+    if "budget" in r:
+        b = r["budget"]
+        rows.append(("budget", f"{b['spent']} of {b['budget']} answers spent ({r['accounting']} accounting)"))
     if "accuracy" in r:
         rows.append(("accuracy", f"{100 * r['accuracy']:.2f}%"))
     head = table(rows)

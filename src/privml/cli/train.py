@@ -2,6 +2,12 @@
 
     privml train --method output|objective|dpsgd|dpcd|nonprivate --dataset NAME|csv:PATH
                  --epsilon E --delta D [--l2 L] [--seed S] [--out model.npz] [--json]
+    privml train --method dpsgd-cnn --dataset mnist|fashion-mnist --epsilon E [--epochs N]
+                 [--batch-size B] [--learning-rate LR] [--clip-norm C] [--architecture A] [--threads T]
+
+``dpsgd-cnn`` trains a CNN with DP-SGD (:mod:`privml.torch`, imported only for
+this method) on the images standardised by public constants, with a progress
+bar showing the epsilon spent after each epoch.
 
 Prints ``{"method", "dataset", "n_train", "n_test", "test_accuracy", "epsilon",
 "delta", "train_seconds", ...}``. The model file (``--out``) is ``.npz`` plus
@@ -27,7 +33,9 @@ from privml.data import load_dataset
 from privml.io import MODEL_CLASSES, save_model
 
 #: CLI method -> model-file method (the classifier variants of privml.io.MODEL_CLASSES)
-TRAIN_METHODS = ("output", "objective", "dpsgd", "dpcd", "nonprivate")
+TRAIN_METHODS = ("output", "objective", "dpsgd", "dpcd", "nonprivate", "dpsgd-cnn")
+#: image datasets that ``--method dpsgd-cnn`` accepts
+CNN_DATASETS = ("mnist", "fashion-mnist")
 BIAS = 0.5  # public constant feature appended to every record (privml.data.add_bias_feature)
 
 
@@ -55,6 +63,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--seed", type=integer, help="random seed (default: fresh OS entropy)")
     parser.add_argument("--no-bias", action="store_true", help="do not append the constant bias feature")
     parser.add_argument("--out", help="write the model to this .npz file")
+    cnn = parser.add_argument_group("dpsgd-cnn options (defaults: Tramer & Boneh 2021 for MNIST)")
+    cnn.add_argument("--epochs", type=finite_float, help="epochs (default 40)")
+    cnn.add_argument("--batch-size", type=integer, help="expected Poisson batch size (default 512)")
+    cnn.add_argument("--learning-rate", type=finite_float, help="SGD learning rate, momentum 0.9 (default 0.5)")
+    cnn.add_argument("--clip-norm", type=finite_float, help="clip norm C of each example's gradient (default 0.1)")
+    cnn.add_argument("--architecture", choices=("tramer-boneh", "resnet"), default="tramer-boneh")
+    cnn.add_argument("--threads", type=integer, help="torch threads (default: torch's choice)")
     add_json_flag(parser)
     parser.set_defaults(handler=_train, prog=parser.prog)
 
@@ -77,6 +92,13 @@ def build_estimator(method: str, *, n_classes: int, epsilon: float | None, delta
 
 
 def _train(args: argparse.Namespace) -> None:
+    if args.method == "dpsgd-cnn":
+        _train_cnn(args)
+        return
+    cnn_only = [f"--{k.replace('_', '-')}" for k in ("epochs", "batch_size", "learning_rate", "clip_norm", "threads")
+                if getattr(args, k) is not None]
+    if cnn_only or args.architecture != "tramer-boneh":
+        raise ValueError(f"{', '.join(cnn_only) or '--architecture'} apply to --method dpsgd-cnn only")
     # Validate everything before touching data or drawing noise.
     if args.method != "nonprivate":
         if args.epsilon is None:
@@ -135,6 +157,82 @@ def _train(args: argparse.Namespace) -> None:
             args.out,
             extra={"dataset": info.to_dict(), "bias": None if args.no_bias else BIAS, "test_accuracy": accuracy},
         )
+        result["model"] = str(path)
+    emit(result, as_json=args.json, render=_render)
+
+
+def _train_cnn(args: argparse.Namespace) -> None:
+    """``--method dpsgd-cnn``: a CNN trained by DP-SGD on MNIST or Fashion-MNIST images."""
+    if args.epsilon is None:
+        raise ValueError("--epsilon is required for --method dpsgd-cnn")
+    check_epsilon(args.epsilon, "--epsilon")
+    check_delta(args.delta, "--delta")
+    dataset = args.dataset.lower().replace("_", "-")
+    if dataset not in CNN_DATASETS:
+        raise ValueError(f"--method dpsgd-cnn supports --dataset {' or '.join(CNN_DATASETS)}, got {args.dataset!r}")
+    for name in ("epochs", "learning_rate", "clip_norm"):
+        if getattr(args, name) is not None:
+            check_positive(getattr(args, name), f"--{name.replace('_', '-')}")
+    for name in ("batch_size", "max_train", "threads"):
+        if getattr(args, name) is not None:
+            check_count(getattr(args, name), f"--{name.replace('_', '-')}")
+    if args.l2 is not None or args.no_bias or args.test_path or args.classes:
+        raise ValueError("--l2, --no-bias, --test and --classes do not apply to --method dpsgd-cnn")
+
+    from privml.torch.classifier import TorchClassifier  # torch is imported for this method only
+    from privml.torch.data import load_images
+
+    data = load_images(dataset, max_train=args.max_train, random_state=args.seed)
+    settings = {
+        key: value
+        for key, value in {
+            "epochs": args.epochs,
+            "batch_size": args.batch_size,
+            "learning_rate": args.learning_rate,
+            "clip_norm": args.clip_norm,
+            "threads": args.threads,
+        }.items()
+        if value is not None
+    }
+    model = TorchClassifier(
+        epsilon=args.epsilon,
+        delta=args.delta,
+        model=args.architecture,
+        classes=data.classes,
+        random_state=args.seed,
+        progress=True,
+        **settings,
+    )
+    n_train, n_test = int(data.X_train.shape[0]), int(data.X_test.shape[0])
+    print(f"training {args.architecture} CNN with DP-SGD on {dataset} ({n_train} records)...", file=sys.stderr)
+    start = time.perf_counter()
+    model.fit(data.X_train.numpy(), data.y_train.numpy())
+    seconds = time.perf_counter() - start
+    accuracy = float(np.mean(model.predict(data.X_test.numpy()) == data.y_test.numpy()))
+    guarantee = model.privacy_
+    info = model.fit_info_
+    result = {
+        "method": args.method,
+        "dataset": dataset,
+        "n_train": n_train,
+        "n_test": n_test,
+        "n_features": int(np.prod(data.X_train.shape[1:])),
+        "n_classes": len(data.classes),
+        "test_accuracy": accuracy,
+        "epsilon": guarantee.epsilon,
+        "delta": guarantee.delta,
+        "neighbouring": guarantee.neighbouring.value,
+        "accountant": guarantee.accountant,
+        "train_seconds": seconds,
+        "architecture": args.architecture,
+        "epochs": info["epochs"],
+        "steps": info["steps"],
+        "noise_multiplier": info["noise_multiplier"],
+        "clip_norm": info["clip_norm"],
+        "expected_batch_size": info["expected_batch_size"],
+    }
+    if args.out:
+        path = save_model(model, args.out, extra={"dataset": dataset, "test_accuracy": accuracy})
         result["model"] = str(path)
     emit(result, as_json=args.json, render=_render)
 

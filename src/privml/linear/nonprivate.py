@@ -62,7 +62,7 @@ class NonPrivateClassifier(PrivateLinearClassifier):
         The relation is nominally replace-one, the one every private
         estimator here is compared under.
     fit_info_ : dict
-        ``l2``, ``l2_rule``, ``grad_norm``, ``iterations``, ``objective``.
+        ``n_train``, ``l2``, ``l2_rule``, ``grad_norm``, ``iterations``, ``objective``.
 
     Notes
     -----
@@ -117,6 +117,8 @@ class NonPrivateClassifier(PrivateLinearClassifier):
         result = minimise_objective(RegularisedObjective(loss, X, y, l2), tol=tol, max_iter=max_iter)
         guarantee = PrivacyGuarantee(math.inf, 0.0, Neighbouring.REPLACE_ONE, accountant="none")
         info = {
+            # n is public under replace-one, and prediction sensitivity (2L/(n lambda)) needs it.
+            "n_train": n,
             "l2": l2,
             "l2_rule": "auto: 1/n" if given is None else "given",
             "grad_norm": result.grad_norm,

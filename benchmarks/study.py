@@ -1,0 +1,163 @@
+"""Wall time of the trade-off study (`privml study run quick`), serial and with 2 local workers.
+
+Runs the ``quick`` preset (the demo) from scratch once per worker count, in a
+fresh results folder each time, and records the wall time, the speed-up of 2
+workers over 1, the accuracy of every method at the default point
+(epsilon = 1, delta = 1e-5, B = 100) and the verdict of every finding. The
+``paper-mnist-linear`` preset is far too long for this machine; its time is
+**extrapolated** (and labelled so) from the quick run's per-run times, scaled
+by the number of training records times the dimension of each run::
+
+    .venv/bin/python benchmarks/study.py --out benchmarks/results/study.json
+
+``render(data)`` turns the JSON into the BENCHMARKS.md section.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from _common import machine, write_json
+
+from privml.study import ResultStore, collect, load_preset, plan, run_study
+from privml.study.findings import findings
+
+#: Records and features of MNIST runs with n or d unset (55,000 private records after the public 5,000; 784 pixels).
+MNIST_N, MNIST_D = 55_000, 784
+
+
+def run_once(preset: str, workers: int, root: Path) -> tuple[float, Any]:
+    spec = load_preset(preset)
+    out = root / f"{preset}-{workers}"
+    start = time.perf_counter()
+    outcome = run_study(spec, out, jobs=workers, progress=True)
+    return time.perf_counter() - start, outcome
+
+
+def default_point(outcome: Any) -> dict[str, dict[str, float]]:
+    """Mean and std accuracy of each method at the study's default setting."""
+    results = collect(ResultStore(outcome.results))
+    spec = results.spec
+    out: dict[str, dict[str, float]] = {}
+    for sweep in spec.sweeps:
+        if sweep.fixed or sweep.parameter != "epsilon":
+            continue
+        for curve in results.curves[sweep.name]:
+            cell = curve.at(spec.defaults["epsilon"])
+            if cell is not None:
+                out[curve.method] = {"accuracy_mean": cell.mean, "accuracy_std": cell.std,
+                                     "train_seconds": cell.train_time}
+    return out
+
+
+def extrapolate(outcome: Any, quick: str, paper: str) -> dict[str, Any]:
+    """Paper-preset core-seconds extrapolated from the quick run (seconds per n x (d + 1), per method)."""
+    quick_spec = load_preset(quick)
+    per_unit: dict[str, list[float]] = {}
+    for record in ResultStore(outcome.results).records():
+        p = record["params"]
+        size = (p.get("n") or quick_spec.defaults["n"]) * ((p.get("d") or quick_spec.defaults["d"]) + 1)
+        per_unit.setdefault(record["method"], []).append(record["wall_seconds"] / size)
+    rate = {m: statistics.median(v) for m, v in per_unit.items()}
+    jobs, _ = plan(load_preset(paper))
+    total, counted = 0.0, 0
+    for job in jobs:
+        if job.method not in rate:
+            continue
+        n = job.params.get("n") or MNIST_N
+        d = job.params.get("d") or MNIST_D
+        total += rate[job.method] * n * (d + 1)
+        counted += 1
+    return {"preset": paper, "runs": len(jobs), "runs_extrapolated": counted, "core_seconds": total,
+            "model": "median quick-run seconds per (n x (d + 1)) of each method, times n x (d + 1) of every paper run"}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default="benchmarks/results/study.json")
+    parser.add_argument("--preset", default="quick")
+    parser.add_argument("--workers", nargs="+", type=int, default=[2, 1])
+    parser.add_argument("--workdir", help="keep the study folders here (default: a temporary folder)")
+    args = parser.parse_args(argv)
+
+    root = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="privml-study-bench-"))
+    runs = {}
+    outcomes = {}
+    for workers in args.workers:
+        load_before = os.getloadavg()[0]
+        seconds, outcome = run_once(args.preset, workers, root)
+        outcomes[workers] = outcome
+        records = ResultStore(outcome.results).records()
+        runs[str(workers)] = {"wall_seconds": seconds, "planned": outcome.planned, "finished": outcome.finished,
+                              "failed": outcome.failed, "executor": outcome.executor,
+                              # The machine may be shared: the 1-minute load average says how much.
+                              "load_average_before": load_before, "load_average_after": os.getloadavg()[0],
+                              "sum_of_run_seconds": sum(r["wall_seconds"] for r in records)}
+        print(f"{args.preset} with {workers} worker(s): {seconds:.1f} s, {outcome.finished} runs, "
+              f"{outcome.failed} failed", file=sys.stderr)
+    reference = outcomes[max(outcomes)]
+    results = collect(ResultStore(reference.results))
+    payload = {
+        "machine": machine(),
+        "preset": args.preset,
+        "runs": runs,
+        "speedup_2_workers": (runs["1"]["wall_seconds"] / runs["2"]["wall_seconds"]
+                              if "1" in runs and "2" in runs else None),
+        "default_point": default_point(reference),
+        "findings": [{"claim": f.claim, "status": f.status, "evidence": f.evidence, "sweeps": list(f.sweeps)}
+                     for f in findings(results)],
+        "notes": reference.notes,
+        "paper_extrapolation": extrapolate(reference, args.preset, "paper-mnist-linear"),
+    }
+    write_json(args.out, payload)
+    return 0
+
+
+def render(data: dict) -> str:
+    """The BENCHMARKS.md section for ``benchmarks/results/study.json``."""
+    m = data["machine"]
+    lines = [
+        "## Trade-off study: `privml study run quick`",
+        "",
+        "Command: `.venv/bin/python benchmarks/study.py` (the `quick` preset from scratch, once per worker count).  ",
+        f"Machine: {m['cpu']}, {m['cores']} cores, Python {m['python']}, commit {m['commit']}, {m['date']}.",
+        "",
+        "| workers | wall time | runs | failed | load average before / after (2 cores) |",
+        "|---|---|---|---|---|",
+    ]
+    for workers, r in sorted(data["runs"].items(), key=lambda kv: int(kv[0])):
+        lines.append(f"| {workers} | {r['wall_seconds'] / 60:.1f} min | {r['finished']} | {r['failed']} "
+                     f"| {r['load_average_before']:.1f} / {r['load_average_after']:.1f} |")
+    if data.get("speedup_2_workers"):
+        two = data["runs"]["2"]
+        busy = two["sum_of_run_seconds"] / two["wall_seconds"]
+        lines += ["", f"Speed-up from 2 local workers: {data['speedup_2_workers']:.2f}x in wall time. A load average "
+                  "above 2 means other processes shared the 2 cores, which distorts both times (a speed-up above 2 "
+                  "comes from that, not from parallelism). The load-independent measure is how many runs the 2 "
+                  f"workers kept in flight on average (sum of run times / wall time): {busy:.2f}."]
+    lines += ["", "Accuracy at the default point (epsilon = 1, delta = 1e-5, B = 100; mean ± std over repeats):", "",
+              "| method | accuracy | train time |", "|---|---|---|"]
+    for method, r in data["default_point"].items():
+        lines.append(f"| {method} | {100 * r['accuracy_mean']:.1f} ± {100 * r['accuracy_std']:.1f}% "
+                     f"| {r['train_seconds']:.2f} s |")
+    lines += ["", "Findings of the paper, tested on these results:", ""]
+    for f in data["findings"]:
+        lines.append(f"- **{f['status']}**: {f['claim']} ({f['evidence']})")
+    x = data["paper_extrapolation"]
+    lines += ["", f"`paper-mnist-linear` ({x['runs']} runs, 10 repeats): **extrapolated, not measured**: about "
+              f"{x['core_seconds'] / 3600:.0f} core-hours ({x['model']}; {x['runs_extrapolated']} runs of methods "
+              "timed in the quick run)."]
+    if data.get("notes"):
+        lines += ["", "Notes: " + "; ".join(data["notes"]) + "."]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,67 @@
+"""ROC plots for audits (matplotlib is optional and imported only here, only when plotting)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+import numpy as np
+
+
+def require_matplotlib() -> None:
+    """Raise an ImportError with an install hint if matplotlib is missing (check before long work)."""
+    _pyplot()
+
+
+def _pyplot():
+    try:
+        import matplotlib
+    except ImportError:
+        raise ImportError(
+            "plotting needs matplotlib, which is not installed: pip install 'privml[plot]' (or matplotlib)"
+        ) from None
+    matplotlib.use("Agg")  # files only: never open a window from a library call
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_roc(
+    curves: Mapping[str, tuple[np.ndarray, np.ndarray]],
+    path: str | os.PathLike[str],
+    *,
+    title: str = "Membership / canary ROC",
+) -> str:
+    """Write a ROC plot (linear and log-log panels) of ``{label: (fpr, tpr)}`` to ``path`` (PNG).
+
+    The log-log panel shows the low-FPR region that matters for membership
+    inference (Carlini et al. 2022). Returns the path written.
+
+    Raises
+    ------
+    ImportError
+        With an install hint, if matplotlib is missing.
+    """
+    if not curves:
+        raise ValueError("need at least one ROC curve to plot")
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4.5))
+    for label, (fpr, tpr) in curves.items():
+        fpr, tpr = np.asarray(fpr, dtype=float), np.asarray(tpr, dtype=float)
+        axes[0].plot(fpr, tpr, label=label)
+        keep = (fpr > 0) & (tpr > 0)  # log axes cannot show zeros
+        axes[1].plot(fpr[keep], tpr[keep], label=label)
+    for ax, scale in zip(axes, ("linear", "log"), strict=True):
+        ax.plot([1e-4, 1], [1e-4, 1], color="grey", linestyle=":", linewidth=1)
+        ax.set_xscale(scale)
+        ax.set_yscale(scale)
+        ax.set_xlabel("false positive rate")
+        ax.set_ylabel("true positive rate")
+        ax.set_title(f"{title} ({scale})")
+        ax.legend(loc="lower right", fontsize="small")
+    axes[0].set_xlim(0, 1)
+    axes[0].set_ylim(0, 1)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return str(path)

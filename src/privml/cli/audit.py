@@ -1,0 +1,185 @@
+"""``privml audit``: an empirical lower bound on a training method's epsilon, and its membership leakage.
+
+    privml audit --method output|objective|dpsgd|dpcd|nonprivate --dataset NAME
+                 --epsilon E [--delta D] --trials N [--canary clipbkd|random|record]
+                 [--n-train 100] [--classes A,B|all] [--seed S] [--n-jobs J] [--plot roc.png] [--json]
+
+Prints ``{"claimed_epsilon", "epsilon_lower_bound", "confidence", "auc", ...}``:
+the claim is the guarantee the trained model reports, the bound comes from
+``2 * trials`` models trained with and without a canary
+(:func:`privml.audit.audit_epsilon`), ``auc`` is the canary test's ROC AUC,
+and ``membership_auc`` / ``membership_advantage`` are those of the
+loss-threshold attack (Yeom et al. 2018) on one model, training records
+against held-out ones.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import warnings
+
+import numpy as np
+
+from privml._validation import check_count, check_delta, check_epsilon
+from privml.audit.canaries import CANARIES
+from privml.audit.epsilon_lower_bound import audit_epsilon
+from privml.audit.membership import loss_threshold_attack, roc_curve
+from privml.cli._common import CliError, add_json_flag, emit, finite_float, fmt, integer, table
+from privml.cli.train import BIAS, build_estimator
+from privml.data import load_dataset
+
+DEFAULT_N_TRAIN = 100
+#: Methods the audit trains (every private linear method and the baseline; a CNN per trial is out of scope).
+AUDIT_METHODS = ("output", "objective", "dpsgd", "dpcd", "nonprivate")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "audit",
+        help="lower-bound a training method's epsilon empirically (canary audit) and measure membership leakage",
+        description=(
+            "Train 2 x TRIALS models on a small subsample of a dataset, half of them with a canary record, and "
+            "turn how well the canary can be detected into a Clopper-Pearson lower bound on epsilon "
+            "(Jagielski et al. 2020; Nasr et al. 2021). A correct implementation stays below its claimed "
+            "epsilon; a bound above it means the claim is false (at the stated confidence). The audited set "
+            f"is kept small on purpose (--n-train, default {DEFAULT_N_TRAIN} records, and by default the first "
+            "two classes) so that thousands of models train in minutes; the bound is about that small set."
+        ),
+    )
+    parser.add_argument("--method", choices=AUDIT_METHODS, required=True)
+    parser.add_argument("--dataset", required=True, help="built-in dataset name (see `privml datasets`)")
+    parser.add_argument("--epsilon", type=finite_float, help="claimed epsilon to train at (required unless nonprivate)")
+    parser.add_argument("--delta", type=finite_float, default=1e-5, help="delta in [0, 1) (default 1e-5)")
+    parser.add_argument("--trials", type=integer, required=True, help="models per world (with / without canary), >= 4")
+    parser.add_argument("--canary", choices=CANARIES, default="clipbkd", help="canary construction (default clipbkd)")
+    parser.add_argument(
+        "--n-train", type=integer, default=DEFAULT_N_TRAIN,
+        help=f"training records drawn from the dataset (default {DEFAULT_N_TRAIN}; each trial trains on them)",
+    )
+    parser.add_argument(
+        "--classes", default=None,
+        help="comma-separated public classes to keep, or 'all' (default: the first two, a binary audit)",
+    )
+    parser.add_argument("--confidence", type=finite_float, default=0.95, help="confidence of the bound (default 0.95)")
+    parser.add_argument("--seed", type=integer, help="random seed of the whole audit (default: fresh OS entropy)")
+    parser.add_argument("--n-jobs", type=integer, default=1, help="parallel workers (joblib; -1: every core)")
+    parser.add_argument("--plot", help="write the ROC curves (canary test, membership attack) to this PNG")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    add_json_flag(parser)
+    parser.set_defaults(handler=_audit, prog=parser.prog)
+
+
+def _select_classes(dataset: str, text: str | None) -> tuple | None:
+    """The public classes to keep (None: all), matched by their printed names."""
+    if text == "all":
+        return None
+    public = load_dataset(dataset).info.classes
+    if text is None:
+        return tuple(public[:2])
+    by_name = {str(c): c for c in public}
+    chosen = []
+    for token in (t.strip() for t in text.split(",")):
+        if token not in by_name:
+            raise CliError(f"--classes: {token!r} is not a class of {dataset}; choose from {', '.join(by_name)}")
+        chosen.append(by_name[token])
+    if len(chosen) < 2:
+        raise CliError("--classes needs at least two classes")
+    return tuple(chosen)
+
+
+def _audit(args: argparse.Namespace) -> None:
+    # Validate everything before loading data or training anything.
+    if args.method != "nonprivate":
+        if args.epsilon is None:
+            raise ValueError(f"--epsilon is required for --method {args.method}")
+        check_epsilon(args.epsilon, "--epsilon")
+    check_delta(args.delta, "--delta")
+    trials = check_count(args.trials, "--trials", minimum=4)
+    n_train = check_count(args.n_train, "--n-train", minimum=2)
+    if not 0 < args.confidence < 1:
+        raise ValueError(f"--confidence must be in (0, 1), got {args.confidence!r}")
+    if args.n_jobs == 0:
+        raise ValueError("--n-jobs must be a positive number of workers or -1")
+    if args.dataset.startswith(("csv:", "npz:")):
+        raise CliError("audit runs on built-in datasets only (see `privml datasets`)")
+    if args.plot:
+        from privml.audit.plotting import require_matplotlib
+
+        try:
+            require_matplotlib()  # fail now, not after the trials
+        except ImportError as exc:
+            raise CliError(f"--plot: {exc}") from None
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        classes = _select_classes(args.dataset, args.classes)
+        data = load_dataset(args.dataset, bias=BIAS, max_train=n_train, classes=classes, random_state=args.seed)
+    for w in caught:
+        print(f"warning: {w.message}", file=sys.stderr)
+    info = data.info
+    model = build_estimator(
+        args.method, n_classes=len(info.classes), epsilon=args.epsilon, delta=args.delta, l2=None, seed=args.seed
+    )
+    print(
+        f"auditing {type(model).__name__} on {info.name} ({info.n_train} records, {len(info.classes)} classes): "
+        f"2 x {trials} models...",
+        file=sys.stderr,
+    )
+    result = audit_epsilon(
+        model,
+        data.X_train,
+        data.y_train,
+        trials=trials,
+        canary=args.canary,
+        confidence=args.confidence,
+        X_pool=data.X_test,
+        y_pool=data.y_test,
+        random_state=args.seed,
+        n_jobs=args.n_jobs,
+        progress=not args.no_progress,
+    )
+    # Membership leakage of one model: its training records against as many held-out ones.
+    fitted = model.fit(data.X_train, data.y_train)
+    k = min(info.n_train, info.n_test)
+    attack = loss_threshold_attack(fitted, data.X_train[:k], data.y_train[:k], data.X_test[:k], data.y_test[:k])
+    out = {
+        **result.to_dict(),
+        "method": args.method,
+        "dataset": info.name,
+        "classes": [c.item() if isinstance(c, np.generic) else c for c in info.classes],
+        "membership_auc": attack.auc,
+        "membership_advantage": attack.advantage,
+        "membership_tpr_at_fpr": attack.to_dict()["tpr_at_fpr"],
+    }
+    if args.plot:
+        from privml.audit.plotting import plot_roc
+
+        fpr_c, tpr_c, _ = roc_curve(result.scores_in, result.scores_out)
+        out["plot"] = plot_roc(
+            {
+                f"canary test (AUC {result.auc:.3f})": (fpr_c, tpr_c),
+                f"loss-threshold attack (AUC {attack.auc:.3f})": (attack.fpr, attack.tpr),
+            },
+            args.plot,
+            title=f"{args.method} on {info.name}",
+        )
+    emit(out, as_json=args.json, render=_render)
+
+
+def _render(r: dict) -> str:
+    verdict = "VIOLATED: the claim is false" if r["violated"] else "consistent with the claim"
+    rows = [
+        ("method", f"{r['method']} ({r['estimator']}) on {r['dataset']}, {r['n_train']} records"),
+        ("claimed", f"({fmt(r['claimed_epsilon'], 4)}, {fmt(r['delta'], 3)})-DP, {r['neighbouring']}"),
+        (
+            "epsilon lower bound",
+            f"{r['epsilon_lower_bound']:.4f} at {100 * r['confidence']:.0f}% confidence ({verdict})",
+        ),
+        ("canary test", f"{r['canary']} canary, AUC {r['auc']:.3f}, {r['trials_per_world']} models per world"),
+        ("membership attack", f"AUC {r['membership_auc']:.3f}, advantage {r['membership_advantage']:.3f}"),
+        ("time", f"{r['seconds']:.1f} s"),
+    ]
+    if "plot" in r:
+        rows.append(("plot", r["plot"]))
+    return table(rows)

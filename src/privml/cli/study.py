@@ -1,0 +1,166 @@
+"""``privml study``: the trade-off study (which private method, what accuracy).
+
+    privml study list [--json]
+    privml study run PRESET|SPEC_FILE --out DIR [--jobs N] [--executor local|dask://HOST:PORT]
+                     [--dataset NAME|csv:PATH [--label-column COL]] [--selection MODE]
+                     [--repeats R] [--no-progress] [--json]
+    privml study report RESULTS --out DIR [--json]
+    privml study recommend RESULTS [--epsilon E] [--delta D] [--budget B] [--n N] [--d D] [--k K] [--json]
+
+``run`` prints where the results store and the HTML report went; re-running
+it with the same ``--out`` resumes (finished runs are skipped).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from privml.cli._common import add_json_flag, emit, finite_float, integer, table
+
+if TYPE_CHECKING:  # the study package (matplotlib, joblib) loads only when a study command runs
+    from privml.study import ResultStore
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "study",
+        help="run the trade-off study: which private method to use for your n, d, k, epsilon, delta and budget",
+        description=(
+            "Reproduce and extend 'The Trade-Offs of Private Prediction' (van der Maaten & Hannun 2020): "
+            "private training against private prediction as epsilon, delta, the inference budget, n, d and k vary."
+        ),
+    )
+    sub = parser.add_subparsers(dest="study_command", metavar="ACTION", parser_class=type(parser))
+    sub.required = True
+
+    listing = sub.add_parser("list", help="list the built-in studies (presets)")
+    add_json_flag(listing)
+    listing.set_defaults(handler=_list, prog=listing.prog)
+
+    run = sub.add_parser("run", help="run a preset or a spec file (TOML, or YAML with pyyaml)")
+    run.add_argument("study", metavar="PRESET|SPEC_FILE", help="a preset name (see `privml study list`) or a file")
+    run.add_argument("--out", required=True, help="output folder (results.sqlite, report/index.html)")
+    run.add_argument("--jobs", type=integer, default=1, help="local worker processes (default 1)")
+    run.add_argument("--executor", default="local", help="local (default) or dask://HOST:PORT")
+    run.add_argument("--dataset", help="run the study on this dataset instead: a built-in name or csv:PATH")
+    run.add_argument("--label-column", help="label column of a --dataset csv:PATH (default: label)")
+    run.add_argument("--selection", choices=("validation", "private", "public"),
+                     help="hyper-parameter selection mode (default: the study's)")
+    run.add_argument("--repeats", type=integer, help="repeats per point (default: the study's)")
+    run.add_argument("--no-report", action="store_true", help="do not write the HTML report")
+    run.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    add_json_flag(run)
+    run.set_defaults(handler=_run, prog=run.prog)
+
+    report = sub.add_parser("report", help="write the HTML report of a results store")
+    report.add_argument("results", metavar="RESULTS", help="results.sqlite (or the folder holding it)")
+    report.add_argument("--out", required=True, help="folder for index.html")
+    report.add_argument("--spec-hash", help="which study of the store (default: the last one run)")
+    add_json_flag(report)
+    report.set_defaults(handler=_report, prog=report.prog)
+
+    rec = sub.add_parser("recommend", help="the best measured method for the setting nearest to yours")
+    rec.add_argument("results", metavar="RESULTS", help="results.sqlite (or the folder holding it)")
+    rec.add_argument("--epsilon", type=finite_float)
+    rec.add_argument("--delta", type=finite_float)
+    rec.add_argument("--budget", type=integer)
+    rec.add_argument("--n", type=integer)
+    rec.add_argument("--d", type=integer)
+    rec.add_argument("--k", type=integer)
+    add_json_flag(rec)
+    rec.set_defaults(handler=_recommend, prog=rec.prog)
+
+
+def _list(args: argparse.Namespace) -> None:
+    from privml.study import load_preset, plan, preset_names
+
+    presets = []
+    for name in preset_names():
+        spec = load_preset(name)
+        jobs, notes = plan(spec)
+        presets.append({"name": name, "description": spec.description, "dataset": spec.dataset,
+                        "methods": list(spec.methods), "runs": len(jobs), "notes": notes})
+    emit({"presets": presets}, as_json=args.json,
+         render=lambda r: table([(p["name"], f"{p['description']} [{p['runs']} runs]") for p in r["presets"]]))
+
+
+def _run(args: argparse.Namespace) -> None:
+    from privml.study import load_preset, load_spec, make_executor, preset_names, run_study
+
+    if args.label_column and not (args.dataset or "").startswith("csv:"):
+        raise ValueError("--label-column applies to --dataset csv:PATH only")
+    path = Path(args.study)
+    if args.study in preset_names():
+        spec = load_preset(args.study)
+    elif path.suffix.lower() in (".toml", ".yaml", ".yml") or path.exists():
+        spec = load_spec(path)
+    else:
+        raise ValueError(f"{args.study!r} is neither a preset ({', '.join(preset_names())}) nor a spec file")
+    changes = {}
+    if args.dataset:
+        changes["dataset"] = args.dataset
+    if args.label_column:
+        changes["label_column"] = args.label_column
+    if args.selection:
+        changes["selection"] = args.selection
+    if args.repeats is not None:
+        changes["repeats"] = args.repeats
+    if changes:
+        spec = spec.with_overrides(**changes)
+    executor = make_executor(args.executor, jobs=args.jobs)  # bad --executor/--jobs: refused before any output
+    print(f"study {spec.name} on {spec.dataset}: results in {args.out}", file=sys.stderr)
+    outcome = run_study(spec, args.out, executor=executor, progress=not args.no_progress, report=not args.no_report)
+    emit({"study": spec.name, "dataset": spec.dataset, "selection": spec.selection.mode, **outcome.to_dict()},
+         as_json=args.json, render=_render_run)
+
+
+def _render_run(r: dict) -> str:
+    rows = [("study", f"{r['study']} on {r['dataset']} (selection: {r['selection']})"),
+            ("runs", f"{r['planned']} planned, {r['skipped']} already done, {r['finished']} finished, "
+                     f"{r['failed']} failed"),
+            ("wall time", f"{r['seconds']:.1f} s ({r['executor']})"),
+            ("results", r["results"])]
+    if r["report"]:
+        rows.append(("report", r["report"]))
+    rows += [("note", n) for n in r["notes"]]
+    return table(rows)
+
+
+def _store(path: str) -> ResultStore:
+    from privml.study import ResultStore
+    from privml.study.runner import RESULTS_FILE
+
+    p = Path(path)
+    if p.is_dir():
+        p = p / RESULTS_FILE
+    if not p.is_file():
+        raise FileNotFoundError(f"results store {p} does not exist")
+    return ResultStore(p)
+
+
+def _report(args: argparse.Namespace) -> None:
+    from privml.study import write_report
+
+    target = write_report(_store(args.results), args.out, spec_hash=args.spec_hash)
+    emit({"report": str(target)}, as_json=args.json, render=lambda r: table([("report", r["report"])]))
+
+
+def _recommend(args: argparse.Namespace) -> None:
+    from privml.study import collect, recommend
+
+    names = ("epsilon", "delta", "budget", "n", "d", "k")
+    setting = {k: getattr(args, k) for k in names if getattr(args, k) is not None}
+    rec, distance = recommend(collect(_store(args.results)), **setting)
+    result = {"asked": setting, "measured_setting": rec.setting, "distance": distance, "method": rec.method,
+              "label": rec.label, "accuracy": rec.accuracy, "std": rec.std, "nonprivate": rec.nonprivate,
+              "runner_up": None if rec.runner_up is None else {"label": rec.runner_up[0], "accuracy": rec.runner_up[1]},
+              "selection_leaky": rec.leaky}
+    emit(result, as_json=args.json, render=lambda r: table([
+        ("best method", f"{r['label']} ({r['method']})"),
+        ("accuracy", f"{100 * r['accuracy']:.1f}% ± {100 * r['std']:.1f}"),
+        ("measured at", ", ".join(f"{k} = {v}" for k, v in r["measured_setting"].items())),
+        ("distance", f"{r['distance']:.2f} (0: exactly your setting; log10 units)"),
+    ]))

@@ -1,0 +1,94 @@
+"""What both private predictors share: the budget ledger and input checks before spending.
+
+The order of every answer is fixed here: validate the query rows (finite,
+right width), then charge ``len(X)`` answers to the ledger (all or nothing),
+then compute. A refused or malformed request therefore releases nothing and
+spends nothing, and a crash after the charge can only over-count.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin
+
+from privml._validation import check_count, check_finite_array
+from privml.ledger import BudgetLedger, MemoryLedger
+
+__all__ = ["BudgetedPredictor", "check_ledger"]
+
+
+def check_ledger(ledger: object, budget: int) -> None:
+    """Accept ``None`` or a :class:`BudgetLedger` whose budget is ``budget``.
+
+    A ledger counting against another budget would make the stated guarantee
+    (calibrated for ``budget`` answers) false, so a mismatch is refused.
+    """
+    if ledger is None:
+        return
+    if not isinstance(ledger, BudgetLedger):
+        raise TypeError(f"ledger must be a privml.ledger.BudgetLedger or None, got {type(ledger).__name__}")
+    if ledger.state().budget != budget:
+        raise ValueError(
+            f"the ledger's budget is {ledger.state().budget} answers but the model is calibrated for {budget}"
+        )
+
+
+class BudgetedPredictor(ClassifierMixin, BaseEstimator):
+    """Base of the private predictors: a fitted model whose answers are counted.
+
+    Subclasses set ``method``, define keyword-only ``__init__`` parameters
+    including ``epsilon``, ``delta``, ``budget``, ``ledger`` and
+    ``random_state``, and call :meth:`_attach_ledger` when fitted.
+
+    Fitted attributes shared by both: ``classes_``, ``n_features_in_``,
+    ``ledger_``, ``privacy_`` (the total guarantee over ``budget`` answers)
+    and ``fit_info_``.
+    """
+
+    method: str = "abstract"
+
+    def _ledger_context(self) -> dict[str, Any]:
+        """What the budget protects: a ledger reopened for another calibration must not continue this count."""
+        return {"method": self.method, "epsilon": float(self.epsilon), "delta": float(self.delta),
+                "budget": int(self.budget), "accounting": self.fit_info_["accounting"]}
+
+    def _attach_ledger(self, ledger: BudgetLedger | None) -> None:
+        budget = check_count(self.budget, "budget")
+        check_ledger(ledger, budget)
+        self.ledger_ = ledger if ledger is not None else MemoryLedger(budget, context=self._ledger_context())
+
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "ledger_"):
+            raise RuntimeError(f"this {type(self).__name__} is not fitted yet: call fit(X, y) first")
+
+    def _check_rows(self, X: Any) -> np.ndarray:
+        """Query rows as a finite float array of the fitted width (checked before any spending)."""
+        self._check_fitted()
+        X = check_finite_array(X, "X", ndim=2)
+        if X.shape[0] == 0:
+            raise ValueError("X has no rows")
+        if X.shape[1] != self.n_features_in_:
+            raise ValueError(f"X has {X.shape[1]} features, but the model was fitted with {self.n_features_in_}")
+        return X
+
+    def _spend(self, X: Any, key: str | None) -> np.ndarray:
+        """Validate ``X``, then charge one answer per row (BudgetExhausted: nothing charged)."""
+        X = self._check_rows(X)
+        self.ledger_.spend(X.shape[0], key=key)
+        return X
+
+    def remaining(self, key: str | None = None) -> int:
+        """Answers left in the budget (or in ``key``'s quota)."""
+        self._check_fitted()
+        return self.ledger_.remaining(key)
+
+    def _file_params(self) -> dict[str, Any]:
+        """Constructor settings for a model file: the ledger lives outside the model and is not saved."""
+        params = self.get_params(deep=False)
+        params["ledger"] = None
+        if params.get("classes") is not None:
+            # Any iterable is a valid class set (range(10), an array); JSON needs a list.
+            params["classes"] = [c.item() if hasattr(c, "item") else c for c in params["classes"]]
+        return params

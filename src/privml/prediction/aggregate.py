@@ -1,0 +1,343 @@
+"""Subsample-and-aggregate: private labels by a noisy vote of models trained on disjoint parts.
+
+Dwork and Feldman (2018, "Privacy-preserving prediction"); vdMH20 (van der
+Maaten and Hannun 2020) App. C.2, Thm 7-8. The training set is split into
+``m`` disjoint parts by a random permutation that depends on nothing but
+``n``, ``m`` and the random state; one model ("teacher") is trained on each
+part. A query ``x`` (public) is answered with a label ``c`` drawn with
+probability proportional to ``exp(beta * votes_c(x))``, where ``votes_c(x)`` is
+the number of teachers predicting ``c``.
+
+Privacy of one answer, replace-one neighbours: the replaced record lies in
+exactly one part, so at most one teacher changes its vote, moving one count
+down by one and another up by one. Every count changes by at most 1
+(sensitivity ``Delta_u = 1`` of the utility vector in L-infinity norm), and the
+vote is the exponential mechanism (McSherry and Talwar 2007) at
+``epsilon_q = 2 beta``: epsilon_q-DP (vdMH20 Thm 7) and epsilon_q-bounded range,
+hence ``epsilon_q^2 / 8``-zCDP (Cesar and Rogers 2021, Lemma 3.2). The
+exponential mechanism of :mod:`privml.mechanisms` at ``epsilon_q`` with
+sensitivity 1 samples with exactly ``beta = epsilon_q / 2``: the reference code
+of vdMH20 used ``beta = epsilon_q``, which is ``2 epsilon_q``-DP (SPEC pitfalls).
+
+Only labels are released. The selection probabilities (or the votes) are
+deterministic functions of the private data and are not covered by the
+guarantee, so :meth:`SubsampleAndAggregate.predict_proba` refuses.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+import numpy as np
+from joblib import Parallel, delayed
+from sklearn.base import BaseEstimator, clone
+
+from privml._random import RandomState, check_random_state
+from privml._validation import check_count, check_delta, check_epsilon, check_finite_array
+from privml.guarantee import PrivacyGuarantee
+from privml.io import MODEL_CLASSES
+from privml.ledger import BudgetLedger
+from privml.linear.base import PrivateLinearClassifier, check_classes, encode_labels
+from privml.linear.nonprivate import NonPrivateClassifier
+from privml.mechanisms.exponential import ExponentialMechanism
+from privml.neighbouring import Neighbouring
+from privml.prediction._base import BudgetedPredictor, check_ledger
+from privml.prediction.calibration import VoteCalibration, calibrate_vote_epsilon
+
+__all__ = ["SubsampleAndAggregate", "random_partition"]
+
+
+def random_partition(n: int, n_parts: int, rng: np.random.Generator) -> list[np.ndarray]:
+    """Split ``range(n)`` into ``n_parts`` disjoint parts of sizes differing by at most one.
+
+    Data-independent: the parts depend on ``n``, ``n_parts`` and ``rng`` only,
+    so under replace-one neighbours (same n) the replaced record falls in
+    exactly one part, the same one on both datasets.
+    """
+    n = check_count(n, "n")
+    n_parts = check_count(n_parts, "n_models")
+    if n_parts > n:
+        raise ValueError(f"n_models={n_parts} exceeds the number of training records ({n})")
+    return np.array_split(rng.permutation(n), n_parts)
+
+
+def _teacher_record(teachers: list[Any]) -> dict[str, Any]:
+    """How to rebuild the teachers from stacked weights, when they are privml linear models of one class."""
+    kinds = {type(t) for t in teachers}
+    if len(kinds) != 1 or not issubclass(next(iter(kinds)), PrivateLinearClassifier):
+        return {}
+    teacher = teachers[0]
+    params = {
+        # A live generator is not a setting that can be stored; the weights are what matter.
+        k: (None if isinstance(v, np.random.Generator | np.random.SeedSequence) else v)
+        for k, v in teacher.get_params(deep=False).items()
+    }
+    return {"teacher_method": teacher.method, "teacher_params": params, "teacher_privacy": teacher.privacy_.to_dict()}
+
+
+def _fit_teacher(estimator: Any, X: np.ndarray, y: np.ndarray) -> Any:
+    return estimator.fit(X, y)
+
+
+class SubsampleAndAggregate(BudgetedPredictor):
+    """Private labels from a noisy majority vote of ``n_models`` teachers, for a budget of queries.
+
+    Parameters
+    ----------
+    estimator : scikit-learn classifier, optional
+        Cloned once per part. Default: :class:`~privml.linear.NonPrivateClassifier`
+        with the public ``classes``. An estimator with a ``classes`` parameter
+        left at None gets the public class set. Any classifier works (the
+        guarantee treats teachers as black boxes); only privml linear models
+        can be saved to a model file.
+    n_models : int
+        m, the number of disjoint parts and teachers (1 <= m <= n).
+    epsilon : float
+        Total privacy parameter over all ``budget`` answers, > 0.
+    delta : float, default 0
+        0: basic composition. In (0, 1): advanced composition or zCDP.
+    budget : int
+        B, the number of answers ever released; answer B + 1 is refused.
+    classes : sequence, optional
+        The **public** class set (the candidates of the vote); inferred from
+        ``y`` with a :class:`~privml.exceptions.PrivacyLeakWarning` if omitted.
+    accounting : {"auto", "basic", "advanced", "zcdp"}, default "auto"
+        Composition used for the per-query epsilon
+        (:func:`~privml.prediction.calibration.calibrate_vote_epsilon`);
+        ``"auto"`` takes the largest.
+    ledger : BudgetLedger, optional
+        Where answers are counted (budget must equal ``budget``); default a
+        fresh :class:`~privml.ledger.MemoryLedger` at fit.
+    n_jobs : int, optional
+        Teachers trained in parallel by joblib (None: one process).
+    random_state : None, int or numpy Generator, optional
+        Drives the partition and the votes; None draws OS entropy.
+
+    Attributes
+    ----------
+    classes_, n_features_in_ :
+        As for scikit-learn classifiers.
+    teachers_ : list
+        The fitted teachers (non-private; never release them).
+    calibration_ : VoteCalibration
+        Per-query epsilon and ``beta``.
+    ledger_, privacy_ :
+        The answer count and the total (epsilon, delta) over ``budget`` answers, replace-one.
+    fit_info_ : dict
+        ``n_models``, ``part_sizes`` (min, max), ``accounting``,
+        ``epsilon_query``, ``beta``, ``epsilon_queries`` (every applicable
+        accounting's, for comparison), ``budget``.
+
+    Notes
+    -----
+    Neighbouring relation: **replace-one**. Sensitivity: each vote count
+    changes by at most 1 (one teacher changes its vote). Theorems: vdMH20
+    Thm 7 (each answer ``2 beta``-DP; Dwork and Feldman 2018), Thm 8
+    (advanced composition; Dwork, Rothblum and Vadhan 2010), and for
+    ``"zcdp"`` bounded range (Cesar and Rogers 2021, Lemma 3.2) with zCDP
+    composition (Bun and Steinke 2016). Each answer charges the ledger before
+    the vote is computed.
+
+    Examples
+    --------
+    >>> from privml.data import load_dataset
+    >>> data = load_dataset("breast_cancer", random_state=0)
+    >>> model = SubsampleAndAggregate(n_models=10, epsilon=1.0, budget=20, classes=[0, 1], random_state=0)
+    >>> model = model.fit(data.X_train, data.y_train)
+    >>> model.predict(data.X_test[:5]).shape, model.remaining()
+    ((5,), 15)
+    """
+
+    method = "subsample-aggregate"
+
+    def __init__(
+        self,
+        *,
+        estimator: Any = None,
+        n_models: int,
+        epsilon: float,
+        delta: float = 0.0,
+        budget: int,
+        classes: Any = None,
+        accounting: str = "auto",
+        ledger: BudgetLedger | None = None,
+        n_jobs: int | None = None,
+        random_state: RandomState = None,
+    ) -> None:
+        self.estimator = estimator
+        self.n_models = n_models
+        self.epsilon = epsilon
+        self.delta = delta
+        self.budget = budget
+        self.classes = classes
+        self.accounting = accounting
+        self.ledger = ledger
+        self.n_jobs = n_jobs
+        self.random_state = random_state
+
+    # ------------------------------------------------------------ validation
+    def _check_settings(self) -> VoteCalibration:
+        """Validate every privacy setting and calibrate the per-query epsilon (no data involved)."""
+        epsilon = check_epsilon(self.epsilon)
+        delta = check_delta(self.delta)
+        budget = check_count(self.budget, "budget")
+        check_count(self.n_models, "n_models")
+        check_ledger(self.ledger, budget)
+        check_random_state(self.random_state)  # type check only
+        if self.estimator is not None and not isinstance(self.estimator, BaseEstimator):
+            raise TypeError(f"estimator must be a scikit-learn estimator, got {type(self.estimator).__name__}")
+        return calibrate_vote_epsilon(epsilon, delta, budget, self.accounting)
+
+    def _base_estimator(self, classes: np.ndarray) -> BaseEstimator:
+        """The estimator each teacher is cloned from, told the public class set where it can be."""
+        public = tuple(c.item() if hasattr(c, "item") else c for c in classes)
+        if self.estimator is None:
+            return NonPrivateClassifier(classes=public)
+        base = clone(self.estimator)
+        if "classes" in base.get_params(deep=False) and base.get_params(deep=False)["classes"] is None:
+            base.set_params(classes=public)
+        return base
+
+    # ------------------------------------------------------------------- fit
+    def fit(self, X: Any, y: Any) -> "SubsampleAndAggregate":
+        """Partition (X, y) at random, train one teacher per part (in parallel), fix the vote.
+
+        Nothing is released by fitting; all settings are validated first.
+        """
+        calibration = self._check_settings()
+        X = check_finite_array(X, "X", ndim=2)
+        y = np.asarray(y)
+        if y.shape != (X.shape[0],):
+            raise ValueError(f"y must have shape ({X.shape[0]},), got {y.shape}")
+        classes = check_classes(self.classes, y)
+        encode_labels(y, classes)  # labels outside the public set are refused before training
+        rng = check_random_state(self.random_state)
+        parts = random_partition(X.shape[0], self.n_models, rng)
+        base = self._base_estimator(classes)
+        teachers = Parallel(n_jobs=self.n_jobs)(
+            delayed(_fit_teacher)(clone(base), X[part], y[part]) for part in parts
+        )
+        sizes = [part.size for part in parts]
+        self._set_teachers(list(teachers), classes, X.shape[1], calibration, rng, part_sizes=(min(sizes), max(sizes)))
+        return self
+
+    def _set_teachers(
+        self,
+        teachers: list[Any],
+        classes: np.ndarray,
+        n_features: int,
+        calibration: VoteCalibration,
+        rng: np.random.Generator,
+        *,
+        part_sizes: tuple[int, int] | None,
+    ) -> None:
+        self.teachers_ = teachers
+        self.classes_ = np.asarray(classes)
+        self.n_features_in_ = int(n_features)
+        self.calibration_ = calibration
+        self._vote_mechanism = self._mechanism(calibration.epsilon_query, rng)
+        self.fit_info_ = {
+            "n_models": len(teachers),
+            "part_sizes": list(part_sizes) if part_sizes is not None else None,
+            "accounting": calibration.accounting,
+            "budget": calibration.budget,
+            "epsilon_query": calibration.epsilon_query,
+            "beta": self._vote_mechanism.temperature,
+            "epsilon_queries": dict(calibration.candidates),
+            **_teacher_record(teachers),
+        }
+        self.privacy_ = PrivacyGuarantee(
+            calibration.epsilon, calibration.delta, Neighbouring.REPLACE_ONE, calibration.accounting
+        )
+        self._attach_ledger(self.ledger)
+
+    def _mechanism(self, epsilon_query: float, rng: np.random.Generator) -> ExponentialMechanism:
+        """The per-query vote: exponential mechanism at epsilon_q over counts of sensitivity 1.
+
+        Its temperature is ``epsilon_q / (2 * 1) = beta``: the counts are not
+        monotone under replace-one (one goes down, another up), so the
+        sharper ``monotonic`` variant does not apply.
+        """
+        return ExponentialMechanism(
+            epsilon=epsilon_query, sensitivity=1.0, neighbouring=Neighbouring.REPLACE_ONE, random_state=rng
+        )
+
+    # --------------------------------------------------------------- answers
+    def _votes(self, X: np.ndarray) -> np.ndarray:
+        """Vote counts, shape (n, k). Not private: only ever fed to the mechanism."""
+        votes = np.zeros((X.shape[0], self.classes_.size), dtype=np.int64)
+        rows = np.arange(X.shape[0])
+        for teacher in self.teachers_:
+            # One vote per row per teacher, so the fancy-indexed increment has no repeated index.
+            votes[rows, encode_labels(teacher.predict(X), self.classes_)] += 1
+        return votes
+
+    def predict(self, X: Any, *, key: str | None = None) -> np.ndarray:
+        """Private labels, one answer per row, each drawn with probability proportional to exp(beta votes).
+
+        Charges ``len(X)`` answers to the ledger first (all or nothing:
+        :class:`~privml.exceptions.BudgetExhausted` and nothing computed
+        when they do not fit); ``key`` charges an API key's quota too.
+        """
+        X = self._spend(X, key)
+        index = [self._vote_mechanism.select(row) for row in self._votes(X)]
+        return self.classes_[np.asarray(index, dtype=np.int64)]
+
+    def predict_proba(self, X: Any, *, key: str | None = None) -> np.ndarray:
+        """Refused: subsample-and-aggregate releases labels only.
+
+        The vote distribution softmax(beta votes) is a deterministic function
+        of the private votes, not covered by the guarantee. Nothing is
+        charged. Use :meth:`predict`.
+
+        Raises
+        ------
+        NotImplementedError
+            always.
+        """
+        raise NotImplementedError(
+            "subsample-and-aggregate releases labels only: its vote probabilities are not private; use predict"
+        )
+
+    # ------------------------------------------------------------ model file
+    def _file_params(self) -> dict[str, Any]:
+        """Constructor settings for a model file; the teachers are stored as arrays instead of ``estimator``."""
+        params = super()._file_params()
+        params["estimator"] = None
+        params["n_jobs"] = None
+        return params
+
+    def _model_arrays(self) -> dict[str, np.ndarray]:
+        """Stacked teacher weights; only privml linear teachers of one class can be stored without pickle."""
+        self._check_fitted()
+        if "teacher_method" not in self.fit_info_:
+            kinds = sorted({type(t).__name__ for t in self.teachers_})
+            raise ValueError(
+                "only subsample-and-aggregate models whose teachers are privml linear classifiers of one class can "
+                f"be saved (they are stored as weight arrays, never pickled); these teachers are {', '.join(kinds)}"
+            )
+        return {"teacher_weights": np.stack([t.weights_ for t in self.teachers_]), "classes": self.classes_}
+
+    def _restore_arrays(self, arrays: dict[str, np.ndarray], metadata: dict) -> None:
+        info = metadata["fit_info"]
+        module_name, class_name = MODEL_CLASSES[info["teacher_method"]].split(":")
+        teacher_class = getattr(importlib.import_module(module_name), class_name)
+        classes = np.asarray(arrays["classes"])
+        teachers = []
+        for weights in np.asarray(arrays["teacher_weights"], dtype=np.float64):
+            teacher = teacher_class(**info["teacher_params"])
+            teacher._restore_arrays(
+                {"weights": weights, "classes": classes},
+                {"privacy": info["teacher_privacy"], "fit_info": {}},
+            )
+            teachers.append(teacher)
+        part_sizes = info.get("part_sizes")
+        self._set_teachers(
+            teachers,
+            classes,
+            teachers[0].n_features_in_,
+            self._check_settings(),
+            check_random_state(self.random_state),
+            part_sizes=tuple(part_sizes) if part_sizes else None,
+        )

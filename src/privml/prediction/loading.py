@@ -1,0 +1,146 @@
+"""Open a model file as something that answers queries, privately.
+
+:func:`load_predictor` is what ``privml predict`` and the HTTP server use.
+It returns one of three kinds of object, all with the same serving contract:
+
+- ``predict(X, *, key=None)`` and ``predict_proba(X, *, key=None)``: answers,
+  one per row of ``X`` (``predict_proba`` of subsample-and-aggregate raises
+  :class:`NotImplementedError` before charging anything: it releases labels only);
+- ``ledger_``: the :class:`~privml.ledger.BudgetLedger` the answers are charged
+  to, or ``None`` when answers are free;
+- ``privacy_``: the :class:`~privml.guarantee.PrivacyGuarantee` of everything
+  the object will ever release;
+- ``classes_`` and ``n_features_in_``.
+
+Which object depends on the file's method:
+
+- ``nonprivate``: a :class:`~privml.prediction.PredictionSensitivity` built by
+  :meth:`~privml.prediction.PredictionSensitivity.from_model`; needs
+  ``epsilon`` and ``budget`` (``delta`` and ``accounting`` optional).
+- ``prediction-sensitivity``: a :class:`~privml.prediction.PredictionSensitivity`
+  with the saved settings; given values override them.
+- ``subsample-aggregate``: a :class:`~privml.prediction.SubsampleAndAggregate`
+  with the saved settings; given values override them.
+- ``output``, ``objective``, ``dpsgd``, ``dpcd``, ``dpcd-regressor``: the
+  privately trained model as is, with ``ledger_ = None``; passing
+  ``epsilon``, ``delta``, ``budget``, ``method``, ``accounting`` or a ledger
+  is an error.
+
+A privately trained model's release is already private, so its
+predictions are post-processing and cost nothing; its ``predict`` takes no
+``key`` (callers that pass one must drop it).
+
+The ledger is never stored in the model file. With ``ledger=None`` a fresh
+in-memory ledger starts at zero answers on every load, so the budget is only
+enforced within one process: serve from a persistent ledger (SQLite,
+PostgreSQL) to enforce it across restarts and processes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from privml._random import RandomState
+from privml.io import load_model, read_model_file
+from privml.ledger import BudgetLedger
+from privml.prediction.sensitivity import PredictionSensitivity
+
+__all__ = ["PREDICTION_METHODS", "PRIVATE_TRAINING_METHODS", "load_predictor"]
+
+#: Model-file methods whose answers are charged to a budget.
+PREDICTION_METHODS = ("prediction-sensitivity", "subsample-aggregate")
+#: Model-file methods whose release is already private.
+PRIVATE_TRAINING_METHODS = ("output", "objective", "dpsgd", "dpcd", "dpcd-regressor")
+
+
+def _overrides(**settings: Any) -> dict[str, Any]:
+    return {name: value for name, value in settings.items() if value is not None}
+
+
+def load_predictor(
+    path: str | Path,
+    *,
+    method: str | None = None,
+    epsilon: float | None = None,
+    delta: float = 0.0,
+    budget: int | None = None,
+    accounting: str = "auto",
+    ledger: BudgetLedger | None = None,
+    random_state: RandomState = None,
+) -> Any:
+    """A query-answering object for the model file at ``path`` (see the module docstring).
+
+    Parameters
+    ----------
+    path : str or Path
+        A model file written by :func:`privml.io.save_model`.
+    method : {"prediction-sensitivity", "subsample-aggregate"}, optional
+        The private-prediction method; must match the file (a ``nonprivate``
+        file serves ``"prediction-sensitivity"`` only). Default: the file's.
+    epsilon, delta, budget, accounting :
+        The per-deployment guarantee. Required (epsilon, budget) for a
+        ``nonprivate`` file; for a prediction-sensitivity or
+        subsample-and-aggregate file they override the saved settings
+        (``delta = 0`` and ``accounting = "auto"`` count as not given there).
+    ledger : BudgetLedger, optional
+        Where answers are charged; its budget must equal the budget.
+        Default: a fresh in-memory ledger.
+    random_state : None, int or numpy Generator, optional
+        Source of the noise; None (OS entropy) in deployment.
+
+    Returns
+    -------
+    PredictionSensitivity, SubsampleAndAggregate, or a privml linear estimator
+
+    Raises
+    ------
+    ValueError
+        for a file that is not a privml model, a method that does not match
+        the file, missing epsilon/budget for a non-private file, or any
+        privacy setting passed for a privately trained model.
+    FileNotFoundError
+        if ``path`` does not exist.
+    """
+    _, metadata = read_model_file(path)
+    stored = metadata.get("method")
+    if stored in PRIVATE_TRAINING_METHODS:
+        given = [name for name, value in (("method", method), ("epsilon", epsilon), ("budget", budget),
+                                          ("ledger", ledger)) if value is not None]
+        if given or delta != 0 or accounting != "auto":
+            given += [name for name, bad in (("delta", delta != 0), ("accounting", accounting != "auto")) if bad]
+            raise ValueError(
+                f"{path} holds a privately trained model ({stored}): its predictions cost no privacy, so it takes "
+                f"no {', '.join(given)}"
+            )
+        model = load_model(path)
+        model.ledger_ = None
+        return model
+    if stored == "nonprivate":
+        if method not in (None, "prediction-sensitivity"):
+            raise ValueError(
+                f"{path} holds one non-private model, which can be served by prediction-sensitivity only "
+                f"(subsample-and-aggregate needs a file of teachers), not {method!r}"
+            )
+        missing = [name for name, value in (("epsilon", epsilon), ("budget", budget)) if value is None]
+        if missing:
+            raise ValueError(
+                f"{path} holds a non-private model: serving it privately needs {' and '.join(missing)} "
+                "(the total guarantee over the budget of answers)"
+            )
+        return PredictionSensitivity.from_model(
+            load_model(path), epsilon=epsilon, delta=delta, budget=budget, accounting=accounting,
+            ledger=ledger, random_state=random_state,
+        )
+    if stored in PREDICTION_METHODS:
+        if method not in (None, stored):
+            raise ValueError(f"{path} holds a {stored} model, not {method!r}")
+        model = load_model(path)
+        settings = _overrides(epsilon=epsilon, budget=budget, random_state=random_state,
+                              delta=delta if delta != 0 else None,
+                              accounting=accounting if accounting != "auto" else None)
+        model.set_params(**settings, ledger=ledger)
+        # Recalibrate from the (possibly new) settings; the saved noise is never trusted.
+        model._restore_arrays(*read_model_file(path))
+        return model
+    raise ValueError(f"{path}: the model method {stored!r} cannot answer classification queries")

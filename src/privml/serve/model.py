@@ -1,0 +1,136 @@
+"""What a model file is served as: predictor, ledger, preprocessing, class names.
+
+A privately trained model is served as is (no budget). A private-prediction
+model is served only against a persistent ledger: an in-memory count would
+restart at zero with the process and silently void the guarantee.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from privml.io import read_model_file
+from privml.ledger import BudgetLedger, open_ledger
+
+__all__ = ["ServedModel", "open_served_model"]
+
+
+@dataclass(frozen=True)
+class ServedModel:
+    """A loaded model and how requests reach it."""
+
+    predictor: Any
+    preprocess: Callable[[np.ndarray], np.ndarray] | None
+    class_names: list[Any] | None
+    method: str
+    fingerprint: str  # sha256 of the model file
+
+    @property
+    def ledger(self) -> BudgetLedger | None:
+        return getattr(self.predictor, "ledger_", None)
+
+
+def _fingerprint(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _pipeline(metadata: dict) -> tuple[Callable[[np.ndarray], np.ndarray] | None, list[Any] | None]:
+    """The data-independent preprocessing and public class names recorded by ``privml train``."""
+    extra = metadata.get("extra") or {}
+    dataset = extra.get("dataset") or {}
+    name = dataset.get("name")
+    preprocess = None
+    if name:
+        from privml.data import preprocess_features
+
+        bias = extra.get("bias") or False
+
+        def preprocess(X: np.ndarray) -> np.ndarray:
+            return preprocess_features(name, X, bias=bias)
+
+    return preprocess, dataset.get("classes") or None
+
+
+def open_served_model(
+    path: str | Path,
+    *,
+    method: str | None = None,
+    epsilon: float | None = None,
+    delta: float = 0.0,
+    budget: int | None = None,
+    accounting: str = "auto",
+    ledger: str | Path | None = None,
+    ledger_name: str = "default",
+    random_state: Any = None,
+) -> ServedModel:
+    """Load ``path`` for serving, bound to the persistent ledger ``ledger``.
+
+    Parameters
+    ----------
+    path:
+        A model file (:func:`privml.io.save_model`).
+    method, epsilon, delta, budget, accounting, random_state:
+        As for :func:`privml.prediction.load_predictor`.
+    ledger:
+        SQLite file or ``postgresql://`` URL counting the answers; required
+        for private-prediction models, refused for privately trained ones.
+        The ledger is bound to the model file's SHA-256 and the guarantee,
+        so it cannot be continued by another model or calibration.
+    ledger_name:
+        Which budget of the ledger store to use.
+
+    Raises
+    ------
+    ValueError
+        For a missing or superfluous ledger, or anything ``load_predictor`` refuses.
+    """
+    from privml.prediction import load_predictor
+    from privml.prediction.loading import PRIVATE_TRAINING_METHODS
+
+    path = Path(path)
+    _, metadata = read_model_file(path)
+    preprocess, class_names = _pipeline(metadata)
+    stored = metadata.get("method")
+    if stored in PRIVATE_TRAINING_METHODS:
+        if ledger is not None:
+            raise ValueError(
+                f"{path} holds a privately trained model ({stored}): its predictions cost no privacy, "
+                "so it takes no ledger"
+            )
+        predictor = load_predictor(path, method=method, epsilon=epsilon, delta=delta, budget=budget,
+                                   accounting=accounting)
+        return ServedModel(predictor, preprocess, class_names, stored, _fingerprint(path))
+    if ledger is None:
+        raise ValueError(
+            "a private-prediction model needs a persistent ledger (a SQLite file or postgresql:// URL): "
+            "an in-memory count would restart at zero and void the guarantee"
+        )
+    settings = dict(method=method, epsilon=epsilon, delta=delta, budget=budget, accounting=accounting)
+    # Calibrate once without a ledger to learn the budget and the guarantee
+    # the ledger is bound to, then load again charging the persistent one.
+    probe = load_predictor(path, **settings, random_state=random_state)
+    fingerprint = _fingerprint(path)
+    context = {
+        "model_sha256": fingerprint,
+        "method": probe.method,
+        "epsilon": float(probe.privacy_.epsilon),
+        "delta": float(probe.privacy_.delta),
+        "accountant": probe.privacy_.accountant,
+    }
+    store = open_ledger(ledger, budget=probe.ledger_.budget, name=ledger_name, context=context)
+    try:
+        predictor = load_predictor(path, **settings, ledger=store, random_state=random_state)
+    except BaseException:
+        store.close()
+        raise
+    return ServedModel(predictor, preprocess, class_names, probe.method, fingerprint)

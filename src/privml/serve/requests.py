@@ -1,0 +1,118 @@
+"""Validation of request bodies: bytes in, a checked float matrix out.
+
+Everything here runs before the ledger is charged, and every failure is a
+:class:`RequestError` carrying the HTTP status to answer with, so hostile
+input can never reach the model or the budget.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+import numpy as np
+
+__all__ = ["PredictRequest", "RequestError", "parse_predict_body"]
+
+_FIELDS = frozenset({"rows", "probabilities"})
+
+
+class RequestError(Exception):
+    """A client error: ``status`` and a one-line ``message`` for the JSON body."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+@dataclass(frozen=True)
+class PredictRequest:
+    """A validated ``POST /predict`` body."""
+
+    rows: np.ndarray  # float64, shape (n, d), finite
+    probabilities: bool
+
+
+def _invalid(message: str) -> NoReturn:
+    raise RequestError(422, message)
+
+
+def _reject_constant(name: str) -> NoReturn:
+    # Python's json accepts NaN and Infinity, which are not JSON.
+    _invalid(f"body is not valid JSON: {name} is not a JSON number")
+
+
+def _finite(value: Any, i: int, j: int) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        _invalid(f"rows[{i}][{j}] must be a number, got {type(value).__name__}")
+    try:
+        out = float(value)
+    except OverflowError:
+        _invalid(f"rows[{i}][{j}] is too large for a float")
+    if not math.isfinite(out):
+        _invalid(f"rows[{i}][{j}] must be finite")
+    return out
+
+
+def decode_json(body: bytes) -> Any:
+    """Strict JSON (UTF-8, no NaN/Infinity); errors are 422."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        _invalid("body is not UTF-8 text")
+    try:
+        return json.loads(text, parse_constant=_reject_constant)
+    except RecursionError:
+        _invalid("body is not acceptable JSON: nested too deeply")
+    except ValueError as exc:  # JSONDecodeError, or an integer with too many digits
+        _invalid(f"body is not valid JSON: {str(exc).splitlines()[0]}")
+
+
+def parse_predict_body(body: bytes, *, max_rows: int) -> PredictRequest:
+    """Validate a ``POST /predict`` body.
+
+    The body must be a JSON object ``{"rows": [[number, ...], ...],
+    "probabilities": bool}`` (``probabilities`` optional, default false),
+    with 1 to ``max_rows`` rows of equal, non-zero width and finite numbers.
+    The width against the model is checked by the service (after the
+    model's preprocessing).
+
+    Raises
+    ------
+    RequestError
+        Status 422 with a one-line reason.
+    """
+    data = decode_json(body)
+    if not isinstance(data, dict):
+        _invalid(f"body must be a JSON object, got {type(data).__name__}")
+    unknown = sorted(set(data) - _FIELDS)
+    if unknown:
+        _invalid(f"unknown field(s) {', '.join(repr(k) for k in unknown)}: expected 'rows' and 'probabilities'")
+    if "rows" not in data:
+        _invalid("missing field 'rows'")
+    probabilities = data.get("probabilities", False)
+    if not isinstance(probabilities, bool):
+        _invalid(f"'probabilities' must be true or false, got {type(probabilities).__name__}")
+    rows = data["rows"]
+    if not isinstance(rows, list):
+        _invalid(f"'rows' must be a list of rows, got {type(rows).__name__}")
+    if not rows:
+        _invalid("'rows' is empty: send at least one row")
+    if len(rows) > max_rows:
+        _invalid(f"too many rows: {len(rows)} > {max_rows} per request")
+    width = None
+    matrix = []
+    for i, row in enumerate(rows):
+        if not isinstance(row, list):
+            _invalid(f"rows[{i}] must be a list of numbers, got {type(row).__name__}")
+        if width is None:
+            width = len(row)
+            if width == 0:
+                _invalid("rows[0] is empty")
+        elif len(row) != width:
+            _invalid(f"rows[{i}] has {len(row)} values, rows[0] has {width}: rows must have equal width")
+        matrix.append([_finite(v, i, j) for j, v in enumerate(row)])
+    return PredictRequest(rows=np.asarray(matrix, dtype=np.float64), probabilities=probabilities)

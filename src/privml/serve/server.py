@@ -1,0 +1,173 @@
+"""The threaded HTTP server: connection limits, startup and graceful shutdown."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import threading
+import time
+from http.server import ThreadingHTTPServer
+from typing import Any
+
+from privml.serve.handler import PredictionHandler
+from privml.serve.openapi import openapi_schema
+from privml.serve.service import PredictionService
+
+__all__ = ["PredictionServer"]
+
+_LINGER_SECONDS = 1.0
+_LINGER_BYTES = 1 << 20
+_BUSY = json.dumps({"error": "too many connections; retry later"}).encode()
+_BUSY_RESPONSE = (
+    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+    b"Content-Length: " + str(len(_BUSY)).encode() + b"\r\nConnection: close\r\nRetry-After: 1\r\n\r\n" + _BUSY
+)
+
+
+class PredictionServer(ThreadingHTTPServer):
+    """Serves a :class:`~privml.serve.service.PredictionService` over HTTP.
+
+    Parameters
+    ----------
+    service:
+        What to serve (its ``limits`` bound requests and connections).
+    host, port:
+        Where to listen; ``port=0`` picks a free port (see :attr:`url`).
+    verbose:
+        Log every request on stderr.
+
+    Examples
+    --------
+    >>> server = PredictionServer(service, port=0)  # doctest: +SKIP
+    >>> server.serve_until_signal()                 # doctest: +SKIP
+    """
+
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(
+        self, service: PredictionService, *, host: str = "127.0.0.1", port: int = 8000, verbose: bool = False
+    ) -> None:
+        if not isinstance(port, int) or isinstance(port, bool) or not 0 <= port <= 65535:
+            raise ValueError(f"port must be an integer in [0, 65535], got {port!r}")
+        if ":" in host:
+            self.address_family = socket.AF_INET6
+        self.service = service
+        self.limits = service.limits
+        self.verbose = verbose
+        self.openapi = openapi_schema(service)
+        self._slots = threading.BoundedSemaphore(self.limits.max_connections)
+        self._in_flight = 0
+        self.stopping = False  # set on shutdown: late requests on open connections get 503
+        self._idle = threading.Condition()
+        try:
+            super().__init__((host, port), PredictionHandler)
+        except OSError as exc:
+            raise ValueError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+
+    @property
+    def url(self) -> str:
+        """The base URL, with the port actually bound."""
+        host, port = self.server_address[:2]
+        host = f"[{host}]" if ":" in str(host) else host
+        return f"http://{host}:{port}"
+
+    # -- connection limit -----------------------------------------------------
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            # Refuse at once rather than queue: a flood of idle connections
+            # must not pin every thread.
+            try:
+                request.settimeout(1.0)
+                request.sendall(_BUSY_RESPONSE)
+                request.shutdown(socket.SHUT_WR)
+            except OSError:
+                pass
+            self.close_request(request)  # no lingering here: this is the accept loop's thread
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+    def shutdown_request(self, request: Any) -> None:
+        """Lingering close: drain what the client is still sending, then close.
+
+        Closing a socket with unread input makes the kernel send a reset,
+        which can destroy a response (say a 413 for a body left unread)
+        before the client reads it. Bounded in time and bytes.
+        """
+        try:
+            request.shutdown(socket.SHUT_WR)
+            deadline = time.monotonic() + _LINGER_SECONDS
+            drained = 0
+            while drained < _LINGER_BYTES:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                request.settimeout(left)
+                chunk = request.recv(65536)
+                if not chunk:
+                    break
+                drained += len(chunk)
+        except OSError:
+            pass
+        self.close_request(request)
+
+    # -- in-flight requests (for a graceful stop) -----------------------------
+
+    def request_started(self) -> None:
+        with self._idle:
+            self._in_flight += 1
+
+    def request_finished(self) -> None:
+        with self._idle:
+            self._in_flight -= 1
+            self._idle.notify_all()
+
+    def drain(self, timeout: float = 10.0) -> bool:
+        """Wait until no request is being handled; ``False`` on timeout."""
+        deadline = time.monotonic() + timeout
+        with self._idle:
+            while self._in_flight:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._idle.wait(left)
+        return True
+
+    def serve_until_signal(self, signals: tuple[int, ...] = (signal.SIGTERM, signal.SIGINT)) -> int | None:
+        """Serve until one of ``signals`` arrives, then stop gracefully.
+
+        New connections stop being accepted, requests in progress finish
+        (up to 10 s), and the service's ledger is closed. Must run in the
+        main thread (signal handlers). Returns the signal received.
+        """
+        received: list[int] = []
+
+        def stop(signum: int, frame: Any) -> None:
+            received.append(signum)
+            # shutdown() waits for serve_forever() to return: not from this thread.
+            threading.Thread(target=self.shutdown, daemon=True).start()
+
+        previous = {sig: signal.signal(sig, stop) for sig in signals}
+        try:
+            self.serve_forever(poll_interval=0.2)
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+            self.stopping = True
+            self.drain()
+            self.server_close()
+            if self.service.ledger is not None:
+                self.service.ledger.close()
+        return received[0] if received else None

@@ -1,0 +1,222 @@
+"""The prediction service: what each endpoint means, independent of HTTP.
+
+The service owns the order of operations of a prediction request: validate
+the body, authenticate the key, check the width, *then* let the predictor
+charge its ledger, and only then compute. Nothing that fails validation
+reaches the ledger, and the predictor itself charges before it computes
+(the ledger contract of :mod:`privml.ledger.base`).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+import numpy as np
+
+from privml.exceptions import BudgetExhausted
+from privml.ledger import BudgetLedger, key_digest
+from privml.serve.limits import ServeLimits
+from privml.serve.requests import RequestError, parse_predict_body
+
+__all__ = ["PredictionService", "Predictor"]
+
+
+class Predictor(Protocol):
+    """What the server serves.
+
+    A private-prediction model (:mod:`privml.prediction`) has a ``ledger_``
+    and its ``predict``/``predict_proba`` take ``key=`` and charge
+    ``len(X)`` answers before computing. A privately trained model
+    (``ledger_`` absent or ``None``) is served as is: its predictions are
+    post-processing of a private release and cost nothing.
+
+    Requests are served concurrently, so ``predict`` must be thread-safe.
+    privml's predictors are: their fitted state is read-only, the ledgers
+    are thread-safe, and numpy's ``Generator`` locks its bit generator.
+    """
+
+    classes_: np.ndarray
+    n_features_in_: int
+    privacy_: Any
+
+    def predict(self, X: np.ndarray, **kwargs: Any) -> np.ndarray: ...
+
+
+def _ledger_errors() -> tuple[type[BaseException], ...]:
+    errors: list[type[BaseException]] = [sqlite3.Error]
+    try:
+        import psycopg
+    except ImportError:  # pragma: no cover - psycopg is optional
+        pass
+    else:
+        errors.append(psycopg.Error)
+    return tuple(errors)
+
+
+_LEDGER_ERRORS = _ledger_errors()
+
+
+def _plain(value: Any) -> Any:
+    return value.item() if isinstance(value, np.generic) else value
+
+
+class PredictionService:
+    """Answers ``/predict`` and ``/budget`` for one predictor.
+
+    Parameters
+    ----------
+    predictor:
+        See :class:`Predictor`.
+    limits:
+        Request limits (rows per request is checked here).
+    api_keys:
+        ``{key: quota}``; when given, every ``/predict`` and ``/budget``
+        request needs a known ``X-API-Key`` and each key spends under its
+        quota (set on the predictor's ledger). Only for predictors with a
+        ledger: a privately trained model has no budget to share.
+    preprocess:
+        Data-independent feature pipeline applied to each request's rows
+        (e.g. the one recorded in the model file); ``ValueError`` from it
+        is a 422.
+    class_names:
+        Public class names, ``class_names[i]`` for ``classes_[i]``.
+    """
+
+    def __init__(
+        self,
+        predictor: Predictor,
+        *,
+        limits: ServeLimits | None = None,
+        api_keys: dict[str, int] | None = None,
+        preprocess: Callable[[np.ndarray], np.ndarray] | None = None,
+        class_names: Sequence[Any] | None = None,
+    ) -> None:
+        self.predictor = predictor
+        self.limits = limits or ServeLimits()
+        self.ledger: BudgetLedger | None = getattr(predictor, "ledger_", None)
+        self.preprocess = preprocess
+        if getattr(predictor, "classes_", None) is None:
+            raise ValueError(f"{type(predictor).__name__} has no classes_: only classifiers can be served")
+        classes = [_plain(c) for c in np.asarray(predictor.classes_).tolist()]
+        if class_names is not None and len(class_names) != len(classes):
+            raise ValueError(f"class_names has {len(class_names)} names for {len(classes)} classes")
+        self._label_of = dict(zip(classes, class_names if class_names is not None else classes))
+        self.classes = list(self._label_of.values())
+        self._proba = callable(getattr(predictor, "predict_proba", None))
+        self._digests: frozenset[str] | None = None
+        if api_keys is not None:
+            if self.ledger is None:
+                raise ValueError(
+                    "API keys set quotas of a prediction budget, but this model is privately trained and "
+                    "has no budget to share"
+                )
+            for key, quota in api_keys.items():
+                self.ledger.set_quota(key, quota)
+            self._digests = frozenset(key_digest(k) for k in api_keys)
+
+    @property
+    def requires_key(self) -> bool:
+        return self._digests is not None
+
+    @property
+    def supports_probabilities(self) -> bool:
+        return self._proba
+
+    @property
+    def n_features(self) -> int:
+        return int(self.predictor.n_features_in_)
+
+    def authenticate(self, header: str | None) -> str | None:
+        """The request's API key, or ``None`` when keys are not in use.
+
+        Raises
+        ------
+        RequestError
+            401 when keys are in use and the header is missing or unknown.
+        """
+        if self._digests is None:
+            return None
+        if not header:
+            raise RequestError(401, "missing X-API-Key header")
+        # Compare digests: the lookup time says nothing about the raw keys.
+        if key_digest(header) not in self._digests:
+            raise RequestError(401, "unknown API key")
+        return header
+
+    def predict(self, body: bytes, key: str | None = None) -> dict[str, Any]:
+        """Answer a ``POST /predict`` body (already authenticated)."""
+        request = parse_predict_body(body, max_rows=self.limits.max_rows)
+        X = request.rows
+        if self.preprocess is not None:
+            try:
+                # Extreme values may overflow in scaling: caught below as non-finite, not warned about.
+                with np.errstate(all="ignore"), warnings.catch_warnings():
+                    warnings.simplefilter("ignore", RuntimeWarning)
+                    X = np.asarray(self.preprocess(X), dtype=np.float64)
+            except ValueError as exc:
+                reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                raise RequestError(422, f"rows do not fit the model's preprocessing: {reason}") from None
+            if not np.all(np.isfinite(X)):
+                raise RequestError(422, "rows hold values too large for the model's preprocessing")
+        if X.ndim != 2 or X.shape[1] != self.n_features:
+            raise RequestError(
+                422, f"rows have {request.rows.shape[1]} values; the model expects {self._expected_width()}"
+            )
+        if request.probabilities and not self._proba:
+            raise RequestError(422, "this model does not give probabilities: send \"probabilities\": false")
+        kwargs = {} if self.ledger is None else {"key": key}
+        try:
+            if request.probabilities:
+                # One call, one charge: the labels are read off the released
+                # probabilities (post-processing), not paid for twice.
+                proba = np.asarray(self.predictor.predict_proba(X, **kwargs), dtype=np.float64)
+                raw = np.asarray(self.predictor.classes_)[np.argmax(proba, axis=1)]
+            else:
+                proba = None
+                raw = np.asarray(self.predictor.predict(X, **kwargs))
+        except BudgetExhausted as exc:
+            raise RequestError(429, str(exc).splitlines()[0]) from None
+        except NotImplementedError as exc:
+            # Predictors that release labels only refuse predict_proba before charging.
+            raise RequestError(422, f"{str(exc).splitlines()[0]}: send \"probabilities\": false") from None
+        except _LEDGER_ERRORS:
+            raise RequestError(503, "the budget ledger is unavailable; nothing was answered") from None
+        out: dict[str, Any] = {"labels": [self._label_of[_plain(v)] for v in raw.tolist()]}
+        if proba is not None:
+            out["probabilities"] = proba.tolist()
+            out["classes"] = self.classes
+        return out
+
+    def _expected_width(self) -> str:
+        if self.preprocess is None:
+            return str(self.n_features)
+        return f"{self.n_features} after preprocessing"
+
+    def budget(self, key: str | None = None) -> dict[str, Any]:
+        """The ``GET /budget`` document."""
+        privacy = self.predictor.privacy_
+        out: dict[str, Any] = {
+            "spent": 0,
+            "remaining": None,
+            "budget": None,
+            "epsilon": float(privacy.epsilon),
+            "delta": float(privacy.delta),
+            "neighbouring": privacy.neighbouring.value,
+        }
+        if self.ledger is not None:
+            try:
+                state = self.ledger.state()
+                key_state = self.ledger.state(key) if key is not None else None
+            except _LEDGER_ERRORS:
+                raise RequestError(503, "the budget ledger is unavailable") from None
+            out.update(state.to_dict())
+            if key_state is not None:
+                out["key"] = {"quota": key_state.budget, "spent": key_state.spent, "remaining": key_state.remaining}
+        return out
+
+    def health(self) -> dict[str, Any]:
+        """The ``GET /healthz`` document."""
+        return {"status": "ok"}

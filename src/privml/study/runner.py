@@ -1,0 +1,238 @@
+"""Plan a study into jobs, run the unfinished ones, store every result.
+
+>>> from privml.study import load_preset
+>>> jobs, notes = plan(load_preset("quick-ci"))
+>>> len(jobs) > 100, notes[0]
+(True, 'DP-SGD needs delta > 0: left out wherever delta = 0')
+
+A job is one (method, relevant settings, seed): a run that several sweeps
+share is planned once. Workers receive plain data (the study context and the
+job as dicts) and return a store record, errors included, so one failing
+run never stops a study.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import time
+import traceback
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from privml import __version__
+from privml._progress import progress_bar
+from privml.study.executors import Executor, make_executor
+from privml.study.methods import get_method
+from privml.study.prepare import prepare
+from privml.study.selection import select_and_run
+from privml.study.spec import Job, Selection, StudySpec, Sweep, job_key, seed_of
+from privml.study.store import ResultStore
+
+RESULTS_FILE = "results.sqlite"
+
+
+@dataclass(frozen=True)
+class PointRun:
+    """One cell of a figure: sweep, x value, method, repeat, and the job that computes it."""
+
+    sweep: Sweep
+    value: Any
+    setting: dict[str, Any]
+    method: str
+    repeat: int
+    key: str
+
+
+@dataclass(frozen=True)
+class StudyRun:
+    """What :func:`run_study` did.
+
+    Attributes
+    ----------
+    results : Path
+        The SQLite store.
+    spec_hash : str
+    planned, skipped, finished, failed : int
+        Jobs in the plan, already done before this call, completed now, failed now.
+    seconds : float
+        Wall time of this call.
+    executor : str
+    notes : list of str
+        Methods left out and why.
+    report : Path or None
+        The HTML report, when written.
+    """
+
+    results: Path
+    spec_hash: str
+    planned: int
+    skipped: int
+    finished: int
+    failed: int
+    seconds: float
+    executor: str
+    notes: list[str]
+    report: Path | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["results"] = str(self.results)
+        out["report"] = None if self.report is None else str(self.report)
+        return out
+
+
+def point_runs(spec: StudySpec) -> tuple[list[PointRun], list[str]]:
+    """Every (sweep, value, method, repeat) cell with its job key, and notes on cells left out.
+
+    Cells of unavailable methods, and of methods that need delta > 0 at a
+    point with delta = 0, are left out with a note.
+    """
+    cells: list[PointRun] = []
+    notes: list[str] = []
+    for sweep, setting, name in spec.points():
+        method = get_method(name)
+        reason = method.unavailable_reason()
+        if reason is not None:
+            _note(notes, f"{reason}; the study runs the available methods")
+            continue
+        if setting["delta"] == 0 and not method.supports_pure:
+            _note(notes, f"{method.label} needs delta > 0: left out wherever delta = 0")
+            continue
+        params = method.relevant(setting)
+        for repeat in range(spec.repeats):
+            seed = seed_of(spec, repeat)
+            cells.append(PointRun(sweep, setting[sweep.parameter], setting, name, repeat,
+                                  job_key(spec, name, params, seed)))
+    return cells, notes
+
+
+def plan(spec: StudySpec) -> tuple[list[Job], list[str]]:
+    """The distinct jobs of ``spec`` (a run shared by several sweeps appears once) and the notes."""
+    cells, notes = point_runs(spec)
+    jobs: dict[str, Job] = {}
+    for cell in cells:
+        if cell.key in jobs:
+            old = jobs[cell.key]
+            if cell.sweep.name not in old.sweeps:
+                jobs[cell.key] = Job(old.key, old.spec_hash, old.method, old.params, old.repeat, old.seed,
+                                     (*old.sweeps, cell.sweep.name))
+            continue
+        method = get_method(cell.method)
+        jobs[cell.key] = Job(cell.key, spec.spec_hash, cell.method, method.relevant(cell.setting), cell.repeat,
+                             seed_of(spec, cell.repeat), (cell.sweep.name,))
+    return list(jobs.values()), notes
+
+
+def run_study(
+    spec: StudySpec,
+    out: str | Path,
+    *,
+    executor: Executor | str | None = None,
+    jobs: int = 1,
+    progress: bool = True,
+    report: bool = True,
+) -> StudyRun:
+    """Run every unfinished job of ``spec``, storing results in ``out/results.sqlite``.
+
+    Re-running with the same ``out`` skips finished runs (resumable); runs
+    that failed are retried. With ``report=True`` the HTML report is written
+    to ``out/report/index.html``.
+
+    Parameters
+    ----------
+    spec : StudySpec
+    out : path
+        Output folder.
+    executor : Executor, str or None
+        An executor, ``"local"`` or ``"dask://HOST:PORT"`` (see :func:`make_executor`).
+    jobs : int
+        Local workers when ``executor`` is a string or None.
+    progress : bool
+        Show a progress bar with ETA on stderr.
+    report : bool
+        Write the HTML report after the runs.
+    """
+    # The executor first: a bad executor or job count is refused before anything is written.
+    runner = executor if executor is not None and not isinstance(executor, str) else make_executor(executor, jobs=jobs)
+    out = Path(out)
+    store = ResultStore(out / RESULTS_FILE)
+    started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    store.save_spec(spec.spec_hash, spec.to_dict(), started)
+    todo, notes = plan(spec)
+    store.add_notes(spec.spec_hash, notes)
+    done = store.finished_keys()
+    pending = [job for job in todo if job.key not in done]
+    context = _context(spec)
+    finished = failed = 0
+    start = time.perf_counter()
+    with progress_bar(len(pending), desc=f"study {spec.name}", unit="run", enabled=progress) as bar:
+        for record in runner.map_unordered(execute_job, [(context, asdict(job)) for job in pending]):
+            store.put(record)
+            if record["status"] == "ok":
+                finished += 1
+            else:
+                failed += 1
+            bar.update(1)
+            bar.set_postfix_str(f"{record['method']} {record['status']}")
+    seconds = time.perf_counter() - start
+    report_path = None
+    if report:
+        from privml.study.report import write_report
+
+        report_path = write_report(store, out / "report", spec_hash=spec.spec_hash)
+    return StudyRun(results=store.path, spec_hash=spec.spec_hash, planned=len(todo), skipped=len(todo) - len(pending),
+                    finished=finished, failed=failed, seconds=seconds, executor=runner.description,
+                    notes=store.notes(spec.spec_hash), report=report_path)
+
+
+def _context(spec: StudySpec) -> dict[str, Any]:
+    """What a worker needs beyond the job (plain data: it travels to other processes)."""
+    return dict(spec.run_context)
+
+
+def execute_job(payload: tuple[dict[str, Any], dict[str, Any]]) -> dict[str, Any]:
+    """Run one job in a worker and return its store record; errors are returned, not raised.
+
+    Module-level so that joblib and Dask can pickle it.
+    """
+    context, job = payload
+    params = job["params"]
+    start = time.perf_counter()
+    record: dict[str, Any] = {
+        "key": job["key"], "spec_hash": job["spec_hash"], "method": job["method"], "params": params,
+        "repeat": job["repeat"], "seed": job["seed"], "status": "ok", "accuracy": None, "epsilon": None,
+        "delta": None, "train_seconds": None, "predict_seconds": None, "wall_seconds": None, "selection": None,
+        "info": None, "error": None, "version": __version__,
+    }
+    try:
+        data = prepare(context["dataset"], n=params.get("n"), d=params.get("d"), k=params.get("k"),
+                       public_size=context["public_size"], seed=context["data_seed"],
+                       label_column=context["label_column"], images=get_method(job["method"]).inputs == "images")
+        sel = context["selection"]
+        selection = Selection(mode=sel["mode"], validation_fraction=sel["validation_fraction"],
+                              stop_probability=sel["stop_probability"],
+                              grids={m: {p: tuple(v) for p, v in g.items()} for m, g in sel["grids"].items()})
+        full = {"epsilon": None, "delta": None, "budget": None, "l2": None, "m": None, **params}
+        chosen = select_and_run(get_method(job["method"]), data, full, seed=job["seed"], selection=selection)
+        r = chosen.result
+        record.update(
+            accuracy=r.accuracy, epsilon=r.epsilon, delta=r.delta, train_seconds=r.train_seconds,
+            predict_seconds=r.predict_seconds, info={**r.info, "n_train": int(data.y_train.size),
+                                                      "n_test": int(data.y_test.size),
+                                                      "n_features": data.n_features, "data_steps": list(data.steps)},
+            selection={"mode": chosen.mode, "chosen": chosen.chosen, "candidates": chosen.candidates,
+                       "leaky": chosen.leaky, "note": chosen.note},
+        )
+    except Exception as exc:  # noqa: BLE001 - a failed run is data: stored with its error, retried next time
+        lines = str(exc).splitlines()
+        record.update(status="error", error=f"{type(exc).__name__}: {lines[0] if lines else ''}",
+                      info={"traceback": traceback.format_exc(limit=6)})
+    record["wall_seconds"] = time.perf_counter() - start
+    record["finished"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    return record
+
+
+def _note(notes: list[str], note: str) -> None:
+    if note not in notes:
+        notes.append(note)

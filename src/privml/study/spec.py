@@ -1,0 +1,434 @@
+"""A study as data: which methods, on which data, at which settings, how often.
+
+A :class:`StudySpec` is declarative (read from TOML, or YAML when pyyaml is
+installed) and expands into independent :class:`Job` objects, one per
+(method, setting, repeat). A job's ``key`` hashes everything that changes its
+result, so the same run reached from two sweeps (the point epsilon = 1,
+B = 100 lies on several figures) is computed once, and a re-run skips every
+finished key.
+
+Settings (the ``defaults`` table and every sweep value):
+
+========  ==========================================================
+epsilon   target privacy loss of the released model or predictions
+delta     privacy failure probability (0: pure DP)
+budget    inference budget B, the number of private predictions
+n         number of private training records (None: all available)
+d         input dimension after PCA (None: the raw features)
+k         number of classes: the first k of the dataset (None: all)
+l2        regularisation lambda (None: chosen by the selection mode)
+m         models of subsample-and-aggregate (None: chosen)
+========  ==========================================================
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import math
+import tomllib
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+#: Every setting a point may fix, with its kind (validated on load).
+SETTINGS: dict[str, str] = {
+    "epsilon": "positive",
+    "delta": "probability",
+    "budget": "count",
+    "n": "count",
+    "d": "count",
+    "k": "count",
+    "l2": "positive",
+    "m": "count",
+}
+#: Settings that describe the data rather than a method.
+DATA_SETTINGS = ("n", "d", "k")
+SELECTION_MODES = ("validation", "private", "public")
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """One figure: ``parameter`` takes ``values`` while the rest stays at the defaults.
+
+    Attributes
+    ----------
+    name : str
+        Identifier (also the figure's file name).
+    parameter : str
+        The swept setting (a key of :data:`SETTINGS`).
+    values : tuple
+        Its values, in plotting order.
+    fixed : dict
+        Settings overriding the study defaults for this sweep only
+        (e.g. ``{"delta": 0.0}`` for the paper's Figure 1a).
+    methods : tuple of str, optional
+        Restrict the sweep to these methods (e.g. lambda only for objective
+        perturbation); default all of the study's methods.
+    title : str
+        Figure caption, e.g. the paper figure it reproduces.
+    """
+
+    name: str
+    parameter: str
+    values: tuple[Any, ...]
+    fixed: dict[str, Any] = field(default_factory=dict)
+    methods: tuple[str, ...] | None = None
+    title: str = ""
+
+
+@dataclass(frozen=True)
+class Selection:
+    """How hyper-parameters not fixed by a point are chosen.
+
+    Attributes
+    ----------
+    mode : {"validation", "private", "public"}
+        ``validation``: grid search on a validation split carved from the
+        training records, then refit on all of them (the paper's protocol;
+        the choice itself is **not** privatised, so the reported epsilon
+        understates the true loss). ``private``: Liu & Talwar (2019) random
+        stopping, whose privacy cost is charged, so the reported epsilon is
+        the whole loss. ``public``: each method's defaults, computed from
+        public quantities only (no tuning, no leak).
+    validation_fraction : float
+        Share of the training records held out for selection.
+    stop_probability : float
+        gamma of random stopping (expected 1/gamma candidate runs).
+    grids : dict
+        ``{method: {hyper-parameter: values}}`` overriding the methods' own grids.
+    """
+
+    mode: str = "validation"
+    validation_fraction: float = 0.2
+    stop_probability: float = 0.2
+    grids: dict[str, dict[str, tuple[Any, ...]]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Job:
+    """One independent run: a method at one setting with one seed."""
+
+    key: str
+    spec_hash: str
+    method: str
+    params: dict[str, Any]
+    repeat: int
+    seed: int
+    sweeps: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class StudySpec:
+    """A declarative trade-off study (see the module docstring for the settings).
+
+    Attributes
+    ----------
+    name, description : str
+    dataset : str
+        Built-in name or ``csv:PATH`` / ``npz:PATH``.
+    label_column : str
+        Label column of a CSV.
+    methods : tuple of str
+        Names in :mod:`privml.study.methods`.
+    defaults : dict
+        Value of every setting not swept.
+    sweeps : tuple of Sweep
+    repeats : int
+        Runs per point, seeds ``seed_of(r)`` for ``r < repeats`` (shared by
+        all methods, so comparisons are paired).
+    seed : int
+        Fixes the data splits (public, training subset, validation) and the
+        per-repeat seeds.
+    public_size : float
+        Records set aside from the training data as **public** data, used
+        only to fit PCA and never trained on: an integer count, or a fraction
+        below 1. PCA fit on the private training records would itself leak.
+    selection : Selection
+    notes : tuple of str
+        Free text shown in the report.
+    """
+
+    name: str
+    dataset: str
+    methods: tuple[str, ...]
+    defaults: dict[str, Any]
+    sweeps: tuple[Sweep, ...]
+    description: str = ""
+    label_column: str = "label"
+    repeats: int = 3
+    seed: int = 0
+    public_size: float = 0.1
+    selection: Selection = field(default_factory=Selection)
+    notes: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form; :func:`spec_from_dict` reads it back."""
+        return _plain(asdict(self))
+
+    @functools.cached_property
+    def spec_hash(self) -> str:
+        """Short hash of everything in the spec."""
+        return _digest(self.to_dict())[:16]
+
+    @functools.cached_property
+    def run_context(self) -> dict[str, Any]:
+        """What every run's result depends on besides its method, settings and seed."""
+        return {
+            "dataset": self.dataset,
+            "label_column": self.label_column,
+            "public_size": self.public_size,
+            "data_seed": self.seed,
+            "selection": _plain(asdict(self.selection)),
+        }
+
+    def with_overrides(self, **changes: Any) -> StudySpec:
+        """A copy with top-level fields replaced (e.g. ``dataset=...``), validated."""
+        if isinstance(changes.get("selection"), str):
+            changes["selection"] = replace(self.selection, mode=changes["selection"])
+        if isinstance(changes.get("selection"), Selection):
+            changes["selection"] = asdict(changes["selection"])
+        return spec_from_dict({**self.to_dict(), **_plain(changes)})
+
+    def points(self) -> list[tuple[Sweep, dict[str, Any], str]]:
+        """Every (sweep, full setting, method) the study asks for, in order."""
+        out = []
+        for sweep in self.sweeps:
+            for value in sweep.values:
+                setting = {**self.defaults, **sweep.fixed, sweep.parameter: value}
+                for method in sweep.methods or self.methods:
+                    if method in self.methods:
+                        out.append((sweep, setting, method))
+        return out
+
+
+def seed_of(spec: StudySpec, repeat: int) -> int:
+    """The seed of repeat ``repeat`` (the same for every method and point)."""
+    return int.from_bytes(hashlib.sha256(f"{spec.seed}:{repeat}".encode()).digest()[:4], "little")
+
+
+def job_key(spec: StudySpec, method: str, params: dict[str, Any], seed: int) -> str:
+    """Hash of what determines a run: data, method, relevant settings, seed, selection."""
+    return _digest({**spec.run_context, "method": method, "params": params, "seed": seed})[:24]
+
+
+def load_spec(path: str | Path) -> StudySpec:
+    """Read a study from a ``.toml`` file (or ``.yaml`` / ``.yml`` with pyyaml).
+
+    Raises
+    ------
+    FileNotFoundError
+        If the file does not exist.
+    ValueError
+        If the file is malformed or describes an invalid study (one line,
+        naming the field).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"study spec {path} does not exist")
+    text = path.read_text(encoding="utf-8")
+    if path.suffix.lower() in (".yaml", ".yml"):
+        try:
+            import yaml
+        except ImportError:
+            raise ValueError(f"{path}: reading YAML needs pyyaml (pip install pyyaml); or write it in TOML") from None
+        try:
+            raw = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise ValueError(f"{path}: not valid YAML: {str(exc).splitlines()[0]}") from None
+    else:
+        try:
+            raw = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise ValueError(f"{path}: not valid TOML: {exc}") from None
+    if not isinstance(raw, dict):
+        raise ValueError(f"{path}: a study spec is a table of fields, got {type(raw).__name__}")
+    try:
+        return spec_from_dict(raw)
+    except ValueError as exc:
+        raise ValueError(f"{path}: {exc}") from None
+
+
+def spec_from_dict(raw: dict[str, Any]) -> StudySpec:
+    """Build and validate a :class:`StudySpec` from plain data (a parsed TOML/YAML file).
+
+    Raises
+    ------
+    ValueError
+        Naming the first invalid field.
+    """
+    from privml.study.methods import METHODS  # the registry validates method names
+
+    known = {"name", "dataset", "methods", "defaults", "sweeps", "description", "label_column", "repeats", "seed",
+             "public_size", "selection", "notes"}
+    unknown = sorted(set(raw) - known)
+    if unknown:
+        raise ValueError(f"unknown study field {unknown[0]!r}; fields are {', '.join(sorted(known))}")
+    for required in ("name", "dataset", "methods"):
+        if required not in raw:
+            raise ValueError(f"study field {required!r} is required")
+    methods = tuple(_str_list(raw["methods"], "methods"))
+    for method in methods:
+        if method not in METHODS:
+            raise ValueError(f"unknown method {method!r}; methods are {', '.join(METHODS)}")
+    if not methods:
+        raise ValueError("methods must name at least one method")
+    defaults = _settings(raw.get("defaults", {}), "defaults")
+    sweeps = tuple(_sweep(s, i, methods) for i, s in enumerate(_list(raw.get("sweeps", []), "sweeps")))
+    names = [s.name for s in sweeps]
+    if len(set(names)) != len(names):
+        raise ValueError(f"sweep names must be distinct, got {names}")
+    for sweep in sweeps:
+        missing = sorted({"epsilon", "delta", "budget"} - {*defaults, *sweep.fixed, sweep.parameter})
+        if missing:
+            raise ValueError(f"sweep {sweep.name!r} leaves {missing[0]} unset: give it in defaults")
+    repeats = _count(raw.get("repeats", 3), "repeats")
+    seed = raw.get("seed", 0)
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+    public = raw.get("public_size", 0.1)
+    if isinstance(public, bool) or not isinstance(public, (int, float)) or not public > 0:
+        raise ValueError(f"public_size must be a count or a fraction in (0, 1), got {public!r}")
+    if isinstance(public, float) and public >= 1 and not public.is_integer():
+        raise ValueError(f"public_size must be a count or a fraction in (0, 1), got {public!r}")
+    return StudySpec(
+        name=_text(raw["name"], "name"),
+        dataset=_text(raw["dataset"], "dataset"),
+        methods=methods,
+        defaults=defaults,
+        sweeps=sweeps,
+        description=_text(raw.get("description", ""), "description"),
+        label_column=_text(raw.get("label_column", "label"), "label_column"),
+        repeats=repeats,
+        seed=seed,
+        public_size=float(public),
+        selection=_selection(raw.get("selection", {}), methods),
+        notes=tuple(_str_list(raw.get("notes", []), "notes")),
+    )
+
+
+# ----------------------------------------------------------------- validation
+def _sweep(raw: Any, index: int, methods: tuple[str, ...]) -> Sweep:
+    where = f"sweeps[{index}]"
+    if not isinstance(raw, dict):
+        raise ValueError(f"{where} must be a table, got {type(raw).__name__}")
+    unknown = sorted(set(raw) - {"name", "parameter", "values", "fixed", "methods", "title"})
+    if unknown:
+        raise ValueError(f"{where}: unknown field {unknown[0]!r}")
+    parameter = raw.get("parameter")
+    if parameter not in SETTINGS:
+        raise ValueError(f"{where}: parameter must be one of {', '.join(SETTINGS)}, got {parameter!r}")
+    values = _list(raw.get("values"), f"{where}.values")
+    if not values:
+        raise ValueError(f"{where}.values must not be empty")
+    values = [_setting(parameter, v, f"{where}.values") for v in values]
+    fixed = _settings(raw.get("fixed", {}), f"{where}.fixed")
+    sweep_methods = raw.get("methods")
+    if sweep_methods is not None:
+        sweep_methods = tuple(_str_list(sweep_methods, f"{where}.methods"))
+        for m in sweep_methods:
+            if m not in methods:
+                raise ValueError(f"{where}.methods names {m!r}, which is not among the study's methods")
+    name = _text(raw.get("name", f"{parameter}-{index}"), f"{where}.name")
+    return Sweep(name=name, parameter=parameter, values=tuple(values), fixed=fixed, methods=sweep_methods,
+                 title=_text(raw.get("title", ""), f"{where}.title"))
+
+
+def _selection(raw: Any, methods: tuple[str, ...]) -> Selection:
+    if isinstance(raw, str):
+        raw = {"mode": raw}
+    if not isinstance(raw, dict):
+        raise ValueError(f"selection must be a table or a mode name, got {type(raw).__name__}")
+    unknown = sorted(set(raw) - {"mode", "validation_fraction", "stop_probability", "grids"})
+    if unknown:
+        raise ValueError(f"selection: unknown field {unknown[0]!r}")
+    mode = raw.get("mode", "validation")
+    if mode not in SELECTION_MODES:
+        raise ValueError(f"selection.mode must be one of {', '.join(SELECTION_MODES)}, got {mode!r}")
+    fraction = raw.get("validation_fraction", 0.2)
+    if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 < fraction < 1:
+        raise ValueError(f"selection.validation_fraction must be in (0, 1), got {fraction!r}")
+    gamma = raw.get("stop_probability", 0.2)
+    if isinstance(gamma, bool) or not isinstance(gamma, (int, float)) or not 0 < gamma <= 1:
+        raise ValueError(f"selection.stop_probability must be in (0, 1], got {gamma!r}")
+    grids: dict[str, dict[str, tuple[Any, ...]]] = {}
+    for method, grid in dict(raw.get("grids", {})).items():
+        if method not in methods:
+            raise ValueError(f"selection.grids names {method!r}, which is not among the study's methods")
+        if not isinstance(grid, dict):
+            raise ValueError(f"selection.grids.{method} must be a table of hyper-parameter lists")
+        grids[method] = {p: tuple(_list(v, f"selection.grids.{method}.{p}")) for p, v in grid.items()}
+    return Selection(mode=mode, validation_fraction=float(fraction), stop_probability=float(gamma), grids=grids)
+
+
+def _settings(raw: Any, where: str) -> dict[str, Any]:
+    if not isinstance(raw, dict):
+        raise ValueError(f"{where} must be a table of settings, got {type(raw).__name__}")
+    out = {}
+    for name, value in raw.items():
+        if name not in SETTINGS:
+            raise ValueError(f"{where}: unknown setting {name!r}; settings are {', '.join(SETTINGS)}")
+        out[name] = _setting(name, value, where)
+    return out
+
+
+def _setting(name: str, value: Any, where: str) -> Any:
+    # TOML has no null: the string "none" (any case) means "not fixed".
+    if value is None or (isinstance(value, str) and value.lower() == "none"):
+        if name in ("epsilon", "delta", "budget"):
+            raise ValueError(f"{where}: {name} must be given, got none")
+        return None
+    kind = SETTINGS[name]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"{where}: {name} must be a finite number, got {value!r}")
+    if kind == "count":
+        if float(value) != int(value) or value < 1:
+            raise ValueError(f"{where}: {name} must be a positive integer, got {value!r}")
+        return int(value)
+    if kind == "probability":
+        if not 0 <= value < 1:
+            raise ValueError(f"{where}: {name} must be in [0, 1), got {value!r}")
+        return float(value)
+    if not value > 0:
+        raise ValueError(f"{where}: {name} must be > 0, got {value!r}")
+    return float(value)
+
+
+def _list(value: Any, where: str) -> list[Any]:
+    if not isinstance(value, (list, tuple)):
+        raise ValueError(f"{where} must be a list, got {type(value).__name__}")
+    return list(value)
+
+
+def _str_list(value: Any, where: str) -> list[str]:
+    items = _list(value, where)
+    for item in items:
+        if not isinstance(item, str):
+            raise ValueError(f"{where} must be a list of strings, got {item!r}")
+    return items
+
+
+def _text(value: Any, where: str) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"{where} must be a string, got {type(value).__name__}")
+    return value
+
+
+def _count(value: Any, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{where} must be a positive integer, got {value!r}")
+    return value
+
+
+def _plain(value: Any) -> Any:
+    """Tuples to lists, recursively: the JSON shape, so hashes are stable."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _digest(payload: Any) -> str:
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, allow_nan=False).encode()).hexdigest()

@@ -1,0 +1,150 @@
+"""The results store: one SQLite row per run, so a study resumes where it stopped.
+
+Only the coordinating process writes (workers return records), so SQLite's
+single-writer model is never contended. A run is identified by its job key
+(:func:`privml.study.spec.job_key`); a finished key (status ``ok``) is
+skipped on the next run, a failed one is retried.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sqlite3
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from privml.io import json_safe
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    key TEXT PRIMARY KEY,
+    spec_hash TEXT NOT NULL,
+    method TEXT NOT NULL,
+    params TEXT NOT NULL,
+    repeat INTEGER NOT NULL,
+    seed INTEGER NOT NULL,
+    status TEXT NOT NULL,
+    accuracy REAL,
+    epsilon REAL,
+    delta REAL,
+    train_seconds REAL,
+    predict_seconds REAL,
+    wall_seconds REAL,
+    selection TEXT,
+    info TEXT,
+    error TEXT,
+    version TEXT NOT NULL,
+    finished TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS specs (
+    spec_hash TEXT PRIMARY KEY,
+    spec TEXT NOT NULL,
+    saved TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS notes (
+    spec_hash TEXT NOT NULL,
+    note TEXT NOT NULL,
+    UNIQUE (spec_hash, note)
+);
+"""
+_COLUMNS = ("key", "spec_hash", "method", "params", "repeat", "seed", "status", "accuracy", "epsilon", "delta",
+            "train_seconds", "predict_seconds", "wall_seconds", "selection", "info", "error", "version", "finished")
+_JSON_COLUMNS = ("params", "selection", "info")
+
+
+class ResultStore:
+    """A SQLite file of runs, specs and notes.
+
+    Parameters
+    ----------
+    path : path
+        The database file (created with its folder if missing).
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> store = ResultStore(os.path.join(tempfile.mkdtemp(), "results.sqlite"))
+    >>> store.finished_keys()
+    set()
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self._connect() as db:
+            db.executescript(_SCHEMA)
+
+    @contextlib.contextmanager
+    def _connect(self) -> Iterator[sqlite3.Connection]:
+        # A fresh connection per operation, committed and closed: the store may be used from
+        # several threads (dask's callbacks) and must never keep the file open between runs.
+        db = sqlite3.connect(self.path, timeout=60)
+        try:
+            with db:
+                yield db
+        finally:
+            db.close()
+
+    def save_spec(self, spec_hash: str, spec: dict[str, Any], saved: str) -> None:
+        """Record the spec a set of runs came from."""
+        with self._connect() as db:
+            db.execute("INSERT OR REPLACE INTO specs VALUES (?, ?, ?)", (spec_hash, json.dumps(spec), saved))
+
+    def specs(self) -> dict[str, dict[str, Any]]:
+        """Every spec stored, by hash."""
+        with self._connect() as db:
+            return {h: json.loads(s) for h, s in db.execute("SELECT spec_hash, spec FROM specs ORDER BY saved")}
+
+    def add_notes(self, spec_hash: str, notes: Iterable[str]) -> None:
+        """Attach notes (e.g. an unavailable method) to a spec; duplicates are ignored."""
+        with self._connect() as db:
+            db.executemany("INSERT OR IGNORE INTO notes VALUES (?, ?)", [(spec_hash, n) for n in notes])
+
+    def notes(self, spec_hash: str | None = None) -> list[str]:
+        """Notes of one spec, or of all."""
+        with self._connect() as db:
+            if spec_hash is None:
+                rows = db.execute("SELECT DISTINCT note FROM notes ORDER BY rowid")
+            else:
+                rows = db.execute("SELECT note FROM notes WHERE spec_hash = ? ORDER BY rowid", (spec_hash,))
+            return [r[0] for r in rows]
+
+    def finished_keys(self) -> set[str]:
+        """Keys of the runs that finished successfully."""
+        with self._connect() as db:
+            return {r[0] for r in db.execute("SELECT key FROM runs WHERE status = 'ok'")}
+
+    def put(self, record: dict[str, Any]) -> None:
+        """Insert or replace one run (a dict with the store's columns)."""
+        missing = [c for c in _COLUMNS if c not in record]
+        if missing:
+            raise ValueError(f"run record lacks {missing[0]!r}")
+        row = [json.dumps(json_safe(record[c])) if c in _JSON_COLUMNS else record[c] for c in _COLUMNS]
+        with self._connect() as db:
+            db.execute(f"INSERT OR REPLACE INTO runs VALUES ({', '.join('?' * len(_COLUMNS))})", row)
+
+    def records(self, *, spec_hash: str | None = None, status: str | None = "ok") -> list[dict[str, Any]]:
+        """Runs as dicts (JSON columns decoded), optionally of one spec and one status."""
+        query, args = "SELECT * FROM runs WHERE 1 = 1", []
+        if spec_hash is not None:
+            query += " AND spec_hash = ?"
+            args.append(spec_hash)
+        if status is not None:
+            query += " AND status = ?"
+            args.append(status)
+        with self._connect() as db:
+            rows = db.execute(query + " ORDER BY rowid", args).fetchall()
+        out = []
+        for row in rows:
+            record = dict(zip(_COLUMNS, row))
+            for c in _JSON_COLUMNS:
+                record[c] = None if record[c] is None else json.loads(record[c])
+            out.append(record)
+        return out
+
+    def counts(self) -> dict[str, int]:
+        """Number of runs by status."""
+        with self._connect() as db:
+            return dict(db.execute("SELECT status, COUNT(*) FROM runs GROUP BY status").fetchall())

@@ -1,0 +1,52 @@
+"""DP-SGD for PyTorch models (needs ``torch``; the rest of privml never imports it).
+
+=====================================  ===================================================
+name                                   what
+=====================================  ===================================================
+:class:`DPSGD`                         the training engine: Poisson sampling, flat
+                                       clipping (ghost or vmap), one noise draw per
+                                       logical step, micro-batches, PLD/RDP accounting
+:class:`TorchClassifier`               scikit-learn estimator (fit/predict/predict_proba)
+:func:`validate_model`, `fix_model`    reject layers that mix examples; BatchNorm ->
+                                       GroupNorm
+:class:`TramerBonehCNN`,               models (Tramer & Boneh 2021; a GroupNorm ResNet)
+:class:`GroupNormResNet`
+:class:`PoissonSampler`,               the sampling the accountant assumes (index
+:func:`poisson_batches`                batches; batches of a torch Dataset)
+:mod:`privml.torch.distributed`        data-parallel DP-SGD (torch.distributed)
+=====================================  ===================================================
+
+Privacy of everything here: add/remove-one neighbours, sensitivity C of the
+sum of per-example gradients each clipped *as a whole* to C (Abadi et al.
+2016), sampled Gaussian mechanism accounting (Mironov, Talwar and Zhang 2019).
+"""
+
+from privml.torch.classifier import TorchClassifier
+from privml.torch.clipping import MODES, clip_factors
+from privml.torch.dpsgd import DPSGD, cross_entropy_per_example
+from privml.torch.ghost import ghost_clipped_sum
+from privml.torch.models import GroupNormResNet, TramerBonehCNN, build_model
+from privml.torch.per_sample import per_example_gradients, vmap_clipped_sum
+from privml.torch.sampling import PoissonSampler, micro_batches, poisson_batches
+from privml.torch.validation import UnsupportedModuleError, find_problems, fix_model, validate_model
+
+__all__ = [
+    "DPSGD",
+    "MODES",
+    "GroupNormResNet",
+    "PoissonSampler",
+    "TorchClassifier",
+    "TramerBonehCNN",
+    "UnsupportedModuleError",
+    "build_model",
+    "clip_factors",
+    "cross_entropy_per_example",
+    "find_problems",
+    "fix_model",
+    "ghost_clipped_sum",
+    "micro_batches",
+    "per_example_gradients",
+    "poisson_batches",
+    "validate_model",
+    "vmap_clipped_sum",
+]

@@ -1,0 +1,272 @@
+"""A scikit-learn classifier trained by DP-SGD: ``TorchClassifier`` (fit / predict / predict_proba)."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import numpy as np
+import torch
+from sklearn.base import BaseEstimator, ClassifierMixin
+
+from privml.exceptions import PrivacyLeakWarning
+from privml.guarantee import PrivacyGuarantee
+from privml.neighbouring import Neighbouring
+from privml.torch.dpsgd import DPSGD
+from privml.torch.models import build_model
+
+#: Defaults of Tramer and Boneh (2021), Table 9, for the end-to-end MNIST CNN:
+#: expected batch 512, 40 epochs, SGD with learning rate 0.5 and momentum 0.9, C = 0.1.
+DEFAULT_BATCH_SIZE = 512
+DEFAULT_EPOCHS = 40.0
+DEFAULT_LEARNING_RATE = 0.5
+DEFAULT_MOMENTUM = 0.9
+DEFAULT_CLIP_NORM = 0.1
+
+
+class TorchClassifier(ClassifierMixin, BaseEstimator):
+    """A CNN classifier trained with DP-SGD, usable wherever scikit-learn expects an estimator.
+
+    ``fit(X, y)`` trains a fresh model of architecture ``model`` with
+    :class:`~privml.torch.DPSGD` (Poisson sampling, flat clipping, Gaussian
+    noise, PLD or RDP accounting); ``predict`` and ``predict_proba`` run it
+    on new rows. X may be images ``(n, *input_shape)`` or flat rows
+    ``(n, prod(input_shape))``; inputs are used as given (standardise them
+    with public constants first, e.g. :func:`privml.torch.data.load_images`).
+
+    Parameters
+    ----------
+    epsilon:
+        Target epsilon; the noise multiplier is calibrated to it. ``None``
+        with ``noise_multiplier`` given trains with that noise and reports
+        the epsilon spent; ``float("inf")`` trains without noise or
+        clipping (the non-private baseline; ``privacy_`` says epsilon = inf).
+    delta:
+        delta of the guarantee.
+    model:
+        ``"tramer-boneh"`` (default) or ``"resnet"`` (:mod:`privml.torch.models`).
+    input_shape:
+        Shape of one example (default ``(1, 28, 28)``).
+    classes:
+        The public class set. If None it is read from ``y``, which leaks
+        (a :class:`~privml.exceptions.PrivacyLeakWarning` says so).
+    epochs, batch_size, learning_rate, momentum, clip_norm:
+        DP-SGD hyper-parameters (defaults of Tramer and Boneh 2021 for MNIST);
+        ``batch_size`` is the *expected* Poisson batch size, capped at n.
+    noise_multiplier, accountant, mode, max_physical_batch_size, secure_noise:
+        As in :class:`~privml.torch.DPSGD`.
+    random_state:
+        Seed of the initial weights, sampling and noise (None: OS entropy).
+    progress:
+        Show a progress bar with the epsilon spent (stderr).
+    threads:
+        Torch intra-op threads during fit/predict (None: leave torch's setting).
+
+    Attributes
+    ----------
+    module_:
+        The trained ``torch.nn.Module``.
+    classes_:
+        The class labels (column order of ``predict_proba``).
+    privacy_:
+        (epsilon spent, delta) under add/remove-one neighbours.
+    fit_info_:
+        Data-independent facts about the run (:meth:`DPSGD.info`).
+
+    Notes
+    -----
+    Privacy: (epsilon, delta)-DP under add/remove-one neighbours of the
+    training set, by DP-SGD (Abadi et al. 2016) with sensitivity C of the
+    clipped sum and the sampled Gaussian accounting of Mironov, Talwar and
+    Zhang (2019). Disjoint-part ensembles (subsample-and-aggregate) can fit
+    one TorchClassifier per part; prediction is post-processing.
+    """
+
+    method = "dpsgd-cnn"
+
+    def __init__(
+        self,
+        *,
+        epsilon: float | None = 3.0,
+        delta: float = 1e-5,
+        model: str = "tramer-boneh",
+        input_shape: tuple[int, ...] = (1, 28, 28),
+        classes: Any = None,
+        epochs: float = DEFAULT_EPOCHS,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        learning_rate: float = DEFAULT_LEARNING_RATE,
+        momentum: float = DEFAULT_MOMENTUM,
+        clip_norm: float = DEFAULT_CLIP_NORM,
+        noise_multiplier: float | None = None,
+        accountant: str = "pld",
+        mode: str = "auto",
+        max_physical_batch_size: int | None = 256,
+        secure_noise: bool = False,
+        random_state: int | None = None,
+        progress: bool = False,
+        threads: int | None = None,
+    ) -> None:
+        self.epsilon = epsilon
+        self.delta = delta
+        self.model = model
+        self.input_shape = input_shape
+        self.classes = classes
+        self.epochs = epochs
+        self.batch_size = batch_size
+        self.learning_rate = learning_rate
+        self.momentum = momentum
+        self.clip_norm = clip_norm
+        self.noise_multiplier = noise_multiplier
+        self.accountant = accountant
+        self.mode = mode
+        self.max_physical_batch_size = max_physical_batch_size
+        self.secure_noise = secure_noise
+        self.random_state = random_state
+        self.progress = progress
+        self.threads = threads
+
+    # ------------------------------------------------------------ helpers
+    def _images(self, X: Any) -> torch.Tensor:
+        shape = tuple(int(s) for s in self.input_shape)
+        array = np.asarray(X, dtype=np.float32)
+        if array.ndim < 2 or int(np.prod(array.shape[1:])) != int(np.prod(shape)):
+            raise ValueError(f"X must have shape (n, {shape}) or (n, {int(np.prod(shape))}), got {array.shape}")
+        if not np.all(np.isfinite(array)):
+            raise ValueError("X contains NaN or infinity")
+        return torch.from_numpy(np.ascontiguousarray(array.reshape((-1, *shape))))
+
+    def _labels(self, y: Any) -> tuple[np.ndarray, torch.Tensor]:
+        y = np.asarray(y)
+        if self.classes is None:
+            warnings.warn(
+                "classes not given: the class set is read from the training labels, which leaks which labels occur; "
+                "pass classes=... (public) to avoid this",
+                PrivacyLeakWarning,
+                stacklevel=3,
+            )
+            classes = np.unique(y)
+        else:
+            classes = np.asarray(list(self.classes))
+        index = {c.item() if hasattr(c, "item") else c: i for i, c in enumerate(classes)}
+        try:
+            codes = np.array([index[v.item() if hasattr(v, "item") else v] for v in y], dtype=np.int64)
+        except KeyError as exc:
+            raise ValueError(f"label {exc.args[0]!r} is not in classes") from None
+        return classes, torch.from_numpy(codes)
+
+    def _threads(self) -> Any:
+        return _ThreadLimit(self.threads)
+
+    # ------------------------------------------------------------ sklearn API
+    def fit(self, X: Any, y: Any) -> "TorchClassifier":
+        """Train a fresh model on (X, y) with DP-SGD; returns ``self``."""
+        X_t = self._images(X)
+        classes, y_t = self._labels(y)
+        if X_t.shape[0] != y_t.shape[0]:
+            raise ValueError(f"X has {X_t.shape[0]} rows but y has {y_t.shape[0]}")
+        n = int(X_t.shape[0])
+        seed = self.random_state
+        with self._threads():
+            if seed is not None:
+                torch.manual_seed(int(seed))
+            module = build_model(
+                self.model, in_channels=self.input_shape[0], n_classes=len(classes), image_size=self.input_shape[-1]
+            )
+            optimizer = torch.optim.SGD(module.parameters(), lr=self.learning_rate, momentum=self.momentum)
+            if self.epsilon is not None and np.isinf(self.epsilon):
+                self._fit_nonprivate(module, optimizer, X_t, y_t, n)
+            else:
+                engine = DPSGD(
+                    module,
+                    optimizer=optimizer,
+                    n_samples=n,
+                    clip_norm=self.clip_norm,
+                    batch_size=min(float(self.batch_size), float(n)),
+                    epochs=self.epochs,
+                    noise_multiplier=self.noise_multiplier,
+                    target_epsilon=self.epsilon,
+                    delta=self.delta,
+                    accountant=self.accountant,
+                    mode=self.mode,  # type: ignore[arg-type]
+                    max_physical_batch_size=self.max_physical_batch_size,
+                    secure_noise=self.secure_noise,
+                    seed=seed,
+                )
+                engine.fit(X_t, y_t, progress=self.progress)
+                self.privacy_ = engine.privacy_
+                self.fit_info_ = engine.info()
+        module.eval()
+        self.module_ = module
+        self.classes_ = classes
+        self.n_features_in_ = int(np.prod(self.input_shape))
+        return self
+
+    def _fit_nonprivate(self, module: torch.nn.Module, optimizer: torch.optim.Optimizer, X: torch.Tensor, y: torch.Tensor, n: int) -> None:
+        """Shuffled fixed-size mini-batches, no clipping, no noise: the baseline."""
+        generator = torch.Generator().manual_seed(0 if self.random_state is None else int(self.random_state))
+        batch = int(min(self.batch_size, n))
+        steps = max(1, round(self.epochs * n / batch))
+        module.train()
+        for step in range(steps):
+            if step % max(1, n // batch) == 0:
+                order = torch.randperm(n, generator=generator)
+            start = (step % max(1, n // batch)) * batch
+            idx = order[start : start + batch]
+            optimizer.zero_grad()
+            torch.nn.functional.cross_entropy(module(X[idx]), y[idx]).backward()
+            optimizer.step()
+        self.privacy_ = PrivacyGuarantee(float("inf"), 0.0, Neighbouring.ADD_REMOVE_ONE, "none")
+        self.fit_info_ = {"steps": steps, "epochs": steps * batch / n, "epsilon": float("inf"), "noise_multiplier": 0.0}
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        """Class probabilities (softmax of the logits), columns in ``classes_`` order."""
+        if not hasattr(self, "module_"):
+            raise ValueError("this TorchClassifier is not fitted yet; call fit first")
+        X_t = self._images(X)
+        out = []
+        with self._threads(), torch.no_grad():
+            self.module_.eval()
+            for part in torch.split(X_t, 1024):
+                out.append(torch.softmax(self.module_(part), dim=1).double().numpy())
+        return np.concatenate(out) if out else np.zeros((0, len(self.classes_)))
+
+    def predict(self, X: Any) -> np.ndarray:
+        """The most probable class of each row."""
+        return self.classes_[np.argmax(self.predict_proba(X), axis=1)]
+
+    # ------------------------------------------------------------ model files (privml.io)
+    def _model_arrays(self) -> dict[str, np.ndarray]:
+        """State-dict tensors as arrays (``state.<name>``) and the classes: npz, never pickle."""
+        arrays = {f"state.{k}": v.detach().cpu().numpy() for k, v in self.module_.state_dict().items()}
+        arrays["classes"] = np.asarray(self.classes_)
+        return arrays
+
+    def _restore_arrays(self, arrays: dict[str, np.ndarray], metadata: dict) -> None:
+        self.input_shape = tuple(int(s) for s in self.input_shape)
+        self.classes_ = np.asarray(arrays["classes"])
+        module = build_model(
+            self.model, in_channels=self.input_shape[0], n_classes=len(self.classes_), image_size=self.input_shape[-1]
+        )
+        state = {k[len("state.") :]: torch.from_numpy(np.array(v)) for k, v in arrays.items() if k.startswith("state.")}
+        module.load_state_dict(state)
+        module.eval()
+        self.module_ = module
+        self.privacy_ = PrivacyGuarantee.from_dict(metadata["privacy"])
+        self.fit_info_ = metadata.get("fit_info", {})
+        self.n_features_in_ = int(np.prod(self.input_shape))
+
+
+class _ThreadLimit:
+    """Temporarily set torch's intra-op thread count (shared machines, parallel ensembles)."""
+
+    def __init__(self, threads: int | None) -> None:
+        self.threads = threads
+        self.saved = torch.get_num_threads()
+
+    def __enter__(self) -> None:
+        if self.threads is not None:
+            torch.set_num_threads(int(self.threads))
+
+    def __exit__(self, *exc: object) -> None:
+        if self.threads is not None:
+            torch.set_num_threads(self.saved)

@@ -1,0 +1,446 @@
+"""DP-SGD for any PyTorch module: Poisson sampling, flat clipping, one noise draw per step.
+
+:class:`DPSGD` wraps a module and any :class:`torch.optim.Optimizer`. Each
+*logical* step (Abadi et al. 2016, Algorithm 1):
+
+1. takes a Poisson sample of the training set (each record independently
+   with probability q; :class:`~privml.torch.sampling.PoissonSampler`);
+2. splits it into *physical* micro-batches of at most
+   ``max_physical_batch_size`` records (memory only);
+3. computes, per micro-batch, the sum of the per-example gradients each
+   clipped as a whole to L2 norm C: by ghost clipping for Linear, Conv2d,
+   GroupNorm, LayerNorm and Embedding layers (:mod:`privml.torch.ghost`), or
+   by ``torch.func`` per-example gradients for any layer
+   (:mod:`privml.torch.per_sample`);
+4. adds the micro-batch sums, then N(0, s^2 C^2 I) once;
+5. divides by the *expected* batch size q n and hands the result to the
+   optimiser as the gradient (one ``optimizer.step()``);
+6. counts one step for the accountant.
+
+Privacy: add/remove-one neighbours. The clipped sum has L2 sensitivity C
+(flat clipping of the whole per-example gradient), so each step is the
+sampled Gaussian mechanism with noise multiplier s (Mironov, Talwar and
+Zhang 2019); T steps compose adaptively and are accounted by RDP (Mironov
+2017; conversion of Balle et al. 2020, Thm 21) or PLD (Koskela et al. 2020),
+via :func:`privml.accounting.dpsgd_event`. Dividing by the realised batch
+size would release it, and it moves with the added record; dividing by
+``q n`` (n public, as in Abadi et al. and Opacus) is post-processing.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from privml._progress import progress_bar
+from privml._validation import check_delta, check_epsilon, check_positive, check_positive_delta, check_probability
+from privml.accounting.calibration import calibrate_dpsgd, make_accountant
+from privml.accounting.events import ComposedEvent, DpEvent, dpsgd_event
+from privml.exceptions import BudgetExhausted
+from privml.guarantee import PrivacyGuarantee
+from privml.neighbouring import Neighbouring
+from privml.torch.clipping import MODES, Mode
+from privml.torch.ghost.engine import ghost_clipped_sum, ghost_modules
+from privml.torch.noise import gaussian_noise
+from privml.torch.per_sample import vmap_clipped_sum
+from privml.torch.sampling import PoissonSampler, micro_batches
+from privml.torch.validation import validate_model
+
+LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+#: Accountants that can account for the sampled Gaussian mechanism.
+DPSGD_ACCOUNTANTS: tuple[str, ...] = ("pld", "rdp")
+
+
+def cross_entropy_per_example(outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy of each example (``reduction="none"``): the default loss."""
+    return F.cross_entropy(outputs, targets, reduction="none")
+
+
+class DPSGD:
+    """Differentially private training of a PyTorch module (DP-SGD of Abadi et al. 2016).
+
+    Parameters
+    ----------
+    module:
+        The model; validated by :func:`~privml.torch.validate_model` (no layer
+        may mix examples). Its parameters are trained in place.
+    optimizer:
+        Any optimiser over ``module``'s parameters; it receives the noisy,
+        normalised gradient in ``.grad`` and steps once per logical step.
+    n_samples:
+        n, the number of training records (public; in data-parallel training
+        the global n).
+    clip_norm:
+        C > 0, the bound on each example's whole gradient (all parameters).
+    sample_rate, batch_size:
+        The Poisson rate q, or the expected batch size q n (give one).
+    epochs, steps:
+        The planned number of logical steps T (or epochs, T = round(epochs / q)).
+        Needed with ``target_epsilon``; with only ``noise_multiplier`` the
+        run is open-ended and :attr:`epsilon` reports what was spent.
+    noise_multiplier:
+        s: the noise on the clipped sum is N(0, s^2 C^2 I).
+    target_epsilon:
+        Calibrate s to the smallest value meeting (target_epsilon, delta)
+        over T steps (:func:`privml.accounting.calibrate_dpsgd`). With both,
+        s is checked against the target. Either way a budgeted run refuses
+        step T + 1 with :class:`~privml.exceptions.BudgetExhausted`.
+    delta:
+        delta > 0 of the guarantee.
+    accountant:
+        ``"pld"`` (tightest; default) or ``"rdp"``.
+    loss_fn:
+        Per-example losses ``(B,)`` from outputs and targets (default
+        cross-entropy). It must not average over the batch.
+    mode:
+        ``"ghost"`` (ghost clipping; supported layers only), ``"vmap"``
+        (``torch.func`` per-example gradients; any layer that does not mix
+        examples) or ``"auto"`` (ghost when every parameterised layer is
+        supported).
+    max_physical_batch_size:
+        Largest micro-batch computed at once (None: the whole logical batch).
+    secure_noise:
+        Draw the noise and the sampling coins from ``os.urandom`` (see
+        :mod:`privml.torch.noise`) instead of seeded torch generators.
+    seed:
+        Seed of the sampling and noise generators (reproducible runs);
+        None draws it from the OS. Ignored by ``secure_noise``.
+    distributed:
+        Data-parallel training over an initialised ``torch.distributed``
+        group (see :mod:`privml.torch.distributed`).
+
+    Attributes
+    ----------
+    noise_multiplier:
+        The s in use (calibrated or given).
+    steps_taken:
+        Logical steps done (= optimiser steps = steps accounted for).
+
+    Notes
+    -----
+    Privacy: (epsilon, delta)-DP under add/remove-one neighbours for the
+    model after any number of steps up to T, by the sampled Gaussian
+    mechanism (Mironov, Talwar and Zhang 2019) composed over the steps taken.
+    Sensitivity: C, the clip of each example's whole flattened gradient.
+    Only the noisy gradients leave a step: per-example norms, losses and the
+    realised batch size are private and never reported.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from privml.torch import DPSGD, TramerBonehCNN
+    >>> model = TramerBonehCNN()
+    >>> engine = DPSGD(model, optimizer=torch.optim.SGD(model.parameters(), lr=0.5), n_samples=1000,
+    ...                clip_norm=0.1, batch_size=50, steps=2, target_epsilon=1.0, seed=0)
+    >>> X, y = torch.randn(1000, 1, 28, 28), torch.randint(0, 10, (1000,))
+    >>> for batch in engine.sampler():
+    ...     engine.step(X[batch], y[batch])
+    >>> engine.steps_taken, engine.epsilon <= 1.0
+    (2, True)
+    """
+
+    def __init__(
+        self,
+        module: nn.Module,
+        *,
+        optimizer: torch.optim.Optimizer,
+        n_samples: int,
+        clip_norm: float,
+        sample_rate: float | None = None,
+        batch_size: float | None = None,
+        epochs: float | None = None,
+        steps: int | None = None,
+        noise_multiplier: float | None = None,
+        target_epsilon: float | None = None,
+        delta: float = 1e-5,
+        accountant: str = "pld",
+        loss_fn: LossFn | None = None,
+        mode: Mode = "auto",
+        max_physical_batch_size: int | None = None,
+        secure_noise: bool = False,
+        seed: int | None = None,
+        distributed: bool = False,
+    ) -> None:
+        self.module = validate_model(module)
+        self.optimizer = optimizer
+        if not (isinstance(n_samples, int) and n_samples >= 1):
+            raise ValueError(f"n_samples must be a positive int, got {n_samples!r}")
+        self.n_samples = n_samples
+        self.clip_norm = check_positive(clip_norm, "clip_norm")
+        self.sample_rate = self._sample_rate(sample_rate, batch_size)
+        self.expected_batch_size = self.sample_rate * n_samples
+        self.planned_steps = self._planned_steps(epochs, steps)
+        self.delta = check_positive_delta(check_delta(delta))
+        if accountant not in DPSGD_ACCOUNTANTS:
+            raise ValueError(f"accountant must be one of {', '.join(DPSGD_ACCOUNTANTS)}, got {accountant!r}")
+        self.accountant = accountant
+        self.target_epsilon = None if target_epsilon is None else check_epsilon(target_epsilon, "target_epsilon")
+        self.noise_multiplier = self._noise_multiplier(noise_multiplier)
+        self.loss_fn = loss_fn or cross_entropy_per_example
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+        self.mode = self._resolve_mode(mode)
+        if max_physical_batch_size is not None and not (
+            isinstance(max_physical_batch_size, int) and max_physical_batch_size >= 1
+        ):
+            raise ValueError(f"max_physical_batch_size must be a positive int or None, got {max_physical_batch_size!r}")
+        self.max_physical_batch_size = max_physical_batch_size
+        self.secure_noise = bool(secure_noise)
+        self.distributed = bool(distributed)
+        self.rank, self.world_size = self._init_distributed()
+        if seed is None:
+            seed = int.from_bytes(os.urandom(8), "little") >> 1
+        # Sampling streams differ across ranks (independent coins on disjoint shards);
+        # only rank 0 draws noise, from its own stream.
+        self._noise_generator = torch.Generator().manual_seed(int(seed))
+        self._sampling_generator = torch.Generator().manual_seed(int(seed) + 1 + self.rank)
+        self.steps_taken = 0
+        self._guarantee_cache: tuple[int, PrivacyGuarantee] | None = None
+        self._params = [(name, p) for name, p in module.named_parameters() if p.requires_grad]
+
+    # ------------------------------------------------------------ planning
+    def _sample_rate(self, sample_rate: float | None, batch_size: float | None) -> float:
+        if (sample_rate is None) == (batch_size is None):
+            raise ValueError("give exactly one of sample_rate and batch_size (the expected batch size q n)")
+        if sample_rate is not None:
+            return check_probability(sample_rate, "sample_rate")
+        size = check_positive(batch_size, "batch_size")
+        if size > self.n_samples:
+            raise ValueError(f"batch_size={size} exceeds n_samples={self.n_samples}")
+        return size / self.n_samples
+
+    def _planned_steps(self, epochs: float | None, steps: int | None) -> int | None:
+        if epochs is not None and steps is not None:
+            raise ValueError("give epochs or steps, not both")
+        if steps is not None:
+            if not (isinstance(steps, int) and steps >= 1):
+                raise ValueError(f"steps must be a positive int, got {steps!r}")
+            return steps
+        if epochs is not None:
+            return max(1, round(check_positive(epochs, "epochs") / self.sample_rate))
+        return None
+
+    def _noise_multiplier(self, noise_multiplier: float | None) -> float:
+        if self.target_epsilon is None:
+            if noise_multiplier is None:
+                raise ValueError("give noise_multiplier, target_epsilon, or both")
+            return check_positive(noise_multiplier, "noise_multiplier")
+        if self.planned_steps is None:
+            raise ValueError("target_epsilon needs the planned number of steps: give epochs or steps")
+        if noise_multiplier is None:
+            return calibrate_dpsgd(
+                self.target_epsilon,
+                sample_rate=self.sample_rate,
+                steps=self.planned_steps,
+                delta=self.delta,
+                accountant=self.accountant,
+            ).noise_multiplier
+        noise_multiplier = check_positive(noise_multiplier, "noise_multiplier")
+        planned = self._guarantee(noise_multiplier, self.planned_steps)
+        if not planned.epsilon <= self.target_epsilon:
+            raise ValueError(
+                f"noise_multiplier={noise_multiplier:g} over {self.planned_steps} steps costs epsilon="
+                f"{planned.epsilon:.4g} > target_epsilon={self.target_epsilon:g} ({self.accountant}); "
+                "raise it or leave it None to calibrate"
+            )
+        return noise_multiplier
+
+    def _resolve_mode(self, mode: str) -> str:
+        self._ghost: list = []
+        if mode == "vmap":
+            return "vmap"
+        try:
+            self._ghost = ghost_modules(self.module)
+        except ValueError:
+            if mode == "ghost":
+                raise
+            return "vmap"
+        return "ghost"
+
+    def _init_distributed(self) -> tuple[int, int]:
+        if not self.distributed:
+            return 0, 1
+        import torch.distributed as dist
+
+        if not dist.is_available() or not dist.is_initialized():
+            raise RuntimeError("distributed=True needs torch.distributed.init_process_group() first")
+        # Every rank must start from the same weights: the updates are then identical everywhere.
+        for param in self.module.parameters():
+            dist.broadcast(param.data, src=0)
+        return dist.get_rank(), dist.get_world_size()
+
+    # ------------------------------------------------------------ privacy
+    def _guarantee(self, noise_multiplier: float, steps: int) -> PrivacyGuarantee:
+        if steps == 0:
+            return PrivacyGuarantee(0.0, self.delta, Neighbouring.ADD_REMOVE_ONE, self.accountant)
+        event = dpsgd_event(noise_multiplier, self.sample_rate, steps)
+        return make_accountant(self.accountant).compose(event).guarantee(self.delta)
+
+    @property
+    def privacy_event_(self) -> DpEvent:
+        """The event accounted for so far: ``steps_taken`` sampled Gaussian steps (empty before the first)."""
+        if self.steps_taken == 0:
+            return ComposedEvent(())
+        return dpsgd_event(self.noise_multiplier, self.sample_rate, self.steps_taken)
+
+    @property
+    def privacy_(self) -> PrivacyGuarantee:
+        """(epsilon spent so far, delta) under add/remove-one neighbours, with the accountant's name."""
+        if self._guarantee_cache is None or self._guarantee_cache[0] != self.steps_taken:
+            self._guarantee_cache = (self.steps_taken, self._guarantee(self.noise_multiplier, self.steps_taken))
+        return self._guarantee_cache[1]
+
+    @property
+    def epsilon(self) -> float:
+        """Epsilon spent so far at :attr:`delta`."""
+        return self.privacy_.epsilon
+
+    @property
+    def noise_std(self) -> float:
+        """Standard deviation s C of the noise on each coordinate of the clipped sum."""
+        return self.noise_multiplier * self.clip_norm
+
+    # ------------------------------------------------------------ steps
+    def sampler(self, n_local: int | None = None, steps: int | None = None) -> PoissonSampler:
+        """A Poisson sampler over this rank's ``n_local`` records (default n) for the remaining planned steps."""
+        if steps is None:
+            if self.planned_steps is None:
+                raise ValueError("no planned number of steps: pass steps")
+            steps = self.planned_steps - self.steps_taken
+        n = self.n_samples if n_local is None else n_local
+        return PoissonSampler(
+            n=n, sample_rate=self.sample_rate, steps=steps, generator=self._sampling_generator, secure=self.secure_noise
+        )
+
+    def clipped_sum(self, x: torch.Tensor, y: torch.Tensor) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+        """Sum of the flat-clipped per-example gradients of a batch, by micro-batches, and the norms.
+
+        The norms are private (a diagnostic for tests inside the trust
+        boundary); the sum has sensitivity C under add/remove-one neighbours.
+        """
+        sums = {name: torch.zeros_like(p) for name, p in self._params}
+        norms = []
+        parts = micro_batches(torch.arange(x.shape[0]), self.max_physical_batch_size)
+        for part in parts:
+            # One micro-batch is the whole batch: skip the gather (a copy of every input).
+            xb, yb = (x, y) if len(parts) == 1 else (x[part], y[part])
+            if self.mode == "ghost":
+                partial, n = ghost_clipped_sum(self.module, self.loss_fn, xb, yb, self.clip_norm, self._ghost)
+            else:
+                partial, n = vmap_clipped_sum(self.module, self.loss_fn, xb, yb, self.clip_norm)
+            for name in sums:
+                sums[name] += partial[name].detach()
+            norms.append(n.detach())
+        return sums, torch.cat(norms) if norms else torch.zeros(0)
+
+    def _noisy_gradient(self, x: torch.Tensor, y: torch.Tensor) -> dict[str, torch.Tensor]:
+        """``(clipped sum + N(0, s^2 C^2 I)) / (q n)`` for one logical batch (no step, nothing counted).
+
+        Privacy: the clipped sum has L2 sensitivity C under add/remove-one
+        neighbours, so with a Poisson-sampled batch this is one release of
+        the sampled Gaussian mechanism with noise multiplier s (Mironov,
+        Talwar and Zhang 2019); dividing by the public q n is
+        post-processing. Each call is a release that is not counted here,
+        hence private: :meth:`step` calls it and counts the step. In data-parallel
+        training the per-rank clipped sums are all-reduced and the noise is
+        added once, by rank 0 (see :mod:`privml.torch.distributed`).
+        """
+        sums, _ = self.clipped_sum(x, y)
+        if self.rank == 0:
+            for name, p in self._params:
+                sums[name] += gaussian_noise(
+                    p.shape,
+                    self.noise_std,
+                    generator=self._noise_generator,
+                    secure=self.secure_noise,
+                    dtype=p.dtype,
+                    device=p.device,
+                )
+        if self.distributed:
+            import torch.distributed as dist
+
+            for name, _ in self._params:
+                dist.all_reduce(sums[name], op=dist.ReduceOp.SUM)
+        return {name: value / self.expected_batch_size for name, value in sums.items()}
+
+    def step(self, x: torch.Tensor, y: torch.Tensor) -> None:
+        """One logical DP-SGD step on a Poisson sample ``(x, y)`` (possibly empty), counted once.
+
+        Raises
+        ------
+        BudgetExhausted
+            when the planned steps of a budgeted run (``target_epsilon``) are
+            all taken; nothing is computed or released.
+        """
+        if self.target_epsilon is not None and self.planned_steps is not None and self.steps_taken >= self.planned_steps:
+            raise BudgetExhausted(
+                f"all {self.planned_steps} planned steps are taken (epsilon={self.epsilon:.4g} of "
+                f"target {self.target_epsilon:g}); another step would exceed the budget"
+            )
+        self.module.train()
+        gradient = self._noisy_gradient(x, y)
+        for name, p in self._params:
+            p.grad = gradient[name]
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.steps_taken += 1
+
+    def fit(
+        self,
+        X: torch.Tensor,
+        y: torch.Tensor,
+        *,
+        progress: bool = False,
+        on_epoch: Callable[[int, "DPSGD"], Any] | None = None,
+    ) -> "DPSGD":
+        """Run the remaining planned steps on this rank's records ``(X, y)``.
+
+        The progress bar (stderr) advances by steps and shows, after each
+        epoch (``1 / q`` steps), the epsilon spent so far; ``on_epoch(epoch,
+        engine)`` is called there too (e.g. to evaluate on public test data).
+        """
+        if not self.distributed and X.shape[0] != self.n_samples:
+            # q n normalises the sum and n enters the guarantee: they must describe the data trained on.
+            raise ValueError(f"X has {X.shape[0]} records but the engine was built for n_samples={self.n_samples}")
+        sampler = self.sampler(n_local=int(X.shape[0]))
+        per_epoch = max(1, round(1 / self.sample_rate))
+        start = time.perf_counter()
+        with progress_bar(len(sampler), desc="DP-SGD", unit="step", enabled=progress) as bar:
+            for batch in sampler:
+                self.step(X[batch], y[batch])
+                bar.update(1)
+                if self.steps_taken % per_epoch == 0 or self.steps_taken == self.planned_steps:
+                    epoch = math.ceil(self.steps_taken / per_epoch)
+                    bar.set_postfix_str(f"epoch {epoch} eps={self.epsilon:.3g}")
+                    if on_epoch is not None:
+                        on_epoch(epoch, self)
+        self.train_seconds_ = time.perf_counter() - start
+        return self
+
+    def info(self) -> dict[str, Any]:
+        """Data-independent facts about the run (safe to publish with the model)."""
+        guarantee = self.privacy_
+        return {
+            "noise_multiplier": self.noise_multiplier,
+            "noise_std": self.noise_std,
+            "clip_norm": self.clip_norm,
+            "sample_rate": self.sample_rate,
+            "expected_batch_size": self.expected_batch_size,
+            "steps": self.steps_taken,
+            "planned_steps": self.planned_steps,
+            "epochs": self.steps_taken * self.sample_rate,
+            "mode": self.mode,
+            "accountant": guarantee.accountant,
+            "epsilon": guarantee.epsilon,
+            "delta": guarantee.delta,
+            "neighbouring": guarantee.neighbouring.value,
+            "world_size": self.world_size,
+            "secure_noise": self.secure_noise,
+        }

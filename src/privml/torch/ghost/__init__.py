@@ -1,0 +1,33 @@
+"""Ghost clipping: per-example gradient norms without per-example gradients.
+
+For a layer whose weight gradient is a sum of outer products of its input
+``a`` and the gradient ``g`` of the loss in its output, the per-example
+gradient norms follow from ``a`` and ``g`` alone (Goodfellow 2015; Li,
+Tramer, Liang and Hashimoto 2022, "ghost clipping"; Bu, Mao and Xu 2022,
+mixed ghost clipping). Given the clip factors ``c_i = min(1, C / ||g_i||)``
+of the *whole* per-example gradient, the clipped sum ``sum_i c_i g_i`` of a
+layer is again one product of ``a`` and ``c * g``: the "book-keeping"
+variant of Bu, Mao, Xu et al. (2023) that replaces the second backward pass
+of the original ghost clipping by this product, because ``a`` and ``g`` are
+already in memory.
+
+One module per layer type, each registering a :class:`~privml.torch.ghost.base.LayerRule`
+whose ``prepare`` returns the per-example norms and the clipped sum:
+
+==============  ===================================  =================================
+layer           per-example squared norm             clipped sum
+==============  ===================================  =================================
+Linear          ||a||^2 ||g||^2, or the Gram trace    ``(c g)^T a``
+Conv2d          the same on unfolded input patches    the same, folded back
+GroupNorm       materialised (C numbers per example)  weighted sum
+LayerNorm       materialised                          weighted sum
+Embedding       Gram trace masked by equal indices    ``index_add`` of ``c g``
+==============  ===================================  =================================
+"""
+
+from __future__ import annotations
+
+from privml.torch.ghost.base import LayerRule, rule_for, supported_types
+from privml.torch.ghost.engine import ghost_clipped_sum
+
+__all__ = ["LayerRule", "ghost_clipped_sum", "rule_for", "supported_types"]

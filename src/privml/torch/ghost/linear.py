@@ -1,0 +1,22 @@
+"""Ghost rule for :class:`torch.nn.Linear`: the gradient of example i is ``sum_t g_t a_t^T``."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from privml.torch.ghost.base import LayerRule, OuterProduct, Prepared, register, trainable
+
+
+class LinearRule(LayerRule):
+    def prepare(self, module: nn.Module, activation: torch.Tensor, grad_output: torch.Tensor) -> Prepared:
+        batch = activation.shape[0]
+        # Every dimension between the batch and the features (sequence positions) is summed over.
+        a = activation.reshape(batch, -1, activation.shape[-1])
+        g = grad_output.reshape(batch, -1, grad_output.shape[-1])
+        return OuterProduct(
+            a, g, weight=trainable(module, "weight"), bias=trainable(module, "bias"), weight_shape=module.weight.shape
+        )
+
+
+register(nn.Linear, LinearRule())

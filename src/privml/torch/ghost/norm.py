@@ -1,0 +1,74 @@
+"""Ghost rules for GroupNorm and LayerNorm: their per-example gradients are small, so materialise them.
+
+The affine weight's gradient of example i is ``sum over positions of
+x_hat * g`` (``x_hat`` the normalised input) and the bias's is ``sum g``:
+one number per channel (GroupNorm) or per normalised element (LayerNorm).
+Both normalisations act on each example separately, so they do not mix
+examples (unlike BatchNorm).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from privml.torch.ghost.base import LayerRule, Prepared, register, trainable
+
+
+class Materialised(Prepared):
+    """Per-example gradients small enough to hold: ``{name: (B, *shape)}``."""
+
+    def __init__(self, grads: dict[str, torch.Tensor], batch: int, like: torch.Tensor) -> None:
+        self.grads, self.batch, self.like = grads, batch, like
+
+    def squared_norms(self) -> torch.Tensor:
+        total = torch.zeros(self.batch, dtype=self.like.dtype, device=self.like.device)
+        for grad in self.grads.values():
+            total = total + grad.reshape(self.batch, -1).square().sum(1)
+        return total
+
+    def clipped_sum(self, factors: torch.Tensor) -> dict[str, torch.Tensor]:
+        return {name: torch.tensordot(factors, grad, dims=1) for name, grad in self.grads.items()}
+
+
+class _AffineNormRule(LayerRule):
+    def _normalised(self, module: nn.Module, activation: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def _reduce_dims(self, module: nn.Module, activation: torch.Tensor) -> tuple[int, ...]:
+        raise NotImplementedError
+
+    def _per_example(self, module: nn.Module, activation: torch.Tensor, grad_output: torch.Tensor) -> dict[str, torch.Tensor]:
+        dims = self._reduce_dims(module, activation)
+        out: dict[str, torch.Tensor] = {}
+        if trainable(module, "weight"):
+            x_hat = self._normalised(module, activation)
+            out["weight"] = (x_hat * grad_output).sum(dims) if dims else x_hat * grad_output
+        if trainable(module, "bias"):
+            out["bias"] = grad_output.sum(dims) if dims else grad_output
+        return out
+
+    def prepare(self, module: nn.Module, activation: torch.Tensor, grad_output: torch.Tensor) -> Prepared:
+        return Materialised(self._per_example(module, activation, grad_output), activation.shape[0], grad_output)
+
+
+class GroupNormRule(_AffineNormRule):
+    def _normalised(self, module: nn.Module, activation: torch.Tensor) -> torch.Tensor:
+        return F.group_norm(activation, module.num_groups, eps=module.eps)  # type: ignore[arg-type]
+
+    def _reduce_dims(self, module: nn.Module, activation: torch.Tensor) -> tuple[int, ...]:
+        return tuple(range(2, activation.dim()))  # spatial positions; the channel dim is the parameter's
+
+
+class LayerNormRule(_AffineNormRule):
+    def _normalised(self, module: nn.Module, activation: torch.Tensor) -> torch.Tensor:
+        return F.layer_norm(activation, module.normalized_shape, eps=module.eps)  # type: ignore[arg-type]
+
+    def _reduce_dims(self, module: nn.Module, activation: torch.Tensor) -> tuple[int, ...]:
+        normalised = len(module.normalized_shape)  # type: ignore[arg-type]
+        return tuple(range(1, activation.dim() - normalised))
+
+
+register(nn.GroupNorm, GroupNormRule())
+register(nn.LayerNorm, LayerNormRule())

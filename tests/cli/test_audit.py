@@ -1,0 +1,87 @@
+"""`privml audit`: JSON contract, plot, validation errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from privml.cli.main import main
+
+KEYS = {"claimed_epsilon", "epsilon_lower_bound", "confidence", "auc", "membership_auc", "membership_advantage"}
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    try:
+        code = main(list(argv))
+    except SystemExit as exc:
+        code = exc.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_audit_prints_one_json_object(capsys):
+    code, out, err = run(
+        capsys, "audit", "--method", "output", "--dataset", "breast_cancer", "--epsilon", "1", "--trials", "10",
+        "--n-train", "40", "--seed", "0", "--no-progress", "--json",
+    )
+    assert code == 0, err
+    lines = out.strip().splitlines()
+    assert len(lines) == 1
+    r = json.loads(lines[0])
+    assert KEYS <= set(r)
+    assert r["claimed_epsilon"] == 1.0 and r["confidence"] == 0.95
+    assert 0 <= r["epsilon_lower_bound"] < 1.0 and not r["violated"]
+    assert r["neighbouring"] == "replace-one" and r["canary"] == "clipbkd"
+    assert r["n_train"] == 41 and r["trials_per_world"] == 10  # 40 records and the canary (or its mirror)
+    assert r["classes"] == ["malignant", "benign"]
+
+
+def test_audit_is_reproducible_with_a_seed(capsys):
+    argv = ("audit", "--method", "dpcd", "--dataset", "iris", "--epsilon", "4", "--trials", "6", "--n-train", "30",
+            "--seed", "3", "--no-progress", "--json")
+    first = json.loads(run(capsys, *argv)[1])
+    second = json.loads(run(capsys, *argv)[1])
+    for key in ("epsilon_lower_bound", "auc", "membership_auc", "threshold"):
+        assert first[key] == second[key]
+
+
+def test_nonprivate_needs_no_epsilon_and_writes_a_plot(capsys, tmp_path):
+    pytest.importorskip("matplotlib")
+    path = tmp_path / "roc.png"
+    code, out, err = run(
+        capsys, "audit", "--method", "nonprivate", "--dataset", "digits", "--classes", "3,8", "--trials", "20",
+        "--n-train", "30", "--seed", "0", "--plot", str(path), "--no-progress", "--json",
+    )
+    assert code == 0, err
+    r = json.loads(out)
+    assert r["claimed_epsilon"] == "inf" and r["auc"] == 1.0 and r["epsilon_lower_bound"] > 0.5
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_text_output_states_the_verdict(capsys):
+    code, out, err = run(
+        capsys, "audit", "--method", "objective", "--dataset", "iris", "--epsilon", "1", "--trials", "4",
+        "--n-train", "20", "--seed", "0", "--no-progress",
+    )
+    assert code == 0, err
+    assert "epsilon lower bound" in out and "consistent with the claim" in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--method", "output", "--dataset", "iris", "--trials", "10"], "--epsilon is required"),
+        (["--method", "output", "--dataset", "iris", "--epsilon", "1", "--trials", "3"], "--trials must be >= 4"),
+        (["--method", "output", "--dataset", "iris", "--epsilon", "-1", "--trials", "10"], "--epsilon must be > 0"),
+        (["--method", "output", "--dataset", "iris", "--epsilon", "1", "--trials", "10", "--classes", "rose,tulip"],
+         "not a class of iris"),
+        (["--method", "output", "--dataset", "csv:x.csv", "--epsilon", "1", "--trials", "10"], "built-in datasets"),
+        (["--method", "output", "--dataset", "iris", "--epsilon", "1", "--trials", "10", "--confidence", "1"],
+         "--confidence"),
+    ],
+)
+def test_bad_arguments_exit_2_with_one_line(capsys, argv, message):
+    code, out, err = run(capsys, "audit", *argv, "--no-progress")
+    assert code == 2 and out == ""
+    assert message in err and len(err.strip().splitlines()) == 1

@@ -1,0 +1,145 @@
+"""`privml predict` with private prediction: each row is one answer against the budget; errors exit 2."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import numpy as np
+import pytest
+
+from privml.cli.main import main
+from privml.data import load_dataset
+from privml.io import save_model
+from privml.prediction import SubsampleAndAggregate
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    try:
+        code = main(list(argv))
+    except SystemExit as exc:
+        code = exc.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def run_json(capsys, *argv: str) -> dict:
+    code, out, err = run(capsys, *argv, "--json")
+    assert code == 0, err
+    lines = out.strip().splitlines()
+    assert len(lines) == 1, out
+    return json.loads(lines[0])
+
+
+def expect_error(capsys, *argv: str, match: str) -> str:
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1 and match in err, err
+    return err
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    """A non-private digits model trained by `privml train`, a subsample-and-aggregate file, and CSV rows."""
+    tmp = tmp_path_factory.mktemp("cli")
+    base = tmp / "base.npz"
+    assert main(["train", "--method", "nonprivate", "--dataset", "digits", "--l2", "0.01", "--seed", "0",
+                 "--out", str(base)]) == 0
+    data = load_dataset("digits", bias=0.5)
+    sa = SubsampleAndAggregate(n_models=5, epsilon=1.0, budget=10, classes=range(10), random_state=0)
+    # The preprocessing travels with the model, as `privml train --out` records it.
+    extra = {"dataset": data.info.to_dict(), "bias": 0.5}
+    sa_path = save_model(sa.fit(data.X_train, data.y_train), tmp / "sa.npz", extra=extra)
+    raw = load_dataset("digits", preprocess=False)
+    rows = tmp / "rows.csv"
+    with rows.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow([f"x{i}" for i in range(64)] + ["label"])
+        for x, y in zip(raw.X_test[:40], raw.y_test[:40]):
+            writer.writerow([*x.tolist(), int(y)])
+    return {"base": str(base), "sa": str(sa_path), "rows": str(rows)}
+
+
+def test_prediction_sensitivity_charges_every_row(capsys, files):
+    r = run_json(capsys, "predict", "--model", files["base"], "--input", files["rows"], "--method",
+                 "prediction-sensitivity", "--epsilon", "1", "--delta", "1e-5", "--budget", "100", "--seed", "0")
+    assert r["method"] == "prediction-sensitivity" and r["n"] == 40 and len(r["labels"]) == 40
+    assert r["budget"] == {"budget": 100, "spent": 40, "remaining": 60}
+    assert r["accounting"] == "gdp"
+    assert r["privacy"] == {"epsilon": 1.0, "delta": 1e-5, "neighbouring": "replace-one", "accountant": "gdp"}
+
+
+def test_probabilities_come_from_the_same_answers(capsys, files):
+    r = run_json(capsys, "predict", "--model", files["base"], "--input", files["rows"], "--epsilon", "1e6",
+                 "--delta", "1e-5", "--budget", "40", "--proba", "--seed", "1")
+    probs = np.asarray(r["probabilities"])
+    assert probs.shape == (40, 10) and np.allclose(probs.sum(axis=1), 1, atol=1e-5)
+    # One charge per row although labels and probabilities are both released.
+    assert r["budget"]["spent"] == 40
+    assert [r["classes"][i] for i in probs.argmax(axis=1)] == r["labels"]
+    assert r["accuracy"] > 0.8  # epsilon = 1e6: almost no noise
+
+
+def test_a_batch_over_the_budget_is_refused_whole(capsys, files):
+    err = expect_error(capsys, "predict", "--model", files["base"], "--input", files["rows"], "--epsilon", "1",
+                       "--budget", "39", match="budget exhausted")
+    assert "nothing was answered" in err
+
+
+def test_subsample_and_aggregate_file(capsys, files):
+    r = run_json(capsys, "predict", "--model", files["sa"], "--input", files["rows"], "--epsilon", "2",
+                 "--budget", "50", "--seed", "0")
+    assert r["method"] == "subsample-aggregate" and r["budget"]["spent"] == 40
+    assert r["privacy"]["epsilon"] == 2.0
+    expect_error(capsys, "predict", "--model", files["sa"], "--input", files["rows"], "--proba",
+                 match="labels only")
+
+
+def test_nonprivate_file_without_privacy_options_predicts_as_before(capsys, files):
+    r = run_json(capsys, "predict", "--model", files["base"], "--input", files["rows"])
+    assert r["method"] == "nonprivate" and "budget" not in r
+    assert r["privacy"]["epsilon"] == "inf"
+
+
+def test_private_models_refuse_a_budget(capsys, files, tmp_path):
+    model = tmp_path / "output.npz"
+    assert main(["train", "--method", "output", "--dataset", "digits", "--epsilon", "3", "--seed", "0",
+                 "--out", str(model)]) == 0
+    capsys.readouterr()
+    r = run_json(capsys, "predict", "--model", str(model), "--input", files["rows"])
+    assert r["method"] == "output" and "budget" not in r
+    expect_error(capsys, "predict", "--model", str(model), "--input", files["rows"], "--budget", "10",
+                 match="cost no privacy")
+
+
+@pytest.mark.parametrize(
+    ("extra", "match"),
+    [
+        (["--epsilon", "1"], "needs budget"),
+        (["--budget", "10"], "needs epsilon"),
+        (["--epsilon", "0", "--budget", "10"], "epsilon must be > 0"),
+        (["--epsilon", "1", "--budget", "0"], "budget must be >= 1"),
+        (["--epsilon", "1", "--budget", "10", "--delta", "1"], "delta must be in [0, 1)"),
+        (["--epsilon", "1", "--budget", "10", "--accounting", "gdp"], "needs delta > 0"),
+        (["--epsilon", "nan", "--budget", "10"], "not a finite number"),
+        (["--epsilon", "1", "--budget", "2.5"], "not an integer"),
+        (["--epsilon", "1", "--budget", "10", "--method", "subsample-aggregate"], "prediction-sensitivity only"),
+        (["--epsilon", "1", "--budget", "10", "--method", "magic"], "invalid choice"),
+    ],
+)
+def test_bad_private_options_exit_2_with_one_line(capsys, files, extra, match):
+    expect_error(capsys, "predict", "--model", files["base"], "--input", files["rows"], *extra, match=match)
+
+
+def test_wrong_width_rows_are_refused_before_spending(capsys, files, tmp_path):
+    rows = tmp_path / "narrow.csv"
+    rows.write_text("a,b\n1,2\n")
+    expect_error(capsys, "predict", "--model", files["sa"], "--input", str(rows), "--epsilon", "1",
+                 "--budget", "5", match="features")
+
+
+def test_help_lists_the_private_options(capsys):
+    code, out, _ = run(capsys, "predict", "--help")
+    assert code == 0
+    for option in ("--method", "--epsilon", "--budget", "--accounting"):
+        assert option in out

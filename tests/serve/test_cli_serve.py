@@ -1,0 +1,143 @@
+"""``privml serve`` end to end with the real predictors of privml.prediction."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from sklearn.datasets import load_breast_cancer
+
+from privml.cli.main import main
+from privml.io import save_model
+from privml.prediction import SubsampleAndAggregate
+from privml.serve import PredictionService
+from privml.serve.model import open_served_model
+from tests.serve.cli_process import start_server, stop
+from tests.serve.helpers import breast_cancer_rows, check_response, request, running, small_limits
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """Model files written by ``privml train`` (raw breast-cancer columns in, class names out)."""
+    folder = tmp_path_factory.mktemp("models")
+    files = {}
+    for method in ("nonprivate", "output"):
+        path = folder / f"{method}.npz"
+        args = ["train", "--method", method, "--dataset", "breast_cancer", "--seed", "0", "--out", str(path)]
+        if method == "output":
+            args += ["--epsilon", "1"]
+        assert main(args) == 0
+        files[method] = path
+    X, y = breast_cancer_rows()
+    teachers = SubsampleAndAggregate(n_models=5, epsilon=1.0, budget=50, classes=(0, 1), random_state=0).fit(X, y)
+    files["aggregate"] = save_model(teachers, folder / "aggregate.npz")
+    return files
+
+
+@pytest.fixture(scope="module")
+def raw_rows():
+    return load_breast_cancer().data  # as a client has them: the server applies the recorded pipeline
+
+
+def test_prediction_sensitivity_over_http_with_keys(tmp_path, trained, raw_rows, capsys):
+    capsys.readouterr()
+    keys = tmp_path / "keys.json"
+    keys.write_text(json.dumps({"alpha-key": 3, "beta-key": 100}))
+    proc, started = start_server("--model", str(trained["nonprivate"]), "--method", "prediction-sensitivity",
+                                 "--epsilon", "2", "--delta", "1e-6", "--budget", "6",
+                                 "--ledger", str(tmp_path / "ledger.sqlite"), "--api-keys", str(keys))
+    try:
+        assert started["budget"] == 6 and started["spent"] == 0 and started["api_keys"] == 2
+        url = started["url"]
+        _, document = request(url, "GET", "/openapi.json")
+        alpha = {"X-API-Key": "alpha-key"}
+        status, out = request(url, "POST", "/predict", {"rows": raw_rows[:2].tolist(), "probabilities": True},
+                              headers=alpha)
+        check_response(document, "/predict", "POST", status, out)
+        assert status == 200 and set(out["labels"]) <= {"malignant", "benign"}
+        assert out["classes"] == ["malignant", "benign"]
+        np.testing.assert_allclose(np.sum(out["probabilities"], axis=1), 1.0)
+        assert request(url, "POST", "/predict", {"rows": raw_rows[:2].tolist()}, headers=alpha)[0] == 429
+        assert request(url, "POST", "/predict", {"rows": raw_rows[:2].tolist()})[0] == 401
+        assert request(url, "POST", "/predict", {"rows": raw_rows[:2, :7].tolist()}, headers=alpha)[0] == 422
+        beta = {"X-API-Key": "beta-key"}
+        assert request(url, "POST", "/predict", {"rows": raw_rows[:4].tolist()}, headers=beta)[0] == 200
+        status, out = request(url, "POST", "/predict", {"rows": raw_rows[:1].tolist()}, headers=beta)
+        assert status == 429 and "privacy budget exhausted" in out["error"]
+        status, budget = request(url, "GET", "/budget", headers=beta)
+        check_response(document, "/budget", "GET", status, budget)
+        assert (budget["spent"], budget["remaining"], budget["budget"]) == (6, 0, 6)
+        assert budget["epsilon"] == pytest.approx(2.0) and budget["delta"] == pytest.approx(1e-6)
+    finally:
+        stop(proc)
+
+
+def test_subsample_aggregate_serves_labels_only(tmp_path, trained):
+    rows = breast_cancer_rows()[0]
+    served = open_served_model(trained["aggregate"], ledger=tmp_path / "ledger.sqlite", random_state=0)
+    with running(PredictionService(served.predictor, limits=small_limits())) as server:
+        status, out = request(server, "POST", "/predict", {"rows": rows[:3].tolist()})
+        assert status == 200 and len(out["labels"]) == 3 and set(out["labels"]) <= {0, 1}
+        status, out = request(server, "POST", "/predict", {"rows": rows[:3].tolist(), "probabilities": True})
+        assert status == 422 and "labels only" in out["error"]
+        assert request(server, "GET", "/budget")[1]["spent"] == 3
+    served.ledger.close()
+
+
+def test_a_privately_trained_file_is_served_free(trained, raw_rows):
+    served = open_served_model(trained["output"])
+    assert served.ledger is None and served.class_names == ["malignant", "benign"]
+    with running(PredictionService(served.predictor, preprocess=served.preprocess,
+                                   class_names=served.class_names)) as server:
+        status, out = request(server, "POST", "/predict", {"rows": raw_rows[:5].tolist()})
+        assert status == 200 and len(out["labels"]) == 5
+        assert request(server, "GET", "/budget")[1]["budget"] is None
+
+
+def test_a_restart_continues_the_same_count(tmp_path, trained, raw_rows):
+    ledger = tmp_path / "ledger.sqlite"
+    settings = dict(method="prediction-sensitivity", epsilon=1.0, budget=10, ledger=ledger)
+    first = open_served_model(trained["nonprivate"], **settings)
+    first.predictor.predict(first.preprocess(raw_rows[:4]))
+    first.ledger.close()
+    again = open_served_model(trained["nonprivate"], **settings)
+    assert again.ledger.spent == 4 and again.predictor.remaining() == 6
+    again.ledger.close()
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ([], "needs a persistent ledger"),
+        (["--ledger", "{ledger}"], "needs epsilon and budget"),
+        (["--ledger", "{ledger}", "--epsilon", "1", "--budget", "10", "--method", "subsample-aggregate"],
+         "prediction-sensitivity only"),
+        (["--ledger", "{ledger}", "--epsilon", "1", "--budget", "10", "--api-keys", "{missing}"],
+         "API key file not found"),
+        (["--ledger", "{ledger}", "--epsilon", "1", "--budget", "10", "--max-rows", "0"], "max_rows must be >= 1"),
+        (["--ledger", "mysql://h/db", "--epsilon", "1", "--budget", "10"], "unsupported ledger URL"),
+    ],
+)
+def test_usage_errors_are_one_line(tmp_path, trained, capsys, extra, message):
+    args = [a.format(ledger=tmp_path / "l.sqlite", missing=tmp_path / "none.json") for a in extra]
+    assert main(["serve", "--model", str(trained["nonprivate"]), *args]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1, err
+
+
+def test_a_ledger_is_refused_for_a_private_model_and_a_mismatch_on_reopen(tmp_path, trained, capsys):
+    assert main(["serve", "--model", str(trained["output"]), "--ledger", str(tmp_path / "l.sqlite")]) == 2
+    assert "takes no ledger" in capsys.readouterr().err
+    ledger = tmp_path / "l.sqlite"
+    open_served_model(trained["nonprivate"], epsilon=1.0, budget=10, ledger=ledger).ledger.close()
+    assert main(["serve", "--model", str(trained["nonprivate"]), "--epsilon", "2", "--budget", "10",
+                 "--ledger", str(ledger)]) == 2
+    assert "refusing to mix two guarantees" in capsys.readouterr().err
+
+
+def test_a_busy_port_is_one_line(tmp_path, trained, capsys):
+    with running(PredictionService(open_served_model(trained["output"]).predictor)) as server:
+        port = str(server.server_address[1])
+        assert main(["serve", "--model", str(trained["output"]), "--port", port]) == 2
+    assert "cannot listen on 127.0.0.1:" in capsys.readouterr().err

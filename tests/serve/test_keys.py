@@ -1,0 +1,46 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from privml.serve import load_api_keys
+
+
+def test_a_key_file(tmp_path):
+    path = tmp_path / "keys.json"
+    path.write_text(json.dumps({"alpha-key": 10, "beta-key": 2.0}))
+    assert load_api_keys(path) == {"alpha-key": 10, "beta-key": 2}
+
+
+@pytest.mark.parametrize(
+    ("content", "error", "match"),
+    [
+        ("{not json", ValueError, "is not a JSON object of API keys"),
+        ("[]", ValueError, "must be a non-empty JSON object"),
+        ("{}", ValueError, "must be a non-empty JSON object"),
+        ('{"": 1}', ValueError, "non-empty visible ASCII"),
+        ('{"has space": 1}', ValueError, "non-empty visible ASCII"),
+        ('{"caf\\u00e9": 1}', ValueError, "non-empty visible ASCII"),
+        ('{"k": 0}', ValueError, "quota of a key must be >= 1"),
+        ('{"k": "ten"}', ValueError, "quota of a key must be an integer"),
+    ],
+)
+def test_bad_key_files(tmp_path, content, error, match):
+    path = tmp_path / "keys.json"
+    path.write_text(content)
+    with pytest.raises(error, match=match):
+        load_api_keys(path)
+
+
+def test_errors_never_echo_a_key(tmp_path):
+    path = tmp_path / "keys.json"
+    path.write_text('{"secret key": 1}')
+    with pytest.raises(ValueError) as info:
+        load_api_keys(path)
+    assert "secret" not in str(info.value)
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(FileNotFoundError, match="API key file not found"):
+        load_api_keys(tmp_path / "nope.json")

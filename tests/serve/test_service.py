@@ -1,0 +1,153 @@
+"""The service layer: order of checks, labels, keys (no HTTP)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import numpy as np
+import pytest
+
+from privml.ledger import MemoryLedger
+from privml.serve import PredictionService, RequestError, ServeLimits
+from tests.serve.helpers import BudgetedDouble
+
+
+def body(rows, probabilities=False) -> bytes:
+    return json.dumps({"rows": np.asarray(rows).tolist(), "probabilities": probabilities}).encode()
+
+
+def test_a_private_model_is_served_without_budget(private_model, rows):
+    service = PredictionService(private_model)
+    out = service.predict(body(rows[:5]))
+    assert out["labels"] == private_model.predict(rows[:5]).tolist()
+    assert service.budget() == {
+        "spent": 0,
+        "remaining": None,
+        "budget": None,
+        "epsilon": 1.0,
+        "delta": 0.0,
+        "neighbouring": "replace-one",
+    }
+
+
+def test_probabilities_and_labels_agree_and_cost_one_charge(rows):
+    double = BudgetedDouble(MemoryLedger(10))
+    service = PredictionService(double)
+    out = service.predict(body(rows[:3], probabilities=True))
+    proba = np.asarray(out["probabilities"])
+    assert proba.shape == (3, 2)
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0)
+    assert out["labels"] == np.argmax(proba, axis=1).tolist()
+    assert out["classes"] == [0, 1]
+    assert double.ledger_.spent == 3  # not 6: labels are read off the probabilities
+
+
+def test_wrong_width_is_422_and_spends_nothing(rows):
+    double = BudgetedDouble(MemoryLedger(10))
+    service = PredictionService(double)
+    with pytest.raises(RequestError, match="rows have 29 values; the model expects 30") as info:
+        service.predict(body(rows[:2, :29]))
+    assert info.value.status == 422
+    assert double.ledger_.spent == 0 and double.computed == 0
+
+
+def test_exhausted_budget_is_429(rows):
+    double = BudgetedDouble(MemoryLedger(3))
+    service = PredictionService(double)
+    service.predict(body(rows[:2]))
+    with pytest.raises(RequestError, match="budget exhausted") as info:
+        service.predict(body(rows[:2]))
+    assert info.value.status == 429
+    assert double.computed == 2
+
+
+def test_too_many_rows_per_request(rows):
+    double = BudgetedDouble(MemoryLedger(100))
+    service = PredictionService(double, limits=ServeLimits(max_rows=4))
+    with pytest.raises(RequestError, match="too many rows: 5 > 4"):
+        service.predict(body(rows[:5]))
+    assert double.ledger_.spent == 0
+
+
+def drop_last_column(X: np.ndarray) -> np.ndarray:
+    if X.shape[1] != 31:
+        raise ValueError("need 31 columns")
+    return X[:, :-1]
+
+
+def test_class_names_and_preprocessing(private_model, rows):
+    service = PredictionService(private_model, class_names=["malignant", "benign"], preprocess=drop_last_column)
+    padded = np.column_stack([rows[:4], np.zeros(4)])
+    out = service.predict(body(padded, probabilities=True))
+    expected = np.array(["malignant", "benign"])[private_model.predict(rows[:4])]
+    assert out["labels"] == expected.tolist()
+    assert out["classes"] == ["malignant", "benign"]
+    with pytest.raises(RequestError, match="do not fit the model's preprocessing: need 31 columns"):
+        service.predict(body(rows[:4]))
+    with pytest.raises(ValueError, match="class_names has 3 names for 2 classes"):
+        PredictionService(private_model, class_names=["a", "b", "c"])
+
+
+def test_api_keys_authenticate_and_get_quotas(rows):
+    ledger = MemoryLedger(100)
+    service = PredictionService(BudgetedDouble(ledger), api_keys={"alpha-key": 3})
+    assert service.requires_key
+    for header, match in [(None, "missing X-API-Key"), ("", "missing X-API-Key"), ("guess", "unknown API key")]:
+        with pytest.raises(RequestError, match=match) as info:
+            service.authenticate(header)
+        assert info.value.status == 401
+    key = service.authenticate("alpha-key")
+    service.predict(body(rows[:2]), key)
+    with pytest.raises(RequestError, match="quota of key") as info:
+        service.predict(body(rows[:2]), key)
+    assert info.value.status == 429
+    assert service.budget(key)["key"] == {"quota": 3, "spent": 2, "remaining": 1}
+    assert ledger.spent == 2
+
+
+def test_api_keys_need_a_budget(private_model):
+    with pytest.raises(ValueError, match="privately trained and has no budget"):
+        PredictionService(private_model, api_keys={"alpha-key": 3})
+
+
+def test_without_keys_the_header_is_ignored(rows):
+    service = PredictionService(BudgetedDouble(MemoryLedger(5)))
+    assert service.authenticate("anything") is None
+    assert not service.requires_key
+
+
+class BrokenLedger(MemoryLedger):
+    """A ledger whose store fails (a full disk, a dropped database connection)."""
+
+    def _try_spend(self, count, key):
+        raise sqlite3.OperationalError("disk I/O error")
+
+    def state(self, key=None):
+        raise sqlite3.OperationalError("disk I/O error")
+
+
+def test_a_failing_ledger_is_503_and_nothing_is_computed(rows):
+    double = BudgetedDouble(BrokenLedger(10))
+    service = PredictionService(double)
+    with pytest.raises(RequestError, match="ledger is unavailable; nothing was answered") as info:
+        service.predict(body(rows[:2]))
+    assert info.value.status == 503 and double.computed == 0
+    with pytest.raises(RequestError, match="ledger is unavailable") as info:
+        service.budget()
+    assert info.value.status == 503
+
+
+def test_values_that_overflow_the_preprocessing_are_422(private_model):
+    service = PredictionService(private_model, preprocess=lambda X: X * 1e300)
+    with pytest.raises(RequestError, match="too large for the model's preprocessing") as info:
+        service.predict(body(np.full((1, 30), 1e300)))
+    assert info.value.status == 422
+
+
+def test_only_classifiers_are_served():
+    class Regressor:
+        n_features_in_ = 3
+
+    with pytest.raises(ValueError, match="Regressor has no classes_: only classifiers can be served"):
+        PredictionService(Regressor())

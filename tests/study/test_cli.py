@@ -1,0 +1,111 @@
+"""`privml study`: list, run (preset, spec file, csv: data), report, recommend; JSON contract and errors."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import numpy as np
+import pytest
+
+from privml.cli.main import main
+
+SPEC = """
+name = "cli"
+dataset = "digits"
+methods = ["nonprivate", "output", "prediction-sensitivity"]
+repeats = 1
+public_size = 200
+selection = "public"
+
+[defaults]
+epsilon = 1.0
+delta = 0.0
+budget = 10
+n = 300
+d = 8
+
+[[sweeps]]
+name = "epsilon"
+parameter = "epsilon"
+values = [0.5, 20.0]
+"""
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    try:
+        code = main(list(argv))
+    except SystemExit as exc:
+        code = exc.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def run_json(capsys, *argv: str) -> dict:
+    code, out, err = run(capsys, *argv, "--json")
+    assert code == 0, err
+    lines = out.strip().splitlines()
+    assert len(lines) == 1, out
+    return json.loads(lines[0])
+
+
+def test_list_presets(capsys):
+    r = run_json(capsys, "study", "list")
+    names = {p["name"] for p in r["presets"]}
+    assert {"quick", "quick-ci", "paper-mnist-linear", "paper-cnn"} <= names
+    assert all(p["runs"] > 0 for p in r["presets"])
+
+
+def test_run_a_spec_file_then_report_and_recommend(capsys, tmp_path):
+    spec = tmp_path / "cli.toml"
+    spec.write_text(SPEC)
+    out = tmp_path / "out"
+    r = run_json(capsys, "study", "run", str(spec), "--out", str(out), "--no-progress")
+    assert r["study"] == "cli" and r["finished"] == r["planned"] == 5 and r["failed"] == 0
+    assert (out / "results.sqlite").is_file() and r["results"] == str(out / "results.sqlite")
+    assert r["report"] == str(out / "report" / "index.html")
+    # Resumed: nothing left to do.
+    again = run_json(capsys, "study", "run", str(spec), "--out", str(out), "--no-progress", "--no-report")
+    assert (again["skipped"], again["finished"], again["report"]) == (5, 0, None)
+
+    report = run_json(capsys, "study", "report", str(out / "results.sqlite"), "--out", str(tmp_path / "r"))
+    assert "<img" in (tmp_path / "r" / "index.html").read_text() and report["report"].endswith("index.html")
+
+    rec = run_json(capsys, "study", "recommend", str(out), "--epsilon", "15", "--budget", "10")
+    assert rec["method"] in ("output", "prediction-sensitivity")
+    assert rec["measured_setting"]["epsilon"] == 20.0
+    code, text, _ = run(capsys, "study", "recommend", str(out), "--epsilon", "0.5")
+    assert code == 0 and "best method" in text
+
+
+def test_run_on_a_user_csv(capsys, tmp_path):
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(600, 5))
+    y = (X[:, 0] + 0.5 * X[:, 1] > 0).astype(int)
+    path = tmp_path / "mine.csv"
+    with path.open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow([f"x{j}" for j in range(5)] + ["target"])
+        writer.writerows([[*map(float, row), int(t)] for row, t in zip(X, y)])
+    spec = tmp_path / "cli.toml"
+    spec.write_text(SPEC.replace("n = 300\nd = 8", "n = 300\nd = 4").replace('public_size = 200', 'public_size = 100'))
+    r = run_json(capsys, "study", "run", str(spec), "--out", str(tmp_path / "o"), "--dataset", f"csv:{path}",
+                 "--label-column", "target", "--no-progress")
+    assert r["dataset"] == f"csv:{path}" and r["failed"] == 0 and r["finished"] == 5
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["study", "run", "no-such-preset", "--out", "x"], "neither a preset"),
+        (["study", "run", "quick", "--out", "x", "--jobs", "0"], "--jobs must be >= 1"),
+        (["study", "run", "quick", "--out", "x", "--executor", "ray://h"], "unknown executor"),
+        (["study", "run", "quick", "--out", "x", "--label-column", "y"], "--label-column applies to"),
+        (["study", "report", "/nonexistent/results.sqlite", "--out", "x"], "does not exist"),
+        (["study", "run", "quick"], "the following arguments are required: --out"),
+    ],
+)
+def test_errors_are_one_line_with_status_2(capsys, argv, message):
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and out == ""
+    assert message in err and len(err.strip().splitlines()) == 1

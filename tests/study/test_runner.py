@@ -1,0 +1,118 @@
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from privml import __version__
+from privml.study import ResultStore, make_executor, plan, run_study, spec_from_dict
+from privml.study.executors import DaskExecutor, JoblibExecutor, SerialExecutor
+
+from .conftest import tiny_spec_dict
+
+
+def small_spec(**changes):
+    raw = tiny_spec_dict(methods=["output", "objective"], repeats=1,
+                         sweeps=[{"name": "epsilon", "parameter": "epsilon", "values": [0.5, 5.0]}])
+    raw.update(changes)
+    return spec_from_dict(raw)
+
+
+def test_store_has_one_row_per_run_with_everything(tiny_study):
+    spec, outcome, _ = tiny_study
+    assert outcome.failed == 0 and outcome.finished == outcome.planned
+    rows = ResultStore(outcome.results).records()
+    assert len(rows) == outcome.planned
+    row = rows[0]
+    for column in ("spec_hash", "method", "params", "seed", "accuracy", "epsilon", "delta", "train_seconds",
+                   "predict_seconds", "version", "status"):
+        assert row[column] is not None, column
+    assert row["version"] == __version__ and row["status"] == "ok"
+    assert row["selection"]["mode"] == "public"
+    # The store is plain SQLite: readable without privml.
+    with sqlite3.connect(outcome.results) as db:
+        assert db.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == outcome.planned
+
+
+def test_rerun_skips_finished_runs(tmp_path):
+    spec = small_spec()
+    first = run_study(spec, tmp_path, progress=False, report=False)
+    assert first.finished == first.planned == 4 and first.skipped == 0
+    again = run_study(spec, tmp_path, progress=False, report=False)
+    assert (again.skipped, again.finished, again.failed) == (4, 0, 0)
+    # A new point in the same store runs only what is new.
+    wider = small_spec(sweeps=[{"name": "epsilon", "parameter": "epsilon", "values": [0.5, 5.0, 50.0]}])
+    more = run_study(wider, tmp_path, progress=False, report=False)
+    assert (more.skipped, more.finished) == (4, 2)
+
+
+def test_failed_runs_are_stored_with_their_error_and_retried(tmp_path):
+    spec = small_spec(defaults={"epsilon": 1.0, "delta": 0.0, "budget": 1, "n": 100_000, "d": 10})
+    outcome = run_study(spec, tmp_path, progress=False, report=False)
+    assert outcome.failed == outcome.planned and outcome.finished == 0
+    errors = ResultStore(outcome.results).records(status="error")
+    assert "n = 100000 training records requested" in errors[0]["error"]
+    retry = run_study(spec, tmp_path, progress=False, report=False)
+    assert retry.skipped == 0 and retry.failed == outcome.planned
+
+
+def test_parallel_workers_give_the_same_results_as_serial(tmp_path):
+    spec = small_spec()
+    serial = run_study(spec, tmp_path / "serial", jobs=1, progress=False, report=False)
+    parallel = run_study(spec, tmp_path / "parallel", jobs=2, progress=False, report=False)
+    assert parallel.executor == "joblib, 2 workers"
+
+    def accuracies(outcome):
+        return {r["key"]: r["accuracy"] for r in ResultStore(outcome.results).records()}
+
+    assert accuracies(serial) == accuracies(parallel)
+
+
+def test_dask_executor_runs_a_study_on_a_local_cluster(tmp_path):
+    distributed = pytest.importorskip("distributed")
+    spec = small_spec()
+    # Threads in this process, but a real TCP scheduler: the address is what --executor dask://HOST:PORT takes.
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False, protocol="tcp",
+                                  dashboard_address=None) as cluster:
+        address = cluster.scheduler_address.replace("tcp://", "dask://")
+        outcome = run_study(spec, tmp_path, executor=address, progress=False, report=False)
+        assert outcome.executor == f"dask at {address}"
+        assert outcome.finished == outcome.planned == 4
+        with distributed.Client(cluster) as client:
+            resumed = run_study(small_spec(repeats=2), tmp_path, executor=DaskExecutor(client), progress=False,
+                                report=False)
+    assert (resumed.skipped, resumed.finished) == (4, 4)
+
+
+def test_make_executor():
+    assert isinstance(make_executor(None, jobs=1), SerialExecutor)
+    assert isinstance(make_executor("local", jobs=3), JoblibExecutor)
+    assert isinstance(make_executor("dask://127.0.0.1:8786"), DaskExecutor)
+    with pytest.raises(ValueError, match="unknown executor 'ray://x'"):
+        make_executor("ray://x")
+    with pytest.raises(ValueError, match="--jobs must be >= 1"):
+        make_executor(None, jobs=0)
+    with pytest.raises(ValueError, match="names no scheduler"):
+        make_executor("dask://")
+
+
+def test_plan_of_a_study_with_an_unavailable_method_notes_it(monkeypatch):
+    from privml.study import methods
+
+    ghost = methods.Method("ghost", "a future method", "prediction", "privml.not_there:Ghost",
+                           ("epsilon", "delta", "budget"), {}, True, lambda p, k, s, shape: {})
+    monkeypatch.setitem(methods.METHODS, "ghost", ghost)
+    spec = small_spec(methods=["output", "ghost"])
+    jobs, notes = plan(spec)
+    assert {j.method for j in jobs} == {"output"}
+    assert any("'ghost'" in n and "privml.not_there" in n and "runs the available methods" in n for n in notes)
+
+
+@pytest.mark.slow
+def test_quick_ci_preset_runs_end_to_end(tmp_path):
+    from privml.study import load_preset
+
+    outcome = run_study(load_preset("quick-ci"), tmp_path, jobs=2, progress=False)
+    assert outcome.failed == 0 and outcome.finished == outcome.planned
+    page = outcome.report.read_text()
+    assert page.count("data:image/png;base64,") == len(load_preset("quick-ci").sweeps)

@@ -1,0 +1,118 @@
+from __future__ import annotations
+
+import pytest
+
+from privml.study import load_preset, load_spec, plan, preset_names, spec_from_dict
+from privml.study.spec import job_key, seed_of
+
+from .conftest import tiny_spec_dict
+
+
+def test_presets_load_and_plan():
+    assert {"quick", "quick-ci", "paper-mnist-linear", "paper-cnn"} <= set(preset_names())
+    for name in preset_names():
+        spec = load_preset(name)
+        jobs, _ = plan(spec)
+        assert jobs, name
+        assert len({j.key for j in jobs}) == len(jobs)
+
+
+def test_paper_preset_reproduces_figures_1_to_6_at_10_repeats():
+    spec = load_preset("paper-mnist-linear")
+    assert spec.repeats == 10
+    assert {s.parameter for s in spec.sweeps} == {"epsilon", "budget", "delta", "n", "d", "k", "l2", "m"}
+    assert {"prediction-sensitivity", "subsample-aggregate", "output", "objective", "dpsgd"} <= set(spec.methods)
+
+
+def test_unknown_preset_is_one_line_error():
+    with pytest.raises(ValueError, match="unknown study preset 'nope'; presets are"):
+        load_preset("nope")
+
+
+def test_private_training_runs_are_shared_across_budgets():
+    # B does not enter private training: one run per (epsilon, repeat) serves every budget.
+    spec = spec_from_dict(tiny_spec_dict())
+    jobs, _ = plan(spec)
+    output_jobs = [j for j in jobs if j.method == "output"]
+    assert all("budget" not in j.params for j in output_jobs)
+    # epsilon sweep (2 values) + budget sweep (the default epsilon = 1) = 3 settings x 2 repeats
+    assert len(output_jobs) == 6
+    prediction_jobs = [j for j in jobs if j.method == "prediction-sensitivity"]
+    assert len(prediction_jobs) == 8  # 2 epsilons + 2 budgets, all at distinct (epsilon, B)
+    shared = [j for j in output_jobs if j.params["epsilon"] == 1.0]
+    assert all(set(j.sweeps) == {"budget"} for j in shared)
+
+
+def test_methods_needing_delta_are_left_out_at_delta_zero_with_a_note():
+    spec = spec_from_dict(tiny_spec_dict(methods=["output", "dpsgd"]))
+    jobs, notes = plan(spec)
+    assert {j.method for j in jobs} == {"output"}
+    assert any("DP-SGD needs delta > 0" in n for n in notes)
+
+
+def test_seeds_are_shared_by_methods_and_differ_by_repeat():
+    spec = spec_from_dict(tiny_spec_dict())
+    assert seed_of(spec, 0) != seed_of(spec, 1)
+    jobs, _ = plan(spec)
+    assert {j.seed for j in jobs} == {seed_of(spec, 0), seed_of(spec, 1)}
+
+
+def test_job_key_changes_with_anything_that_changes_the_result():
+    spec = spec_from_dict(tiny_spec_dict())
+    base = job_key(spec, "output", {"epsilon": 1.0}, 1)
+    assert job_key(spec, "output", {"epsilon": 1.0}, 1) == base
+    assert job_key(spec, "output", {"epsilon": 2.0}, 1) != base
+    assert job_key(spec, "output", {"epsilon": 1.0}, 2) != base
+    assert job_key(spec.with_overrides(selection="validation"), "output", {"epsilon": 1.0}, 1) != base
+    assert job_key(spec.with_overrides(dataset="iris"), "output", {"epsilon": 1.0}, 1) != base
+
+
+def test_toml_and_yaml_specs_agree(tmp_path):
+    import yaml
+
+    toml = tmp_path / "s.toml"
+    toml.write_text(
+        'name = "t"\ndataset = "digits"\nmethods = ["output"]\n[defaults]\nepsilon = 1.0\ndelta = 0.0\nbudget = 5\n'
+        '[[sweeps]]\nname = "e"\nparameter = "epsilon"\nvalues = [0.5, 2.0]\n'
+    )
+    yml = tmp_path / "s.yaml"
+    yml.write_text(yaml.safe_dump({"name": "t", "dataset": "digits", "methods": ["output"],
+                                   "defaults": {"epsilon": 1.0, "delta": 0.0, "budget": 5},
+                                   "sweeps": [{"name": "e", "parameter": "epsilon", "values": [0.5, 2.0]}]}))
+    assert load_spec(toml).spec_hash == load_spec(yml).spec_hash
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"methods": ["output", "magic"]}, "unknown method 'magic'"),
+        ({"colour": "red"}, "unknown study field 'colour'"),
+        ({"repeats": 0}, "repeats must be a positive integer"),
+        ({"defaults": {"epsilon": -1.0, "delta": 0.0, "budget": 1}}, "epsilon must be > 0"),
+        ({"defaults": {"epsilon": 1.0, "delta": 1.5, "budget": 1}}, r"delta must be in \[0, 1\)"),
+        ({"defaults": {"epsilon": 1.0, "delta": 0.0, "budget": 2.5}}, "budget must be a positive integer"),
+        ({"sweeps": [{"parameter": "colour", "values": [1]}]}, "parameter must be one of"),
+        ({"sweeps": [{"parameter": "epsilon", "values": []}]}, "values must not be empty"),
+        ({"selection": {"mode": "magic"}}, "selection.mode must be one of"),
+        ({"public_size": 0}, "public_size must be"),
+        ({"defaults": {"epsilon": 1.0, "delta": 0.0}}, "sweep 'epsilon' leaves budget unset"),
+    ],
+)
+def test_invalid_specs_are_refused_naming_the_field(change, message):
+    with pytest.raises(ValueError, match=message) as info:
+        spec_from_dict(tiny_spec_dict(**change))
+    assert "\n" not in str(info.value)
+
+
+def test_bad_toml_file_is_one_line_error(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("name = \n")
+    with pytest.raises(ValueError, match="bad.toml: not valid TOML"):
+        load_spec(bad)
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        load_spec(tmp_path / "missing.toml")
+
+
+def test_none_setting_means_unset_in_toml():
+    spec = spec_from_dict(tiny_spec_dict(defaults={"epsilon": 1.0, "delta": 0.0, "budget": 1, "n": "none"}))
+    assert spec.defaults["n"] is None

@@ -1,0 +1,70 @@
+"""``privml train --method dpsgd-cnn``: JSON output, guarantee, progress with epsilon, model file."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from privml.cli.main import main  # noqa: E402
+from privml.data import DatasetNotAvailable, load_dataset  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def mnist_available() -> None:
+    try:
+        load_dataset("mnist", preprocess=False, max_train=10, random_state=0)
+    except DatasetNotAvailable:
+        pytest.skip("MNIST is not in the privml cache (python -m privml.data.fetch mnist)")
+
+
+def test_train_dpsgd_cnn_json(mnist_available, capsys, tmp_path):
+    out = tmp_path / "cnn.npz"
+    argv = ["train", "--method", "dpsgd-cnn", "--dataset", "mnist", "--epsilon", "2", "--max-train", "600",
+            "--epochs", "1", "--batch-size", "100", "--seed", "0", "--threads", "1", "--out", str(out), "--json"]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    result = json.loads(captured.out)
+    assert result["method"] == "dpsgd-cnn" and result["n_train"] == 600 and result["n_test"] == 10000
+    assert 0 < result["epsilon"] <= 2.0 and result["neighbouring"] == "add/remove-one"
+    assert result["steps"] == 6 and result["expected_batch_size"] == 100
+    assert 0.0 <= result["test_accuracy"] <= 1.0
+    assert "eps=" in captured.err  # the progress bar reports the epsilon spent
+    assert out.exists()
+
+
+def test_dpsgd_cnn_rejects_tabular_data_and_missing_epsilon(capsys):
+    assert main(["train", "--method", "dpsgd-cnn", "--dataset", "adult", "--epsilon", "1"]) != 0
+    assert "mnist" in capsys.readouterr().err
+    assert main(["train", "--method", "dpsgd-cnn", "--dataset", "mnist"]) != 0
+    assert "--epsilon" in capsys.readouterr().err
+
+
+def test_core_cli_does_not_import_torch():
+    # privml.cli must stay importable without torch: only the dpsgd-cnn branch imports it.
+    import subprocess
+
+    code = "import sys, privml, privml.cli.main, privml.io; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
+
+
+def test_cnn_options_are_refused_for_linear_methods(capsys):
+    assert main(["train", "--method", "dpsgd", "--dataset", "iris", "--epsilon", "1", "--epochs", "3"]) != 0
+    assert "--epochs apply to --method dpsgd-cnn only" in capsys.readouterr().err
+
+
+def test_fashion_mnist_images_have_coded_labels():
+    from privml.torch.data import load_images
+
+    try:
+        data = load_images("fashion-mnist", max_train=50, random_state=0)
+    except DatasetNotAvailable:
+        pytest.skip("Fashion-MNIST is not in the privml cache")
+    assert data.classes == tuple(range(10)) and data.class_names[9] == "Ankle boot"
+    assert data.X_train.shape == (50, 1, 28, 28) and set(data.y_train.tolist()) <= set(data.classes)
+    # Standardised by the published constants, not by statistics of these records.
+    assert abs(float(data.X_test.mean())) < 0.1 and abs(float(data.X_test.std()) - 1) < 0.1

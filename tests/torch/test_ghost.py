@@ -1,0 +1,111 @@
+"""Ghost clipping: norms and clipped sums equal those from materialised per-example gradients."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from torch import nn  # noqa: E402
+
+from privml.torch import (  # noqa: E402
+    GroupNormResNet,
+    TramerBonehCNN,
+    cross_entropy_per_example,
+    ghost_clipped_sum,
+    per_example_gradients,
+    vmap_clipped_sum,
+)
+from privml.torch.ghost.base import outer_product_norms  # noqa: E402
+from privml.torch.per_sample import flat_norms  # noqa: E402
+from tests.torch._models import LAYER_KINDS, single_layer  # noqa: E402
+
+
+def assert_ghost_matches(model, x, y, clip_norm):
+    ghost_sums, ghost_norms = ghost_clipped_sum(model, cross_entropy_per_example, x, y, clip_norm)
+    vmap_sums, _ = vmap_clipped_sum(model, cross_entropy_per_example, x, y, clip_norm)
+    truth = flat_norms(per_example_gradients(model, cross_entropy_per_example, x, y))
+    torch.testing.assert_close(ghost_norms, truth, rtol=1e-10, atol=1e-12)
+    assert set(ghost_sums) == set(vmap_sums)
+    for name, value in vmap_sums.items():
+        torch.testing.assert_close(ghost_sums[name], value, rtol=1e-9, atol=1e-12)
+    return truth
+
+
+@pytest.mark.parametrize("kind", LAYER_KINDS)
+def test_ghost_norms_and_sums_match_materialised(kind):
+    model, x, y = single_layer(kind)
+    norms = assert_ghost_matches(model, x, y, clip_norm=0.05)
+    # The clip binds for some examples and not others only if C sits inside the range of norms;
+    # at C = 0.05 it binds everywhere, so check a C in the middle too.
+    assert_ghost_matches(model, x, y, clip_norm=float(norms.median()))
+
+
+def test_ghost_on_whole_models():
+    torch.manual_seed(3)
+    cnn = TramerBonehCNN().double()
+    assert_ghost_matches(cnn, torch.randn(5, 1, 28, 28, dtype=torch.float64), torch.tensor([0, 1, 2, 3, 4]), 0.1)
+    resnet = GroupNormResNet(width=4, groups=2).double()
+    assert_ghost_matches(resnet, torch.randn(4, 1, 12, 12, dtype=torch.float64), torch.tensor([5, 6, 7, 8]), 0.1)
+
+
+@pytest.mark.parametrize("steps,d,p", [(1, 4, 3), (2, 50, 40), (30, 3, 2)])
+def test_both_ghost_formulas_are_exact(steps, d, p):
+    # (2, 50, 40) takes the Gram-trace branch, (30, 3, 2) the materialising one.
+    torch.manual_seed(4)
+    a = torch.randn(5, steps, d, dtype=torch.float64)
+    g = torch.randn(5, steps, p, dtype=torch.float64)
+    truth = torch.einsum("btp,btd->bpd", g, a).square().sum((1, 2))
+    torch.testing.assert_close(outer_product_norms(a, g), truth)
+
+
+def test_unsupported_layer_is_rejected_with_a_pointer_to_vmap():
+    class Scale(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.s = nn.Parameter(torch.ones(3))
+
+        def forward(self, x):
+            return x * self.s
+
+    model = nn.Sequential(nn.Linear(4, 3), Scale())
+    with pytest.raises(ValueError, match="mode='vmap'"):
+        ghost_clipped_sum(model, cross_entropy_per_example, torch.randn(2, 4), torch.tensor([0, 1]), 1.0)
+
+
+def test_shared_layer_is_rejected():
+    layer = nn.Linear(3, 3)
+
+    class Twice(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layer = layer
+
+        def forward(self, x):
+            return self.layer(torch.tanh(self.layer(x)))
+
+    with pytest.raises(ValueError, match="more than once"):
+        ghost_clipped_sum(Twice(), cross_entropy_per_example, torch.randn(2, 3), torch.tensor([0, 1]), 1.0)
+
+
+def test_grouped_convolution_is_rejected():
+    model = nn.Sequential(nn.Conv2d(2, 2, 3, groups=2), nn.Flatten())
+    with pytest.raises(ValueError, match="groups=1"):
+        ghost_clipped_sum(model, cross_entropy_per_example, torch.randn(2, 2, 3, 3), torch.tensor([0, 1]), 1.0)
+
+
+def test_batch_averaged_loss_is_rejected():
+    model = nn.Sequential(nn.Linear(3, 2))
+    mean_loss = lambda out, y: nn.functional.cross_entropy(out, y)  # noqa: E731
+    with pytest.raises(ValueError, match="one loss per example"):
+        ghost_clipped_sum(model, mean_loss, torch.randn(4, 3), torch.tensor([0, 1, 0, 1]), 1.0)
+
+
+def test_in_place_activation_after_a_layer_is_refused():
+    # ReLU(inplace=True) rewrites the Linear output: its recorded gradient would be the ReLU's.
+    model = nn.Sequential(nn.Linear(4, 5), nn.ReLU(inplace=True), nn.Linear(5, 2))
+    with pytest.raises(ValueError, match="in place"):
+        ghost_clipped_sum(model, cross_entropy_per_example, torch.randn(3, 4), torch.tensor([0, 1, 0]), 1.0)
+    model[1].inplace = False
+    sums, norms = ghost_clipped_sum(model, cross_entropy_per_example, torch.randn(3, 4), torch.tensor([0, 1, 0]), 1.0)
+    assert norms.shape == (3,)

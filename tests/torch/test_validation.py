@@ -1,0 +1,61 @@
+"""The validator rejects layers that mix examples and the fix makes the model trainable."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from torch import nn  # noqa: E402
+
+from privml.torch import DPSGD, UnsupportedModuleError, find_problems, fix_model, validate_model  # noqa: E402
+
+
+def batchnorm_model() -> nn.Module:
+    return nn.Sequential(
+        nn.Conv2d(1, 6, 3), nn.BatchNorm2d(6), nn.Tanh(), nn.Flatten(), nn.Linear(6 * 4 * 4, 8), nn.BatchNorm1d(8),
+        nn.Linear(8, 3),
+    )
+
+
+def test_batchnorm_is_rejected_with_the_fix_named():
+    model = batchnorm_model()
+    with pytest.raises(UnsupportedModuleError, match="fix_model") as info:
+        validate_model(model)
+    assert len(info.value.problems) == 2
+    assert "BatchNorm2d" in info.value.problems[0] and "mixes examples" in info.value.problems[0]
+
+
+def test_dpsgd_refuses_a_batchnorm_model():
+    model = batchnorm_model()
+    with pytest.raises(UnsupportedModuleError):
+        DPSGD(model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1), n_samples=10, clip_norm=1.0,
+              sample_rate=0.5, steps=1, noise_multiplier=1.0)
+
+
+def test_instance_norm_with_running_stats_is_rejected():
+    assert find_problems(nn.Sequential(nn.InstanceNorm2d(3, track_running_stats=True)))
+    assert not find_problems(nn.Sequential(nn.InstanceNorm2d(3)))
+
+
+def test_fix_replaces_batchnorm_by_groupnorm_and_trains():
+    model = fix_model(batchnorm_model(), groups=4)
+    assert validate_model(model) is model
+    norms = [m for m in model.modules() if isinstance(m, nn.GroupNorm)]
+    assert [(m.num_groups, m.num_channels) for m in norms] == [(3, 6), (4, 8)]  # largest divisor <= 4
+    assert not any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules())
+    engine = DPSGD(model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1), n_samples=8, clip_norm=1.0,
+                   sample_rate=0.5, steps=1, noise_multiplier=1.0, seed=0)
+    assert engine.mode == "ghost"
+    engine.step(torch.randn(4, 1, 6, 6), torch.tensor([0, 1, 2, 0]))
+    assert engine.steps_taken == 1
+
+
+def test_fix_of_a_bare_batchnorm_returns_its_replacement():
+    fixed = fix_model(nn.BatchNorm2d(64))
+    assert isinstance(fixed, nn.GroupNorm) and fixed.num_groups == 32
+
+
+def test_fix_rejects_a_bad_group_count():
+    with pytest.raises(ValueError, match="groups"):
+        fix_model(nn.BatchNorm2d(4), groups=0)
