@@ -8,24 +8,7 @@ import sys
 
 import pytest
 
-from privml.cli.main import main
-
-
-def run(capsys, *argv: str) -> tuple[int, str, str]:
-    try:
-        code = main(list(argv))
-    except SystemExit as exc:  # argparse errors exit through SystemExit
-        code = exc.code
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def run_json(capsys, *argv: str) -> dict:
-    code, out, err = run(capsys, *argv, "--json")
-    assert code == 0, err
-    lines = out.strip().splitlines()
-    assert len(lines) == 1, "stdout must carry exactly one JSON object"
-    return json.loads(lines[0])
+from tests.cli_runner import run, run_json
 
 
 MNIST = ("--sample-rate", str(256 / 60000), "--steps", "14040", "--delta", "1e-5")

@@ -6,18 +6,9 @@ import json
 
 import pytest
 
-from privml.cli.main import main
+from tests.cli_runner import run
 
 KEYS = {"claimed_epsilon", "epsilon_lower_bound", "confidence", "auc", "membership_auc", "membership_advantage"}
-
-
-def run(capsys, *argv: str) -> tuple[int, str, str]:
-    try:
-        code = main(list(argv))
-    except SystemExit as exc:
-        code = exc.code
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_audit_prints_one_json_object(capsys):

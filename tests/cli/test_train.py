@@ -3,33 +3,15 @@
 from __future__ import annotations
 
 import csv
-import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from privml.cli.main import main
 from privml.data import load_dataset
+from tests.cli_runner import run, run_json
 
 KEYS = {"method", "dataset", "n_train", "n_test", "test_accuracy", "epsilon", "delta", "train_seconds"}
-
-
-def run(capsys, *argv: str) -> tuple[int, str, str]:
-    try:
-        code = main(list(argv))
-    except SystemExit as exc:
-        code = exc.code
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def run_json(capsys, *argv: str) -> dict:
-    code, out, err = run(capsys, *argv, "--json")
-    assert code == 0, err
-    lines = out.strip().splitlines()
-    assert len(lines) == 1, out
-    return json.loads(lines[0])
 
 
 @pytest.mark.parametrize("method", ["output", "objective", "dpsgd", "dpcd"])

@@ -4,28 +4,15 @@ and one-line errors with exit status 2."""
 from __future__ import annotations
 
 import builtins
-import json
 
 import pytest
 
-from privml.cli.main import main
-
-
-def run(capsys, *argv: str) -> tuple[int, str, str]:
-    try:
-        code = main(list(argv))
-    except SystemExit as exc:
-        code = exc.code
-    out, err = capsys.readouterr()
-    return code, out, err
+from tests.cli_runner import run
+from tests.cli_runner import run_json as _run_json
 
 
 def run_json(capsys, *argv: str) -> dict:
-    code, out, err = run(capsys, "select", *argv, "--json")
-    assert code == 0, err
-    lines = out.strip().splitlines()
-    assert len(lines) == 1, out
-    return json.loads(lines[0])
+    return _run_json(capsys, "select", *argv)
 
 
 DIGITS = ("--dataset", "digits", "--method", "output", "--seed", "0", "--at-epsilon", "0.5", "--l2", "0.02")

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import csv
-import json
 
 import numpy as np
 import pytest
 
-from privml.cli.main import main
+from tests.cli_runner import run, run_json
 
 SPEC = """
 name = "cli"
@@ -30,23 +29,6 @@ name = "epsilon"
 parameter = "epsilon"
 values = [0.5, 20.0]
 """
-
-
-def run(capsys, *argv: str) -> tuple[int, str, str]:
-    try:
-        code = main(list(argv))
-    except SystemExit as exc:
-        code = exc.code
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def run_json(capsys, *argv: str) -> dict:
-    code, out, err = run(capsys, *argv, "--json")
-    assert code == 0, err
-    lines = out.strip().splitlines()
-    assert len(lines) == 1, out
-    return json.loads(lines[0])
 
 
 def test_list_presets(capsys):

@@ -16,36 +16,14 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from privml._validation import check_count
-from privml.ledger.base import (
-    BudgetLedger,
-    LedgerState,
-    canonical_context,
-    check_binding,
-    key_digest,
-    key_label,
-    refusal_message,
-)
+from privml.ledger.base import canonical_context, check_binding, key_digest, key_label, refusal_message
+from privml.ledger.sql import SELECT_BINDING, SELECT_BUDGET, SELECT_KEY, SQLLedger, check_ledger_name, schema_statements
 
 __all__ = ["PostgresLedger"]
 
 # Serialises schema creation between processes: concurrent CREATE TABLE IF NOT
 # EXISTS can otherwise fail on PostgreSQL's catalog unique index.
 _SCHEMA_LOCK_ID = 0x70726976  # "priv"
-_SCHEMA = (
-    """CREATE TABLE IF NOT EXISTS privml_budgets (
-        name TEXT PRIMARY KEY,
-        budget BIGINT NOT NULL CHECK (budget >= 1),
-        context TEXT NOT NULL,
-        spent BIGINT NOT NULL DEFAULT 0 CHECK (spent >= 0 AND spent <= budget)
-    )""",
-    """CREATE TABLE IF NOT EXISTS privml_keys (
-        budget_name TEXT NOT NULL REFERENCES privml_budgets(name),
-        key_sha256 TEXT NOT NULL,
-        quota BIGINT NOT NULL CHECK (quota >= 1),
-        spent BIGINT NOT NULL DEFAULT 0 CHECK (spent >= 0),
-        PRIMARY KEY (budget_name, key_sha256)
-    )""",
-)
 
 T = TypeVar("T")
 
@@ -60,7 +38,7 @@ def _redact(url: str) -> str:
     return url
 
 
-class PostgresLedger(BudgetLedger):
+class PostgresLedger(SQLLedger):
     """A persistent ledger in the PostgreSQL database at ``url``.
 
     Parameters
@@ -74,6 +52,8 @@ class PostgresLedger(BudgetLedger):
     connect_timeout:
         Seconds to wait for the server when connecting.
     """
+
+    placeholder = "%s"
 
     def __init__(
         self,
@@ -90,11 +70,9 @@ class PostgresLedger(BudgetLedger):
             raise ValueError("the PostgreSQL ledger needs psycopg 3: pip install 'privml[postgres]'") from None
         if not isinstance(url, str) or not url.startswith(("postgresql://", "postgres://")):
             raise ValueError(f"url must start with postgresql://, got {url!r}")
-        if not isinstance(name, str) or not name:
-            raise ValueError(f"name must be a non-empty string, got {name!r}")
         self.url = _redact(url)
         self.budget = check_count(budget, "budget")
-        self.name = name
+        self.name = check_ledger_name(name)
         self.context = canonical_context(context)
         self._psycopg = psycopg
         self._dsn = url
@@ -132,30 +110,27 @@ class PostgresLedger(BudgetLedger):
 
     def _bind(self, cur: Any) -> None:
         cur.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK_ID,))
-        for statement in _SCHEMA:
+        for statement in schema_statements("BIGINT"):
             cur.execute(statement)
         cur.execute(
             "INSERT INTO privml_budgets (name, budget, context, spent) VALUES (%s, %s, %s, 0) "
             "ON CONFLICT (name) DO NOTHING",
             (self.name, self.budget, self.context),
         )
-        cur.execute("SELECT budget, context FROM privml_budgets WHERE name = %s", (self.name,))
+        cur.execute(self._sql(SELECT_BINDING), (self.name,))
         check_binding(self.url, self.name, cur.fetchone(), self.budget, self.context)
 
     def _try_spend(self, count: int, key: str | None) -> str | None:
         def body(cur: Any) -> str | None:
             # Row locks, budget row first: every spend takes them in the same
             # order, so concurrent spends queue instead of deadlocking.
-            cur.execute("SELECT budget, spent FROM privml_budgets WHERE name = %s FOR UPDATE", (self.name,))
+            cur.execute(self._sql(SELECT_BUDGET) + " FOR UPDATE", (self.name,))
             budget, spent = cur.fetchone()
             if spent + count > budget:
                 return refusal_message(budget, spent, count)
             if key is not None:
                 digest = key_digest(key)
-                cur.execute(
-                    "SELECT quota, spent FROM privml_keys WHERE budget_name = %s AND key_sha256 = %s FOR UPDATE",
-                    (self.name, digest),
-                )
+                cur.execute(self._sql(SELECT_KEY) + " FOR UPDATE", (self.name, digest))
                 row = cur.fetchone()
                 if row is None:
                     return f"unknown API key ({key_label(key)}): it has no quota"
@@ -168,48 +143,6 @@ class PostgresLedger(BudgetLedger):
                 )
             cur.execute("UPDATE privml_budgets SET spent = spent + %s WHERE name = %s", (count, self.name))
             return None
-
-        return self._transaction(body)
-
-    def state(self, key: str | None = None) -> LedgerState:
-        def body(cur: Any) -> LedgerState:
-            if key is None:
-                cur.execute("SELECT budget, spent FROM privml_budgets WHERE name = %s", (self.name,))
-                return LedgerState(*cur.fetchone())
-            cur.execute(
-                "SELECT quota, spent FROM privml_keys WHERE budget_name = %s AND key_sha256 = %s",
-                (self.name, key_digest(key)),
-            )
-            row = cur.fetchone()
-            if row is None:
-                raise KeyError(f"unknown API key ({key_label(key)})")
-            return LedgerState(*row)
-
-        return self._transaction(body)
-
-    def set_quota(self, key: str, quota: int) -> None:
-        """Give ``key`` a quota of ``quota`` answers; what it already spent is kept."""
-        quota = check_count(quota, "quota")
-        digest = key_digest(key)
-
-        def body(cur: Any) -> None:
-            cur.execute(
-                "INSERT INTO privml_keys (budget_name, key_sha256, quota, spent) VALUES (%s, %s, %s, 0) "
-                "ON CONFLICT (budget_name, key_sha256) DO UPDATE SET quota = EXCLUDED.quota",
-                (self.name, digest, quota),
-            )
-
-        self._transaction(body)
-
-    def keys(self) -> dict[str, LedgerState]:
-        """Every key with a quota, by SHA-256 digest (raw keys are never stored)."""
-
-        def body(cur: Any) -> dict[str, LedgerState]:
-            cur.execute(
-                "SELECT key_sha256, quota, spent FROM privml_keys WHERE budget_name = %s ORDER BY key_sha256",
-                (self.name,),
-            )
-            return {digest: LedgerState(quota, spent) for digest, quota, spent in cur.fetchall()}
 
         return self._transaction(body)
 

@@ -27,35 +27,19 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from privml._validation import check_count, check_positive
-from privml.ledger.base import (
-    BudgetLedger,
-    LedgerState,
-    canonical_context,
-    check_binding,
-    key_digest,
-    key_label,
-    refusal_message,
+from privml.ledger.base import canonical_context, check_binding, key_digest, key_label, refusal_message
+from privml.ledger.sql import (
+    SELECT_BINDING,
+    SELECT_BUDGET,
+    SELECT_KEY,
+    SQLLedger,
+    check_ledger_name,
+    schema_statements,
 )
 
 __all__ = ["SQLiteLedger"]
 
 SCHEMA_VERSION = 1
-_SCHEMA = (
-    """CREATE TABLE IF NOT EXISTS privml_budgets (
-        name TEXT PRIMARY KEY,
-        budget INTEGER NOT NULL CHECK (budget >= 1),
-        context TEXT NOT NULL,
-        spent INTEGER NOT NULL DEFAULT 0 CHECK (spent >= 0 AND spent <= budget)
-    )""",
-    """CREATE TABLE IF NOT EXISTS privml_keys (
-        budget_name TEXT NOT NULL REFERENCES privml_budgets(name),
-        key_sha256 TEXT NOT NULL,
-        quota INTEGER NOT NULL CHECK (quota >= 1),
-        spent INTEGER NOT NULL DEFAULT 0 CHECK (spent >= 0),
-        PRIMARY KEY (budget_name, key_sha256)
-    )""",
-)
-
 T = TypeVar("T")
 
 
@@ -116,7 +100,7 @@ class _GroupCommit:
 
 
 
-class SQLiteLedger(BudgetLedger):
+class SQLiteLedger(SQLLedger):
     """A persistent ledger in the SQLite file ``path`` (created if missing).
 
     Parameters
@@ -162,11 +146,9 @@ class SQLiteLedger(BudgetLedger):
         timeout: float = 30.0,
         retries: int = 5,
     ) -> None:
-        if not isinstance(name, str) or not name:
-            raise ValueError(f"name must be a non-empty string, got {name!r}")
         self.path = Path(path)
         self.budget = check_count(budget, "budget")
-        self.name = name
+        self.name = check_ledger_name(name)
         self.context = canonical_context(context)
         self.timeout = check_positive(timeout, "timeout")
         self.retries = check_count(retries, "retries", minimum=0)
@@ -191,7 +173,7 @@ class SQLiteLedger(BudgetLedger):
             # is never released on the strength of a charge a crash could undo.
             self._conn.execute("PRAGMA synchronous=FULL")
             self._conn.execute("PRAGMA foreign_keys=ON")
-            self._retrying(self._bind)
+            self._transaction(self._bind)
         except sqlite3.DatabaseError as exc:
             self.close()
             raise ValueError(f"{self.path} is not a usable privml ledger: {exc}") from None
@@ -206,7 +188,7 @@ class SQLiteLedger(BudgetLedger):
             raise ValueError(f"ledger {self.path} is closed")
         return self._conn
 
-    def _retrying(self, body: Callable[[sqlite3.Connection], T]) -> T:
+    def _transaction(self, body: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``body`` in one ``BEGIN IMMEDIATE`` transaction, retrying when
         the database stays locked by another process past the busy timeout."""
         for attempt in range(self.retries + 1):
@@ -234,10 +216,10 @@ class SQLiteLedger(BudgetLedger):
         version = conn.execute("PRAGMA user_version").fetchone()[0]
         if version not in (0, SCHEMA_VERSION):
             raise ValueError(f"{self.path} has ledger schema version {version}; this privml reads {SCHEMA_VERSION}")
-        for statement in _SCHEMA:
+        for statement in schema_statements("INTEGER"):
             conn.execute(statement)
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-        row = conn.execute("SELECT budget, context FROM privml_budgets WHERE name = ?", (self.name,)).fetchone()
+        row = conn.execute(SELECT_BINDING, (self.name,)).fetchone()
         if row is None:
             conn.execute(
                 "INSERT INTO privml_budgets (name, budget, context, spent) VALUES (?, ?, ?, 0)",
@@ -253,9 +235,7 @@ class SQLiteLedger(BudgetLedger):
         """Charge a batch of spends in one transaction, each all or nothing, in arrival order."""
 
         def body(conn: sqlite3.Connection) -> list[str | None]:
-            budget, spent = conn.execute(
-                "SELECT budget, spent FROM privml_budgets WHERE name = ?", (self.name,)
-            ).fetchone()
+            budget, spent = conn.execute(SELECT_BUDGET, (self.name,)).fetchone()
             quotas: dict[str, list[int] | None] = {}  # digest -> [quota, used], read once per batch
             charged: dict[str, int] = {}
             results: list[str | None] = []
@@ -266,10 +246,7 @@ class SQLiteLedger(BudgetLedger):
                 if item.key is not None:
                     digest = key_digest(item.key)
                     if digest not in quotas:
-                        row = conn.execute(
-                            "SELECT quota, spent FROM privml_keys WHERE budget_name = ? AND key_sha256 = ?",
-                            (self.name, digest),
-                        ).fetchone()
+                        row = conn.execute(SELECT_KEY, (self.name, digest)).fetchone()
                         quotas[digest] = None if row is None else list(row)
                     state = quotas[digest]
                     if state is None:
@@ -291,52 +268,7 @@ class SQLiteLedger(BudgetLedger):
                 )
             return results
 
-        return self._retrying(body)
-
-    # -- reading and quotas -------------------------------------------------
-
-    def state(self, key: str | None = None) -> LedgerState:
-        def body(conn: sqlite3.Connection) -> LedgerState:
-            if key is None:
-                budget, spent = conn.execute(
-                    "SELECT budget, spent FROM privml_budgets WHERE name = ?", (self.name,)
-                ).fetchone()
-                return LedgerState(budget, spent)
-            row = conn.execute(
-                "SELECT quota, spent FROM privml_keys WHERE budget_name = ? AND key_sha256 = ?",
-                (self.name, key_digest(key)),
-            ).fetchone()
-            if row is None:
-                raise KeyError(f"unknown API key ({key_label(key)})")
-            return LedgerState(*row)
-
-        return self._retrying(body)
-
-    def set_quota(self, key: str, quota: int) -> None:
-        """Give ``key`` a quota of ``quota`` answers; what it already spent is kept."""
-        quota = check_count(quota, "quota")
-        digest = key_digest(key)
-
-        def body(conn: sqlite3.Connection) -> None:
-            conn.execute(
-                "INSERT INTO privml_keys (budget_name, key_sha256, quota, spent) VALUES (?, ?, ?, 0) "
-                "ON CONFLICT (budget_name, key_sha256) DO UPDATE SET quota = excluded.quota",
-                (self.name, digest, quota),
-            )
-
-        self._retrying(body)
-
-    def keys(self) -> dict[str, LedgerState]:
-        """Every key with a quota, by SHA-256 digest (raw keys are never stored)."""
-
-        def body(conn: sqlite3.Connection) -> dict[str, LedgerState]:
-            rows = conn.execute(
-                "SELECT key_sha256, quota, spent FROM privml_keys WHERE budget_name = ? ORDER BY key_sha256",
-                (self.name,),
-            ).fetchall()
-            return {digest: LedgerState(quota, spent) for digest, quota, spent in rows}
-
-        return self._retrying(body)
+        return self._transaction(body)
 
     def close(self) -> None:
         with self._lock:

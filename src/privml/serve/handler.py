@@ -8,6 +8,7 @@ traceback).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import sys
@@ -228,10 +229,8 @@ class PredictionHandler(BaseHTTPRequestHandler):
             phrase = HTTPStatus(code).phrase
         except ValueError:
             phrase = "error"
-        try:
+        with contextlib.suppress(OSError):  # the client hung up: nobody to tell
             self._send(code, {"error": message or phrase})
-        except OSError:
-            pass
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - http.server's signature
         if self.server.verbose:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import socket
@@ -79,12 +80,10 @@ class PredictionServer(ThreadingHTTPServer):
         if not self._slots.acquire(blocking=False):
             # Refuse at once rather than queue: a flood of idle connections
             # must not pin every thread.
-            try:
+            with contextlib.suppress(OSError):  # the client may already be gone
                 request.settimeout(1.0)
                 request.sendall(_BUSY_RESPONSE)
                 request.shutdown(socket.SHUT_WR)
-            except OSError:
-                pass
             self.close_request(request)  # no lingering here: this is the accept loop's thread
             return
         try:
@@ -106,7 +105,7 @@ class PredictionServer(ThreadingHTTPServer):
         which can destroy a response (say a 413 for a body left unread)
         before the client reads it. Bounded in time and bytes.
         """
-        try:
+        with contextlib.suppress(OSError):  # a reset by the client ends the drain early
             request.shutdown(socket.SHUT_WR)
             deadline = time.monotonic() + _LINGER_SECONDS
             drained = 0
@@ -119,8 +118,6 @@ class PredictionServer(ThreadingHTTPServer):
                 if not chunk:
                     break
                 drained += len(chunk)
-        except OSError:
-            pass
         self.close_request(request)
 
     # -- in-flight requests (for a graceful stop) -----------------------------

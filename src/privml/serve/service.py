@@ -46,14 +46,11 @@ class Predictor(Protocol):
 
 
 def _ledger_errors() -> tuple[type[BaseException], ...]:
-    errors: list[type[BaseException]] = [sqlite3.Error]
     try:
         import psycopg
     except ImportError:  # pragma: no cover - psycopg is optional
-        pass
-    else:
-        errors.append(psycopg.Error)
-    return tuple(errors)
+        return (sqlite3.Error,)
+    return (sqlite3.Error, psycopg.Error)
 
 
 _LEDGER_ERRORS = _ledger_errors()

@@ -9,6 +9,8 @@ examples (unlike BatchNorm).
 
 from __future__ import annotations
 
+from abc import abstractmethod
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -33,11 +35,13 @@ class Materialised(Prepared):
 
 
 class _AffineNormRule(LayerRule):
+    @abstractmethod
     def _normalised(self, module: nn.Module, activation: torch.Tensor) -> torch.Tensor:
-        raise NotImplementedError
+        """The normalised input ``x_hat`` (before the affine map)."""
 
+    @abstractmethod
     def _reduce_dims(self, module: nn.Module, activation: torch.Tensor) -> tuple[int, ...]:
-        raise NotImplementedError
+        """Dimensions summed to get one gradient entry per affine parameter."""
 
     def _per_example(self, module: nn.Module, activation: torch.Tensor, grad_output: torch.Tensor) -> dict[str, torch.Tensor]:
         dims = self._reduce_dims(module, activation)
