@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import json
 
 import numpy as np
 import pytest
@@ -12,23 +11,7 @@ from privml.cli.main import main
 from privml.data import load_dataset
 from privml.io import save_model
 from privml.prediction import SubsampleAndAggregate
-
-
-def run(capsys, *argv: str) -> tuple[int, str, str]:
-    try:
-        code = main(list(argv))
-    except SystemExit as exc:
-        code = exc.code
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def run_json(capsys, *argv: str) -> dict:
-    code, out, err = run(capsys, *argv, "--json")
-    assert code == 0, err
-    lines = out.strip().splitlines()
-    assert len(lines) == 1, out
-    return json.loads(lines[0])
+from tests.cli_runner import run, run_json
 
 
 def expect_error(capsys, *argv: str, match: str) -> str:
@@ -84,6 +67,18 @@ def test_a_batch_over_the_budget_is_refused_whole(capsys, files):
     err = expect_error(capsys, "predict", "--model", files["base"], "--input", files["rows"], "--epsilon", "1",
                        "--budget", "39", match="budget exhausted")
     assert "nothing was answered" in err
+
+
+def test_a_ledger_bounds_the_budget_across_runs(capsys, files, tmp_path):
+    ledger = str(tmp_path / "budget.sqlite")
+    argv = ("predict", "--model", files["base"], "--input", files["rows"], "--epsilon", "1", "--delta", "1e-5",
+            "--budget", "100", "--ledger", ledger, "--seed", "0")
+    assert run_json(capsys, *argv)["budget"] == {"budget": 100, "spent": 40, "remaining": 60}
+    assert run_json(capsys, *argv)["budget"] == {"budget": 100, "spent": 80, "remaining": 20}
+    # The third run of 40 rows would overspend the shared budget: refused whole.
+    expect_error(capsys, *argv, match="budget exhausted")
+    # The same ledger cannot be continued under another calibration.
+    expect_error(capsys, *argv[:-2], "--epsilon", "2", match="ledger")
 
 
 def test_subsample_and_aggregate_file(capsys, files):

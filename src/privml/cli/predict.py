@@ -2,7 +2,8 @@
 
     privml predict --model model.npz --input rows.csv [--label-column label] [--proba] [--json]
     privml predict --model model.npz --input rows.csv --method prediction-sensitivity|subsample-aggregate
-                   --epsilon E [--delta D] --budget B [--accounting A] [--seed S] [--proba] [--json]
+                   --epsilon E [--delta D] --budget B [--accounting A] [--ledger PATH|URL]
+                   [--seed S] [--proba] [--json]
 
 ``rows.csv`` has a header and the model's raw feature columns (as in the
 training data, before preprocessing: the model file records the dataset's
@@ -16,9 +17,11 @@ subsample-and-aggregate model is answered privately
 (:func:`privml.prediction.load_predictor`): every row is one answer charged to
 a budget of ``--budget`` answers with total guarantee ``(--epsilon, --delta)``
 under replace-one neighbours; a batch with more rows than the budget allows
-is refused whole (exit 2) and nothing is answered. The count lives in memory
-for this one invocation: each run is a fresh deployment of its own budget, so
-running the command repeatedly on the same model composes the guarantees.
+is refused whole (exit 2) and nothing is answered. With ``--ledger`` (a SQLite
+file or ``postgresql://`` URL, as for ``privml serve``) the count persists and
+is shared across runs and with a server on the same ledger; without it the
+count lives in memory for this one invocation, so each run is a fresh
+deployment of its own budget and repeated runs compose their guarantees.
 Without any of ``--method``, ``--epsilon`` or ``--budget`` a non-private model
 file answers without privacy, as the baseline it is (its guarantee reads
 epsilon = inf).
@@ -28,17 +31,18 @@ from __future__ import annotations
 
 import argparse
 import csv
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from privml.cli._common import CliError, add_json_flag, emit, finite_float, integer, table
-from privml.data import preprocess_features
 from privml.exceptions import BudgetExhausted
 from privml.io import load_model, read_model_file
-from privml.prediction import PredictionSensitivity, SubsampleAndAggregate, load_predictor
 from privml.prediction.calibration import PREDICTION_ACCOUNTINGS, VOTE_ACCOUNTINGS
 from privml.prediction.loading import PREDICTION_METHODS
+from privml.serve.model import model_pipeline, open_served_model
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -66,6 +70,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default="auto",
         help="composition used to calibrate each answer (default: the tightest)",
     )
+    private.add_argument("--ledger", help="SQLite file or postgresql:// URL counting the answers across runs "
+                         "(default: this run only)")
+    private.add_argument("--ledger-name", default="default", help="budget name inside the ledger (default: default)")
     private.add_argument("--seed", type=integer, help="noise seed, for experiments only (default: OS entropy)")
     add_json_flag(parser)
     parser.set_defaults(handler=_predict, prog=parser.prog)
@@ -99,48 +106,64 @@ def _read_rows(path: Path, label_column: str) -> tuple[np.ndarray, list[str] | N
 
 def _answer(predictor: object, X: np.ndarray, proba: bool) -> tuple[np.ndarray, np.ndarray | None]:
     """Labels (and probabilities), charging one answer per row at most once."""
-    if isinstance(predictor, SubsampleAndAggregate) and proba:
-        raise CliError("--proba is not available for subsample-and-aggregate: it releases labels only")
     try:
-        if isinstance(predictor, PredictionSensitivity) and proba:
-            # One charge per row: labels and probabilities come from the same noisy logits.
-            logits = predictor.decision_function(X)
-            return predictor.labels_from_logits(logits), predictor.proba_from_logits(logits)
-        labels = predictor.predict(X)
+        if proba:
+            # One charge per row: the labels are read off the released probabilities.
+            probabilities = np.asarray(predictor.predict_proba(X))
+            return np.asarray(predictor.classes_)[np.argmax(probabilities, axis=1)], probabilities
+        return np.asarray(predictor.predict(X)), None
     except BudgetExhausted as exc:
         raise CliError(str(exc)) from None
-    return labels, (predictor.predict_proba(X) if proba else None)
+    except NotImplementedError as exc:  # labels-only predictors refuse before charging
+        raise CliError(f"--proba is not available: {exc}") from None
 
 
 def _predict(args: argparse.Namespace) -> None:
     _, metadata = read_model_file(args.model)
-    private_options = (args.method, args.epsilon, args.budget)
+    private_options = (args.method, args.epsilon, args.budget, args.ledger)
     if metadata.get("method") == "nonprivate" and all(option is None for option in private_options):
         # The non-private baseline answers as before; its privacy_ says epsilon = inf.
         predictor = load_model(args.model)
+        preprocess, class_names = model_pipeline(metadata)
     else:
-        predictor = load_predictor(
+        served = open_served_model(
             args.model,
             method=args.method,
             epsilon=args.epsilon,
             delta=args.delta,
             budget=args.budget,
             accounting=args.accounting,
+            ledger=args.ledger,
+            ledger_name=args.ledger_name,
             random_state=args.seed,
+            require_ledger=False,
         )
-    extra = metadata.get("extra", {})
-    dataset = extra.get("dataset", {})
+        predictor, preprocess, class_names = served.predictor, served.preprocess, served.class_names
+    try:
+        _predict_rows(args, metadata, predictor, preprocess, class_names)
+    finally:
+        if getattr(predictor, "ledger_", None) is not None:
+            predictor.ledger_.close()
+
+
+def _predict_rows(
+    args: argparse.Namespace,
+    metadata: dict,
+    predictor: Any,
+    preprocess: Callable[[np.ndarray], np.ndarray] | None,
+    class_names: list | None,
+) -> None:
     X, labels = _read_rows(Path(args.input), args.label_column)
     if not np.all(np.isfinite(X)):
         raise CliError(f"{args.input} contains NaN or infinite values")
-    if dataset.get("name"):
-        X = preprocess_features(dataset["name"], X, bias=extra.get("bias") or False)
+    if preprocess is not None:
+        X = preprocess(X)
     if X.shape[1] != predictor.n_features_in_:
         raise CliError(f"{args.input} gives {X.shape[1]} features after preprocessing; the model expects "
                        f"{predictor.n_features_in_}")
-    public = dataset.get("classes") or [c.item() if hasattr(c, "item") else c for c in predictor.classes_]
+    public = class_names or [c.item() if hasattr(c, "item") else c for c in predictor.classes_]
     raw, probabilities = _answer(predictor, X, args.proba)
-    predicted = [public[i] for i in raw.astype(np.int64)] if dataset.get("classes") else raw.tolist()
+    predicted = [public[i] for i in raw.astype(np.int64)] if class_names else raw.tolist()
     method = getattr(predictor, "method", metadata.get("method"))
     result: dict = {"model": args.model, "method": method, "n": int(X.shape[0]), "labels": predicted}
     if probabilities is not None:

@@ -18,7 +18,7 @@ import numpy as np
 from privml.io import read_model_file
 from privml.ledger import BudgetLedger, open_ledger
 
-__all__ = ["ServedModel", "open_served_model"]
+__all__ = ["ServedModel", "model_pipeline", "open_served_model"]
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,7 @@ def _fingerprint(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _pipeline(metadata: dict) -> tuple[Callable[[np.ndarray], np.ndarray] | None, list[Any] | None]:
+def model_pipeline(metadata: dict) -> tuple[Callable[[np.ndarray], np.ndarray] | None, list[Any] | None]:
     """The data-independent preprocessing and public class names recorded by ``privml train``."""
     extra = metadata.get("extra") or {}
     dataset = extra.get("dataset") or {}
@@ -72,6 +72,7 @@ def open_served_model(
     ledger: str | Path | None = None,
     ledger_name: str = "default",
     random_state: Any = None,
+    require_ledger: bool = True,
 ) -> ServedModel:
     """Load ``path`` for serving, bound to the persistent ledger ``ledger``.
 
@@ -88,6 +89,10 @@ def open_served_model(
         so it cannot be continued by another model or calibration.
     ledger_name:
         Which budget of the ledger store to use.
+    require_ledger:
+        Refuse a private-prediction model without ``ledger`` (the server's
+        rule). ``False`` lets one process count in memory instead (offline
+        ``privml predict``): the budget then covers that process only.
 
     Raises
     ------
@@ -99,7 +104,7 @@ def open_served_model(
 
     path = Path(path)
     _, metadata = read_model_file(path)
-    preprocess, class_names = _pipeline(metadata)
+    preprocess, class_names = model_pipeline(metadata)
     stored = metadata.get("method")
     if stored in PRIVATE_TRAINING_METHODS:
         if ledger is not None:
@@ -110,12 +115,15 @@ def open_served_model(
         predictor = load_predictor(path, method=method, epsilon=epsilon, delta=delta, budget=budget,
                                    accounting=accounting)
         return ServedModel(predictor, preprocess, class_names, stored, _fingerprint(path))
+    settings = dict(method=method, epsilon=epsilon, delta=delta, budget=budget, accounting=accounting)
+    if ledger is None and not require_ledger:
+        predictor = load_predictor(path, **settings, random_state=random_state)
+        return ServedModel(predictor, preprocess, class_names, predictor.method, _fingerprint(path))
     if ledger is None:
         raise ValueError(
             "a private-prediction model needs a persistent ledger (a SQLite file or postgresql:// URL): "
             "an in-memory count would restart at zero and void the guarantee"
         )
-    settings = dict(method=method, epsilon=epsilon, delta=delta, budget=budget, accounting=accounting)
     # Calibrate once without a ledger to learn the budget and the guarantee
     # the ledger is bound to, then load again charging the persistent one.
     probe = load_predictor(path, **settings, random_state=random_state)
