@@ -14,3 +14,30 @@ def _one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(saved)
+
+
+@pytest.fixture
+def image_cache(tmp_path_factory, monkeypatch):
+    """A ``$PRIVML_DATA`` holding small MNIST and Fashion-MNIST files in the cache's format.
+
+    Random uint8 images with labels 0..9 (600 train, 200 test): enough to run
+    the CNN paths end to end without the real datasets, which CI may lack.
+    """
+    import numpy as np
+
+    from privml.data.cache import cache_file, write_cache
+    from privml.data.dataset import RawSplits
+
+    root = tmp_path_factory.mktemp("image-cache")
+    rng = np.random.default_rng(0)
+    for name in ("mnist", "fashion-mnist"):
+        raw = RawSplits(
+            X_train=rng.integers(0, 256, size=(600, 28, 28), dtype=np.uint8),
+            y_train=np.arange(600, dtype=np.uint8) % 10,
+            X_test=rng.integers(0, 256, size=(200, 28, 28), dtype=np.uint8),
+            y_test=np.arange(200, dtype=np.uint8) % 10,
+            source=f"synthetic {name}-shaped test data",
+        )
+        write_cache(cache_file(root, name), raw)
+    monkeypatch.setenv("PRIVML_DATA", str(root))
+    return root

@@ -8,9 +8,6 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
-dist = pytest.importorskip("torch.distributed")
-if not dist.is_available():
-    pytest.skip("torch.distributed is not available", allow_module_level=True)
 
 import torch.multiprocessing as mp  # noqa: E402
 
