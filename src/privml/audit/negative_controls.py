@@ -41,15 +41,10 @@ from privml._random import RandomState, check_random_state
 from privml._validation import check_finite
 from privml.audit.canaries import Canary
 from privml.audit.epsilon_lower_bound import AuditResult, audit_epsilon, audit_mechanism
-from privml.guarantee import PrivacyGuarantee
-from privml.linear.base import make_loss
 from privml.linear.dpsgd import DPSGDClassifier, clipped_gradient_sum
-from privml.linear.output_perturbation import OutputPerturbationClassifier, auto_l2
-from privml.linear.sensitivity import erm_sensitivity
-from privml.linear.solvers import check_l2_setting, check_solver_settings, minimise_objective
-from privml.losses import Loss, RegularisedObjective
-from privml.mechanisms import AboveThreshold, ExponentialMechanism, GaussianMechanism, L2LaplaceMechanism
-from privml.mechanisms.base import Mechanism
+from privml.linear.output_perturbation import OutputPerturbationClassifier
+from privml.losses import Loss
+from privml.mechanisms import AboveThreshold, ExponentialMechanism
 from privml.neighbouring import Neighbouring
 from privml.prediction.aggregate import SubsampleAndAggregate
 
@@ -135,25 +130,9 @@ class HalfSensitivityOutputPerturbation(OutputPerturbationClassifier):
 
     BROKEN = True
 
-    def _fit_private(
-        self, X: np.ndarray, y: np.ndarray, n_classes: int, rng: np.random.Generator
-    ) -> tuple[np.ndarray, PrivacyGuarantee, dict]:
-        epsilon, delta = self._check_privacy_params()
-        tol, max_iter = check_solver_settings(self.tol, self.max_iter)
-        loss = make_loss(n_classes, self.loss, huber_width=self.huber_width)
-        n, d = X.shape
-        given = check_l2_setting(self.l2)
-        l2 = auto_l2(n, loss.n_parameters(d), epsilon, delta, loss.lipschitz) if given is None else given
+    def _sensitivity(self, loss: Loss, n: int, l2: float, tol: float) -> float:
         # THE BUG: half of the replace-one sensitivity.
-        sensitivity = erm_sensitivity(loss.lipschitz, n, l2, grad_tol=tol) / 2.0
-        mechanism: Mechanism
-        if delta > 0:
-            mechanism = GaussianMechanism(epsilon=epsilon, delta=delta, sensitivity=sensitivity, random_state=rng)
-        else:
-            mechanism = L2LaplaceMechanism(epsilon=epsilon, sensitivity=sensitivity, random_state=rng)
-        result = minimise_objective(RegularisedObjective(loss, X, y, l2), tol=tol, max_iter=max_iter)
-        info = {"l2": l2, "sensitivity": sensitivity, "broken": "half sensitivity"}
-        return mechanism.randomise(result.weights), mechanism.privacy, info
+        return super()._sensitivity(loss, n, l2, tol) / 2.0
 
 
 class ReusedThresholdAboveThreshold(AboveThreshold):

@@ -146,11 +146,5 @@ class PostgresLedger(SQLLedger):
 
         return self._transaction(body)
 
-    def close(self) -> None:
-        with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
-
     def __repr__(self) -> str:
         return f"PostgresLedger({self.url!r}, budget={self.budget}, name={self.name!r})"

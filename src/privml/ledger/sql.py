@@ -9,6 +9,7 @@ with ``?`` and translated for drivers that use ``%s``.
 
 from __future__ import annotations
 
+import threading
 from abc import abstractmethod
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -59,13 +60,22 @@ def check_ledger_name(name: object) -> str:
 class SQLLedger(BudgetLedger):
     """Reads and quotas of a ledger kept in SQL tables (see :func:`schema_statements`).
 
-    Subclasses set ``name`` and ``placeholder`` and implement
-    :meth:`_transaction`, which runs ``body(db)`` in one transaction where
-    ``db.execute(sql, params)`` returns a cursor.
+    Subclasses set ``name``, ``placeholder``, ``_lock`` (a lock) and ``_conn``
+    (the connection, ``None`` once closed) and implement :meth:`_transaction`,
+    which runs ``body(db)`` in one transaction where ``db.execute(sql, params)``
+    returns a cursor.
     """
 
     name: str
     placeholder = "?"
+    _lock: threading.Lock
+    _conn: Any
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
 
     def _sql(self, statement: str) -> str:
         return statement if self.placeholder == "?" else statement.replace("?", self.placeholder)

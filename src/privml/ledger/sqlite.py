@@ -270,12 +270,6 @@ class SQLiteLedger(SQLLedger):
 
         return self._transaction(body)
 
-    def close(self) -> None:
-        with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
-
     def __repr__(self) -> str:
         return f"SQLiteLedger({str(self.path)!r}, budget={self.budget}, name={self.name!r})"
 

@@ -32,7 +32,7 @@ from privml.linear.solvers import (
     check_solver_settings,
     minimise_objective,
 )
-from privml.losses import RegularisedObjective
+from privml.losses import Loss, RegularisedObjective
 from privml.mechanisms import GaussianMechanism, L2LaplaceMechanism
 from privml.mechanisms.base import Mechanism
 
@@ -172,6 +172,11 @@ class OutputPerturbationClassifier(PrivateLinearClassifier):
         check_solver_settings(self.tol, self.max_iter)
         return privacy
 
+    def _sensitivity(self, loss: Loss, n: int, l2: float, tol: float) -> float:
+        """L2 sensitivity of the released minimiser: ``2L/(n lambda)`` plus the solver's slack
+        (replace-one; :func:`~privml.linear.sensitivity.erm_sensitivity`)."""
+        return erm_sensitivity(loss.lipschitz, n, l2, grad_tol=tol)
+
     def _fit_private(
         self, X: np.ndarray, y: np.ndarray, n_classes: int, rng: np.random.Generator
     ) -> tuple[np.ndarray, PrivacyGuarantee, dict]:
@@ -182,7 +187,7 @@ class OutputPerturbationClassifier(PrivateLinearClassifier):
         dim = loss.n_parameters(d)
         given = check_l2_setting(self.l2)
         l2 = auto_l2(n, dim, epsilon, delta, loss.lipschitz) if given is None else given
-        sensitivity = erm_sensitivity(loss.lipschitz, n, l2, grad_tol=tol)
+        sensitivity = self._sensitivity(loss, n, l2, tol)
         mechanism: Mechanism
         if delta > 0:
             mechanism = GaussianMechanism(epsilon=epsilon, delta=delta, sensitivity=sensitivity, random_state=rng)
