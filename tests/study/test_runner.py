@@ -108,7 +108,6 @@ def test_plan_of_a_study_with_an_unavailable_method_notes_it(monkeypatch):
     assert any("'ghost'" in n and "privml.not_there" in n and "runs the available methods" in n for n in notes)
 
 
-@pytest.mark.slow
 def test_quick_ci_preset_runs_end_to_end(tmp_path):
     from privml.study import load_preset
 

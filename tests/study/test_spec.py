@@ -57,7 +57,9 @@ def test_seeds_are_shared_by_methods_and_differ_by_repeat():
     assert {j.seed for j in jobs} == {seed_of(spec, 0), seed_of(spec, 1)}
 
 
-def test_job_key_changes_with_anything_that_changes_the_result():
+def test_job_key_changes_with_anything_that_changes_the_result(monkeypatch):
+    import privml
+
     spec = spec_from_dict(tiny_spec_dict())
     base = job_key(spec, "output", {"epsilon": 1.0}, 1)
     assert job_key(spec, "output", {"epsilon": 1.0}, 1) == base
@@ -65,6 +67,9 @@ def test_job_key_changes_with_anything_that_changes_the_result():
     assert job_key(spec, "output", {"epsilon": 1.0}, 2) != base
     assert job_key(spec.with_overrides(selection="validation"), "output", {"epsilon": 1.0}, 1) != base
     assert job_key(spec.with_overrides(dataset="iris"), "output", {"epsilon": 1.0}, 1) != base
+    # A new library version re-runs everything rather than resuming on old results.
+    monkeypatch.setattr(privml, "__version__", "99.0")
+    assert job_key(spec_from_dict(tiny_spec_dict()), "output", {"epsilon": 1.0}, 1) != base
 
 
 def test_toml_and_yaml_specs_agree(tmp_path):

@@ -21,6 +21,11 @@ Three modes (:class:`privml.study.spec.Selection`), recorded with every run:
     ``delta = 0`` the selection is ``3 eps1``-DP (uncapped); for
     ``delta > 0`` it is capped at ``T = ceil(ln(1/delta2) / gamma)`` runs and
     is ``(3 eps1 + 3 sqrt(2 delta1), sqrt(2 delta1) T / gamma + delta2)``-DP.
+    (Statements of the theorem differ on the ``1 / gamma`` in the delta
+    term; privml charges the larger form, so the charge is valid under
+    either, at the price of a smaller ``delta1``: at epsilon = 1, delta = 1e-5
+    and the default gamma = 0.2 (T = 62), delta1 = 1.3e-16 instead of
+    3.3e-15, and the candidates' analytic-Gaussian noise grows by 5.8%.)
     privml solves for (eps1, delta1) so the total is the target (eps, delta):
     ``delta2 = delta / 2``, ``sqrt(2 delta1) T / gamma = delta / 2``. The
     released model is the chosen candidate itself (trained without the

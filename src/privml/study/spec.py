@@ -174,8 +174,15 @@ class StudySpec:
 
     @functools.cached_property
     def run_context(self) -> dict[str, Any]:
-        """What every run's result depends on besides its method, settings and seed."""
+        """What every run's result depends on besides its method, settings and seed.
+
+        The library version is part of it: after an upgrade, a resumed study
+        re-runs every job instead of mixing results of two versions.
+        """
+        import privml  # deferred: privml's __init__ is light, but keep spec importable on its own
+
         return {
+            "privml_version": privml.__version__,
             "dataset": self.dataset,
             "label_column": self.label_column,
             "public_size": self.public_size,
