@@ -7,11 +7,14 @@ Logistic regression by output perturbation (``lambda`` from the library's public
 (only the noise differs between trials, so the exact minimiser is computed once
 and shared). Two kinds of target:
 
-* validation **error** (the check has sensitivity 1/n_val; eps_AT = 0.2), Gaussian
-  releases at delta = 1e-6 and pure-DP releases (Laplace chain vs L2-Laplace doubling),
-  with the threshold as is (margin 0) and made stricter by one query-noise scale
-  ``4 / (n_val eps_AT)`` (margin, about 0.003), which makes a passing model more
-  likely to truly meet the target;
+* validation **error** (the check has sensitivity 1/n_val; eps_AT = 0.1, the
+  library's default), Gaussian releases at delta = 1e-6 and pure-DP releases, with
+  the threshold as is (margin 0) and made stricter by one query-noise scale
+  ``4 / (n_val eps_AT)`` (margin, about 0.006), which makes a passing model more
+  likely to truly meet the target. Doubling is measured with the chain's own
+  mechanism (the paper's like-for-like baseline: the searches differ only in how
+  the levels' noises are coupled) and, for pure DP where the two differ, also with
+  the best single-release mechanism (L2-Laplace, ``doubling_noise="best"``);
 * **excess empirical risk** ``J(w) - min J`` on the training records (Ligett et al.'s
   target; the check's sensitivity is 4LR/n, so eps_AT = 0.5), Gaussian releases, with the
   a-priori epsilon of output perturbation's worst-case bound at beta = 0.1
@@ -54,11 +57,19 @@ from privml.selection.queries import (
 EPSILON_MIN, EPSILON_MAX, N_STEPS = 0.01, 10.0, 40
 ERROR_TARGETS = (0.24, 0.22, 0.20, 0.19, 0.18)
 EXCESS_TARGETS = (0.2, 0.1, 0.05, 0.03)
-AT_EPSILON_ERROR, AT_EPSILON_EXCESS = 0.2, 0.5
+AT_EPSILON_ERROR, AT_EPSILON_EXCESS = 0.1, 0.5
 DELTA = 1e-6
 BETA = 0.1
 TRIALS = 20
 SEARCHES = ("noise-reduction", "doubling")
+#: Benchmark columns: (label, search, doubling_noise). "doubling-best" differs from
+#: "doubling" only for pure DP (L2-Laplace instead of the chain's per-coordinate Laplace).
+COLUMNS = (("noise-reduction", "noise-reduction", "best"), ("doubling", "doubling", "chain"),
+           ("doubling-best", "doubling", "best"))
+
+
+def columns_for(delta: float) -> tuple[tuple[str, str, str], ...]:
+    return COLUMNS if delta == 0 else COLUMNS[:2]
 
 
 def prepare(seed: int = 0) -> dict:
@@ -101,9 +112,9 @@ def summarise(values: list[float]) -> dict:
     return {"median": float(q[1]), "q25": float(q[0]), "q75": float(q[2]), "mean": statistics.fmean(values)}
 
 
-def _ratio(row: dict, key: str) -> float:
-    """Median over trials of noise reduction's cost, divided by doubling's."""
-    return row["noise-reduction"][key]["median"] / row["doubling"][key]["median"]
+def _ratio(row: dict, key: str, baseline: str = "doubling") -> float:
+    """Median over trials of noise reduction's cost, divided by the baseline's."""
+    return row["noise-reduction"][key]["median"] / row[baseline][key]["median"]
 
 
 def run_error(ctx: dict, delta: float, margin: float) -> list[dict]:
@@ -112,7 +123,7 @@ def run_error(ctx: dict, delta: float, margin: float) -> list[dict]:
     rows = []
     for target in ERROR_TARGETS:
         row: dict = {"target": target, "delta": delta, "margin": margin}
-        for search in SEARCHES:
+        for label, search, doubling_noise in columns_for(delta):
             eps, met_val, met_test, stopped, failures, seconds = [], [], [], [], 0, []
             for trial in range(TRIALS):
                 start = time.perf_counter()
@@ -126,6 +137,7 @@ def run_error(ctx: dict, delta: float, margin: float) -> list[dict]:
                     at_epsilon=AT_EPSILON_ERROR,
                     delta=delta,
                     search=search,
+                    doubling_noise=doubling_noise,
                     metric="error",
                     target=target,
                     random_state=np.random.SeedSequence([trial, int(target * 1e4), len(search), int(delta > 0)]),
@@ -136,7 +148,7 @@ def run_error(ctx: dict, delta: float, margin: float) -> list[dict]:
                 met_test.append(1.0 - test_query(result.weights) <= target)
                 stopped.append(result.steps[-1].epsilon)
                 failures += not result.met_target
-            row[search] = {
+            row[label] = {
                 "ex_post_epsilon": summarise(eps),
                 "release_epsilon": summarise([e - AT_EPSILON_ERROR for e in eps]),
                 "level_reached": summarise(stopped),
@@ -147,6 +159,8 @@ def run_error(ctx: dict, delta: float, margin: float) -> list[dict]:
             }
         row["ratio"] = _ratio(row, "ex_post_epsilon")
         row["ratio_releases"] = _ratio(row, "release_epsilon")
+        if "doubling-best" in row:
+            row["ratio_best"] = _ratio(row, "ex_post_epsilon", "doubling-best")
         rows.append(row)
         print(f"error {target} delta {delta} margin {margin:.4f}: ratio {row['ratio']:.3f}", file=sys.stderr)
     return rows
@@ -271,16 +285,24 @@ def render(data: dict) -> str:
         f"### Validation-error targets (eps_AT = {s['at_epsilon_error']}; margin: threshold made stricter by one "
         f"query-noise scale, {s['margin_error']:.2g})",
         "",
+        "Doubling uses the chain's own mechanism (the paper's like-for-like baseline); for delta = 0 the "
+        "`best-mechanism doubling` columns use the L2-Laplace instead, a stronger baseline privml adds.",
+        "",
         "| target error | delta | margin | noise reduction | doubling | NR / doubling (releases only) "
+        "| best-mechanism doubling | NR / best-mechanism doubling "
         "| met (NR, val / test) | met (doubling, val / test) | no model passed (NR / dbl) |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in data["error"]:
         nr, db = r["noise-reduction"], r["doubling"]
+        best = r.get("doubling-best")
         lines.append(
             f"| {r['target']:g} | {r['delta']:g} | {r['margin']:.2g} | {_fmt(nr['ex_post_epsilon'])} "
             f"| {_fmt(db['ex_post_epsilon'])} "
-            f"| {r['ratio']:.2f} ({r['ratio_releases']:.2f}) | {nr['met_target_validation']:.2f} / {nr['met_target_test']:.2f} "
+            f"| {r['ratio']:.2f} ({r['ratio_releases']:.2f}) "
+            f"| {_fmt(best['ex_post_epsilon']) if best else 'same as doubling'} "
+            f"| {format(r['ratio_best'], '.2f') if best else '-'} "
+            f"| {nr['met_target_validation']:.2f} / {nr['met_target_test']:.2f} "
             f"| {db['met_target_validation']:.2f} / {db['met_target_test']:.2f} "
             f"| {nr['no_model_passed']} / {db['no_model_passed']} |"
         )
@@ -305,14 +327,18 @@ def render(data: dict) -> str:
             f"| {nr['no_model_passed']} / {db['no_model_passed']} |"
         )
     ratios = [r["ratio"] for r in data["error"] + data["excess_risk"]]
+    best = [r["ratio_best"] for r in data["error"] if "ratio_best" in r]
     lines += [
         "",
         f"Noise reduction / doubling, median ex-post epsilon: {min(ratios):.2f} to {max(ratios):.2f} over the "
         f"{len(ratios)} rows (median {statistics.median(ratios):.2f}; at most 0.6 in "
-        f"{sum(r <= 0.6 for r in ratios)} of them). The check's eps_AT is paid by both searches; without it "
-        "(releases only, in brackets) the gap is wider. The pure-DP chain is handicapped by its L1 calibration "
-        "(per-coordinate Laplace with sqrt(d) Delta_2, about sqrt(2) times the noise norm of the L2-Laplace "
-        "that doubling uses); with Gaussian releases doubling also pays t delta against the chain's single delta.",
+        f"{sum(r <= 0.6 for r in ratios)} of them). Against the stronger best-mechanism doubling (pure DP only): "
+        f"{min(best):.2f} to {max(best):.2f} (at most 0.6 in {sum(r <= 0.6 for r in best)} of {len(best)}). "
+        "The check's eps_AT is paid by both searches; without it (releases only, in brackets) the gap is wider. "
+        "The pure-DP chain exists only for per-coordinate Laplace, calibrated to the L1 sensitivity "
+        "sqrt(d) Delta_2: about sqrt(2) times the noise norm of the L2-Laplace, which is why the best-mechanism "
+        "doubling narrows the gap there. With Gaussian releases doubling also pays t delta against the "
+        "chain's single delta.",
         "",
         f"Measured on {m['cpu']} ({m['cores']} cores), Python {m['python']}, commit {m['commit']}, {m['date']}. "
         "Reproduce: `nice -n 10 .venv/bin/python benchmarks/accuracy_first.py`.",

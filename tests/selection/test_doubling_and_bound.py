@@ -53,6 +53,26 @@ def test_pure_doubling_uses_l2_laplace() -> None:
     assert stats.kstest(norms, "gamma", args=(d, 0, sens / eps)).pvalue > 1e-3
 
 
+def test_chain_noise_doubling_uses_the_chains_per_coordinate_laplace() -> None:
+    d, sens, eps = 50, 0.3, 2.0
+    rng = np.random.default_rng(2)
+    gen = independent_releases(np.zeros(d), epsilons=[eps, 2 * eps], sensitivity=sens, delta=0.0, rng=rng,
+                               noise="chain")
+    first, second = next(gen), next(gen)
+    # Each coordinate ~ Lap(sqrt(d) Delta_2 / eps): the L1 calibration of laplace_noise_reduction.
+    assert stats.kstest(first.candidate, "laplace", args=(0, math.sqrt(d) * sens / eps)).pvalue > 1e-3
+    assert stats.kstest(second.candidate, "laplace", args=(0, math.sqrt(d) * sens / (2 * eps))).pvalue > 1e-3
+    assert (first.prefix_epsilon, second.prefix_epsilon) == pytest.approx((eps, 3 * eps))
+    # With delta > 0 both settings are the same analytic Gaussian.
+    a = next(independent_releases(np.zeros(d), epsilons=[eps], sensitivity=sens, delta=1e-6,
+                                  rng=np.random.default_rng(3), noise="chain")).candidate
+    b = next(independent_releases(np.zeros(d), epsilons=[eps], sensitivity=sens, delta=1e-6,
+                                  rng=np.random.default_rng(3))).candidate
+    np.testing.assert_array_equal(a, b)
+    with pytest.raises(ValueError, match="noise must be one of"):
+        next(independent_releases(np.zeros(d), epsilons=[eps], sensitivity=sens, delta=0.0, rng=rng, noise="x"))
+
+
 def test_apriori_epsilon_inverts_the_bound() -> None:
     alpha, dim, sens, smooth, delta, beta = 0.01, 30, 0.02, 0.26, 1e-6, 0.1
     eps = apriori_epsilon_excess_risk(alpha, dim=dim, sensitivity=sens, smoothness=smooth, delta=delta, beta=beta)

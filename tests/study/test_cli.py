@@ -76,6 +76,20 @@ def test_run_on_a_user_csv(capsys, tmp_path):
     assert r["dataset"] == f"csv:{path}" and r["failed"] == 0 and r["finished"] == 5
 
 
+def test_run_only_some_sweeps_then_resume_the_rest(capsys, tmp_path):
+    spec = tmp_path / "cli.toml"
+    spec.write_text(SPEC + '\n[[sweeps]]\nname = "budget"\nparameter = "budget"\nvalues = [1, 100]\n')
+    out = tmp_path / "o"
+    part = run_json(capsys, "study", "run", str(spec), "--out", str(out), "--sweeps", "budget", "--no-progress",
+                    "--no-report")
+    # budget = 1 and 100: prediction sensitivity twice, the training methods once each (B does not matter).
+    assert part["failed"] == 0 and part["finished"] == part["planned"] == 4
+    full = run_json(capsys, "study", "run", str(spec), "--out", str(out), "--no-progress", "--no-report")
+    assert full["skipped"] == 4 and full["finished"] == full["planned"] - 4
+    code, _, err = run(capsys, "study", "run", str(spec), "--out", str(out), "--sweeps", "nope")
+    assert code == 2 and "nope not in study cli (its sweeps: epsilon, budget)" in err
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [

@@ -3,7 +3,7 @@
     privml study list [--json]
     privml study run PRESET|SPEC_FILE --out DIR [--jobs N] [--executor local|dask://HOST:PORT]
                      [--dataset NAME|csv:PATH [--label-column COL]] [--selection MODE]
-                     [--repeats R] [--no-progress] [--json]
+                     [--repeats R] [--sweeps NAME ...] [--no-progress] [--json]
     privml study report RESULTS --out DIR [--json]
     privml study recommend RESULTS [--epsilon E] [--delta D] [--budget B] [--n N] [--d D] [--k K] [--json]
 
@@ -50,6 +50,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--selection", choices=("validation", "private", "public"),
                      help="hyper-parameter selection mode (default: the study's)")
     run.add_argument("--repeats", type=integer, help="repeats per point (default: the study's)")
+    run.add_argument("--sweeps", nargs="+", metavar="NAME",
+                     help="run only these sweeps of the study (e.g. budget-pure budget); finished runs are "
+                          "reused by a later full run of the same --out")
     run.add_argument("--no-report", action="store_true", help="do not write the HTML report")
     run.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     add_json_flag(run)
@@ -108,6 +111,12 @@ def _run(args: argparse.Namespace) -> None:
         changes["selection"] = args.selection
     if args.repeats is not None:
         changes["repeats"] = args.repeats
+    if args.sweeps:
+        names = [sweep.name for sweep in spec.sweeps]
+        unknown = sorted(set(args.sweeps) - set(names))
+        if unknown:
+            raise ValueError(f"--sweeps: {', '.join(unknown)} not in study {spec.name} (its sweeps: {', '.join(names)})")
+        changes["sweeps"] = [sweep for sweep in spec.to_dict()["sweeps"] if sweep["name"] in args.sweeps]
     if changes:
         spec = spec.with_overrides(**changes)
     executor = make_executor(args.executor, jobs=args.jobs)  # bad --executor/--jobs: refused before any output

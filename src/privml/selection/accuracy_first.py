@@ -71,7 +71,7 @@ from privml.linear.solvers import (
     minimise_objective,
 )
 from privml.losses import RegularisedObjective
-from privml.selection.doubling import doubling_grid, independent_releases
+from privml.selection.doubling import DOUBLING_NOISES, doubling_grid, independent_releases
 from privml.selection.ex_post import ExPostCost, noise_reduction_prefix_costs
 from privml.selection.interactive_above_threshold import InteractiveAboveThreshold, Release
 from privml.selection.noise_reduction import (
@@ -243,8 +243,8 @@ class SelectionResult:
         ]
 
 
-def _noise_name(search: str, delta: float) -> str:
-    if search == "noise-reduction":
+def _noise_name(search: str, delta: float, doubling_noise: str = "best") -> str:
+    if search == "noise-reduction" or doubling_noise == "chain":
         return "gaussian" if delta > 0 else "laplace"
     return "gaussian" if delta > 0 else "l2-laplace"
 
@@ -260,6 +260,7 @@ def select_output_perturbation(
     at_epsilon: float,
     delta: float = 0.0,
     search: Search = "noise-reduction",
+    doubling_noise: str = "best",
     post_process: Callable[[np.ndarray], np.ndarray] | None = None,
     metric: str = "custom",
     target: float = math.nan,
@@ -290,6 +291,10 @@ def select_output_perturbation(
     delta : float, default 0
         0 for pure DP; else the delta of every level.
     search : {"noise-reduction", "doubling"}
+    doubling_noise : {"best", "chain"}, default "best"
+        The doubling search's mechanism (:mod:`privml.selection.doubling`):
+        the best single release, or the chain's own (the paper's like-for-like
+        baseline; differs only for ``delta = 0``). Ignored by noise reduction.
     post_process : callable, optional
         Data-independent map applied to each model before it is checked and
         published (e.g. :func:`~privml.selection.queries.project_to_ball`).
@@ -320,6 +325,8 @@ def select_output_perturbation(
     delta = check_delta(delta)
     if search not in SEARCHES:
         raise ValueError(f"search must be one of {SEARCHES}, got {search!r}")
+    if doubling_noise not in DOUBLING_NOISES:
+        raise ValueError(f"doubling_noise must be one of {DOUBLING_NOISES}, got {doubling_noise!r}")
     rng = check_random_state(random_state)
 
     releases: Iterable[Release]
@@ -331,7 +338,8 @@ def select_output_perturbation(
             chain = laplace_noise_reduction(w, epsilons=grid, sensitivity=math.sqrt(w.size) * sensitivity, random_state=rng)
         releases = noise_reduction_releases(chain)
     else:
-        releases = independent_releases(w, epsilons=grid, sensitivity=sensitivity, delta=delta, rng=rng)
+        releases = independent_releases(w, epsilons=grid, sensitivity=sensitivity, delta=delta, rng=rng,
+                                        noise=doubling_noise)
     if post_process is not None:
         releases = (Release(post_process(r.candidate), r.prefix_epsilon, r.prefix_delta) for r in releases)
 
@@ -351,7 +359,7 @@ def select_output_perturbation(
         guarantee=outcome.cost.guarantee,
         cost=outcome.cost,
         search=search,
-        noise=_noise_name(search, delta),
+        noise=_noise_name(search, delta, doubling_noise),
         metric=metric,
         target=float(target),
         threshold=threshold,
