@@ -406,9 +406,9 @@ class AccuracyFirstClassifier(PrivateLinearClassifier):
         ``Lap(4 Delta / at_epsilon)``, and a fine grid checks many nearly equal
         models near the threshold, so one of them can pass on noise alone. On
         Adult (benchmarks/accuracy_first.py, 6512 validation records,
-        at_epsilon 0.2) 80-95% of the searches published a model truly within
-        the target with margin 0, 85-100% with one noise scale
-        ``4 / (n_val at_epsilon)``, at a few percent more epsilon.
+        at_epsilon 0.1) 70-95% of the searches published a model truly within
+        the target (on test data) with margin 0, 80-100% with one noise scale
+        ``4 / (n_val at_epsilon)``, at a few to 50 percent more epsilon.
     l2 : "auto" or float, default "auto"
         ``lambda``, one value for the whole search (the minimiser is shared).
         ``"auto"``: :func:`~privml.linear.output_perturbation.auto_l2` at
