@@ -62,3 +62,37 @@ def test_fashion_mnist_images_have_coded_labels(image_cache):
     mean, std = NORMALISATION["fashion-mnist"]
     expected = (np.asarray(raw, dtype=np.float32).reshape(-1, 1, 28, 28) / 255.0 - mean) / std
     np.testing.assert_allclose(data.X_test.numpy(), expected, rtol=1e-6)
+
+
+def test_predict_with_a_cnn_model_file_reproduces_the_test_accuracy(image_cache, capsys, tmp_path):
+    """`privml predict` applies the CNN's public pixel standardisation to raw CSV rows, at no privacy cost."""
+    import csv
+
+    from privml.data import load_dataset
+
+    model = tmp_path / "cnn.npz"
+    assert main(["train", "--method", "dpsgd-cnn", "--dataset", "fashion-mnist", "--epsilon", "2", "--max-train",
+                 "600", "--epochs", "1", "--batch-size", "100", "--seed", "0", "--threads", "1", "--out", str(model),
+                 "--json"]) == 0
+    trained = json.loads(capsys.readouterr().out)
+    raw = load_dataset("fashion-mnist", preprocess=False)
+    names = raw.info.classes
+    rows = tmp_path / "rows.csv"
+    with rows.open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow([f"p{j}" for j in range(784)] + ["label"])
+        for image, code in zip(np.asarray(raw.X_test).reshape(-1, 784), raw.y_test):
+            writer.writerow([int(v) for v in image] + [names[int(code)]])
+    assert main(["predict", "--model", str(model), "--input", str(rows), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["method"] == "dpsgd-cnn" and result["n"] == 200
+    assert set(result["labels"]) <= set(names)  # public class names, not codes
+    assert result["accuracy"] == pytest.approx(trained["test_accuracy"])
+    # Privacy options are refused: the CNN's release is already private.
+    assert main(["predict", "--model", str(model), "--input", str(rows), "--epsilon", "1", "--budget", "5"]) == 2
+    assert "privately trained model (dpsgd-cnn)" in capsys.readouterr().err
+    # Images already standardised (negative values) or otherwise out of range are refused, not misread.
+    bad = tmp_path / "standardised.csv"
+    bad.write_text(",".join(f"p{j}" for j in range(784)) + ",label\n" + ",".join(["-0.42"] * 784) + ",x\n")
+    assert main(["predict", "--model", str(model), "--input", str(bad)]) == 2
+    assert "raw grey levels in [0, 255]" in capsys.readouterr().err

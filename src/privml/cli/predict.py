@@ -7,8 +7,10 @@
 
 ``rows.csv`` has a header and the model's raw feature columns (as in the
 training data, before preprocessing: the model file records the dataset's
-data-independent pipeline and it is applied here). A label column, if
-present, is used to report accuracy.
+data-independent pipeline and it is applied here). For a CNN file
+(``privml train --method dpsgd-cnn``) the columns are the 784 raw grey
+levels (0-255) of each image, row by row, standardised here by the dataset's
+public constants. A label column, if present, is used to report accuracy.
 
 A model trained privately is a post-processing of its release, so predicting
 costs no further privacy, and the privacy options are refused for it. A

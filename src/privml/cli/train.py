@@ -232,9 +232,17 @@ def _train_cnn(args: argparse.Namespace) -> None:
         "expected_batch_size": info["expected_batch_size"],
     }
     if args.out:
-        path = save_model(model, args.out, extra={"dataset": dataset, "test_accuracy": accuracy})
+        # The public class names and the dataset whose pixel standardisation `privml predict` applies.
+        extra = {"dataset": {"name": dataset, "classes": [_plain(c) for c in data.class_names]},
+                 "test_accuracy": accuracy}
+        path = save_model(model, args.out, extra=extra)
         result["model"] = str(path)
     emit(result, as_json=args.json, render=_render)
+
+
+def _plain(value: object) -> object:
+    """A numpy scalar as the Python value JSON can hold."""
+    return value.item() if hasattr(value, "item") else value
 
 
 def _render(r: dict) -> str:

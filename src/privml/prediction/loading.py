@@ -21,7 +21,8 @@ Which object depends on the file's method:
   with the saved settings; given values override them.
 - ``subsample-aggregate``: a :class:`~privml.prediction.SubsampleAndAggregate`
   with the saved settings; given values override them.
-- ``output``, ``objective``, ``dpsgd``, ``dpcd``, ``dpcd-regressor``: the
+- ``output``, ``objective``, ``dpsgd``, ``dpcd``, ``dpcd-regressor``,
+  ``dpsgd-cnn`` (needs the ``torch`` extra): the
   privately trained model as is, with ``ledger_ = None``; passing
   ``epsilon``, ``delta``, ``budget``, ``method``, ``accounting`` or a ledger
   is an error.
@@ -51,7 +52,7 @@ __all__ = ["PREDICTION_METHODS", "PRIVATE_TRAINING_METHODS", "load_predictor"]
 #: Model-file methods whose answers are charged to a budget.
 PREDICTION_METHODS = ("prediction-sensitivity", "subsample-aggregate")
 #: Model-file methods whose release is already private.
-PRIVATE_TRAINING_METHODS = ("output", "objective", "dpsgd", "dpcd", "dpcd-regressor")
+PRIVATE_TRAINING_METHODS = ("output", "objective", "dpsgd", "dpcd", "dpcd-regressor", "dpsgd-cnn")
 
 
 def _overrides(**settings: Any) -> dict[str, Any]:

@@ -48,9 +48,17 @@ def model_pipeline(metadata: dict) -> tuple[Callable[[np.ndarray], np.ndarray] |
     """The data-independent preprocessing and public class names recorded by ``privml train``."""
     extra = metadata.get("extra") or {}
     dataset = extra.get("dataset") or {}
+    if isinstance(dataset, str):  # CNN files of privml <= 0.1.0 recorded the name only
+        dataset = {"name": dataset}
     name = dataset.get("name")
     preprocess = None
-    if name:
+    if name and metadata.get("method") == "dpsgd-cnn":
+        from privml.torch.data import standardise_images  # torch: only for CNN files, which need it anyway
+
+        def preprocess(X: np.ndarray) -> np.ndarray:
+            return standardise_images(name, X).reshape(len(X), -1)
+
+    elif name:
         from privml.data import preprocess_features
 
         bias = extra.get("bias") or False

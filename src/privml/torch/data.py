@@ -18,6 +18,34 @@ NORMALISATION: dict[str, tuple[float, float]] = {
 }
 
 
+def standardise_images(name: str, pixels: np.ndarray) -> np.ndarray:
+    """Raw 28x28 grey-level images (0-255) as ``(n, 1, 28, 28)`` float32, standardised by public constants.
+
+    ``pixels`` is ``(n, 784)``, ``(n, 28, 28)`` or ``(n, 1, 28, 28)``: the
+    dataset files' values, as ``load_dataset(name, preprocess=False)``
+    returns them. The same per-record map is applied to training images and
+    to images sent to a served model (``privml predict``), so a model never
+    sees differently scaled inputs.
+
+    Raises
+    ------
+    ValueError
+        For an unknown dataset, a record that is not 784 pixels, or a value
+        outside [0, 255] (e.g. images already standardised, which would
+        otherwise be standardised twice and misread) or not finite.
+    """
+    key = name.lower().replace("_", "-")
+    if key not in NORMALISATION:
+        raise ValueError(f"no image normalisation for {name!r} (known: {', '.join(NORMALISATION)})")
+    x = np.asarray(pixels, dtype=np.float32)
+    if x.ndim < 2 or int(np.prod(x.shape[1:])) != 28 * 28:
+        raise ValueError(f"{key} images are 28 x 28 = 784 pixels per record, got an array of shape {x.shape}")
+    if not np.all(np.isfinite(x)) or (x.size and (x.min() < 0 or x.max() > 255)):
+        raise ValueError(f"{key} pixels must be raw grey levels in [0, 255], as in the dataset files")
+    mean, std = NORMALISATION[key]
+    return (x.reshape(-1, 1, 28, 28) / 255.0 - mean) / std
+
+
 @dataclass(frozen=True)
 class ImageData:
     X_train: torch.Tensor  # (n, 1, 28, 28) float32
@@ -43,11 +71,9 @@ def load_images(
     if key not in NORMALISATION:
         raise ValueError(f"load_images supports {', '.join(NORMALISATION)}, got {name!r}")
     data = load_dataset(key, preprocess=False, max_train=max_train, random_state=random_state, cache_dir=cache_dir)
-    mean, std = NORMALISATION[key]
 
     def images(x: np.ndarray) -> torch.Tensor:
-        x = np.asarray(x, dtype=np.float32).reshape(-1, 1, 28, 28) / 255.0
-        return torch.from_numpy((x - mean) / std)
+        return torch.from_numpy(standardise_images(key, x))
 
     return ImageData(
         X_train=images(data.X_train),
