@@ -36,6 +36,20 @@ def single_layer(kind: str) -> tuple[nn.Module, torch.Tensor, torch.Tensor]:
     elif kind == "conv2d-dilated-nobias":
         model = nn.Sequential(nn.Conv2d(2, 4, 2, dilation=2, bias=False), nn.Flatten(), nn.Linear(4 * 3 * 3, 3))
         x = torch.randn(batch, 2, 5, 5)
+    elif kind == "conv1d":
+        model = nn.Sequential(nn.Conv1d(2, 3, 3, stride=2, padding=1), nn.Flatten(), nn.Linear(3 * 5, 3))
+        x = torch.randn(batch, 2, 9)
+    elif kind == "conv3d":
+        model = nn.Sequential(nn.Conv3d(2, 3, (2, 3, 2), stride=(1, 2, 1), padding=(1, 0, 1), dilation=(1, 1, 2)),
+                              nn.Flatten(), nn.Linear(3 * 4 * 2 * 5, 3))
+        x = torch.randn(batch, 2, 3, 6, 5)
+    elif kind == "conv2d-grouped":
+        model = nn.Sequential(nn.Conv2d(4, 6, 3, groups=2, padding=1, stride=2), nn.Flatten(), nn.Linear(6 * 3 * 3, 3))
+        x = torch.randn(batch, 4, 5, 5)
+    elif kind == "conv2d-depthwise-nobias":
+        model = nn.Sequential(nn.Conv2d(3, 6, 2, groups=3, bias=False, dilation=2), nn.Flatten(),
+                              nn.Linear(6 * 3 * 3, 3))
+        x = torch.randn(batch, 3, 5, 5)
     elif kind == "groupnorm":
         model = nn.Sequential(nn.Conv2d(1, 4, 3), nn.GroupNorm(2, 4), nn.Flatten(), nn.Linear(4 * 3 * 3, 3))
         x = torch.randn(batch, 1, 5, 5)
@@ -56,4 +70,7 @@ def single_layer(kind: str) -> tuple[nn.Module, torch.Tensor, torch.Tensor]:
     return model, x, y
 
 
-LAYER_KINDS = ("linear", "linear-sequence", "conv2d", "conv2d-dilated-nobias", "groupnorm", "layernorm", "embedding")
+LAYER_KINDS = (
+    "linear", "linear-sequence", "conv1d", "conv2d", "conv2d-dilated-nobias", "conv2d-grouped",
+    "conv2d-depthwise-nobias", "conv3d", "groupnorm", "layernorm", "embedding",
+)

@@ -88,10 +88,17 @@ def test_shared_layer_is_rejected():
         ghost_clipped_sum(Twice(), cross_entropy_per_example, torch.randn(2, 3), torch.tensor([0, 1]), 1.0)
 
 
-def test_grouped_convolution_is_rejected():
-    model = nn.Sequential(nn.Conv2d(2, 2, 3, groups=2), nn.Flatten())
-    with pytest.raises(ValueError, match="groups=1"):
-        ghost_clipped_sum(model, cross_entropy_per_example, torch.randn(2, 2, 3, 3), torch.tensor([0, 1]), 1.0)
+def test_non_zero_padding_mode_is_rejected_with_a_pointer_to_vmap():
+    model = nn.Sequential(nn.Conv1d(2, 2, 3, padding=1, padding_mode="reflect"), nn.Flatten())
+    with pytest.raises(ValueError, match="numeric zero padding only.*mode='vmap'"):
+        ghost_clipped_sum(model, cross_entropy_per_example, torch.randn(2, 2, 4), torch.tensor([0, 1]), 1.0)
+
+
+def test_only_the_bias_of_a_grouped_convolution_trained():
+    torch.manual_seed(5)
+    model = nn.Sequential(nn.Conv2d(4, 4, 3, groups=2), nn.Flatten(), nn.Linear(4, 3)).double()
+    model[0].weight.requires_grad_(False)
+    assert_ghost_matches(model, torch.randn(5, 4, 3, 3, dtype=torch.float64), torch.tensor([0, 1, 2, 0, 1]), 0.1)
 
 
 def test_batch_averaged_loss_is_rejected():

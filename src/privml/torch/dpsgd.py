@@ -8,7 +8,7 @@
 2. splits it into *physical* micro-batches of at most
    ``max_physical_batch_size`` records (memory only);
 3. computes, per micro-batch, the sum of the per-example gradients each
-   clipped as a whole to L2 norm C: by ghost clipping for Linear, Conv2d,
+   clipped as a whole to L2 norm C: by ghost clipping for Linear, Conv1d/2d/3d (grouped too),
    GroupNorm, LayerNorm and Embedding layers (:mod:`privml.torch.ghost`), or
    by ``torch.func`` per-example gradients for any layer
    (:mod:`privml.torch.per_sample`);

@@ -18,7 +18,8 @@ whose ``prepare`` returns the per-example norms and the clipped sum:
 layer           per-example squared norm             clipped sum
 ==============  ===================================  =================================
 Linear          ||a||^2 ||g||^2, or the Gram trace    ``(c g)^T a``
-Conv2d          the same on unfolded input patches    the same, folded back
+Conv1d/2d/3d    the same on unfolded input patches    the same, folded back
+                (per group, summed, when grouped)     (per group, stacked)
 GroupNorm       materialised (C numbers per example)  weighted sum
 LayerNorm       materialised                          weighted sum
 Embedding       Gram trace masked by equal indices    ``index_add`` of ``c g``

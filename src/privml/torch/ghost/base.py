@@ -116,7 +116,7 @@ def _load_rules() -> None:
     if _RULES:
         return
     # Imported for their registration side effect, late to avoid an import cycle.
-    from privml.torch.ghost import conv2d, embedding, linear, norm  # noqa: F401
+    from privml.torch.ghost import conv, embedding, linear, norm  # noqa: F401
 
 
 def trainable(module: nn.Module, name: str) -> bool:
