@@ -1,14 +1,20 @@
-"""Wall time of the trade-off study (`privml study run quick`), serial and with 2 local workers.
+"""Wall time of the trade-off study, serial and with 2 local workers, and a measured part of the paper preset.
 
-Runs the ``quick`` preset (the demo) from scratch once per worker count, in a
-fresh results folder each time, and records the wall time, the speed-up of 2
-workers over 1, the accuracy of every method at the default point
-(epsilon = 1, delta = 1e-5, B = 100) and the verdict of every finding. The
-``paper-mnist-linear`` preset is far too long for this machine; its time is
-**extrapolated** (and labelled so) from the quick run's per-run times, scaled
-by the number of training records times the dimension of each run::
+Part ``quick``: runs the ``quick`` preset (the demo) from scratch once per
+worker count, in a fresh results folder each time, and records the wall time,
+the speed-up of 2 workers over 1, the accuracy of every method at the default
+point (epsilon = 1, delta = 1e-5, B = 100) and the verdict of every finding.
 
-    .venv/bin/python benchmarks/study.py --out benchmarks/results/study.json
+Part ``paper``: runs some sweeps of ``paper-mnist-linear`` at full scale
+(all 55,000 private MNIST records, 784 pixels; by default the two inference-
+budget sweeps, which carry the paper's two headline findings) with fewer
+repeats, records their wall time and findings, and **extrapolates** (labelled
+so) the whole preset from these full-scale per-run times, scaled by the number
+of training records times the dimension of each run::
+
+    .venv/bin/python benchmarks/study.py --out benchmarks/results/study.json [--parts quick paper]
+
+A part not run keeps its previous results in the JSON file.
 
 ``render(data)`` turns the JSON into the BENCHMARKS.md section.
 """
@@ -16,6 +22,7 @@ by the number of training records times the dimension of each run::
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -57,13 +64,17 @@ def default_point(outcome: Any) -> dict[str, dict[str, float]]:
     return out
 
 
-def extrapolate(outcome: Any, quick: str, paper: str) -> dict[str, Any]:
-    """Paper-preset core-seconds extrapolated from the quick run (seconds per n x (d + 1), per method)."""
-    quick_spec = load_preset(quick)
+def extrapolate(outcome: Any, source: str, paper: str) -> dict[str, Any]:
+    """Paper-preset core-seconds extrapolated from the runs of ``source`` (seconds per n x (d + 1), per method)."""
+    source_spec = load_preset(source)
+    default_n = source_spec.defaults.get("n") or MNIST_N
+    default_d = source_spec.defaults.get("d") or MNIST_D
     per_unit: dict[str, list[float]] = {}
     for record in ResultStore(outcome.results).records():
+        if record["status"] != "ok":
+            continue
         p = record["params"]
-        size = (p.get("n") or quick_spec.defaults["n"]) * ((p.get("d") or quick_spec.defaults["d"]) + 1)
+        size = (p.get("n") or default_n) * ((p.get("d") or default_d) + 1)
         per_unit.setdefault(record["method"], []).append(record["wall_seconds"] / size)
     rate = {m: statistics.median(v) for m, v in per_unit.items()}
     jobs, _ = plan(load_preset(paper))
@@ -76,18 +87,67 @@ def extrapolate(outcome: Any, quick: str, paper: str) -> dict[str, Any]:
         total += rate[job.method] * n * (d + 1)
         counted += 1
     return {"preset": paper, "runs": len(jobs), "runs_extrapolated": counted, "core_seconds": total,
-            "model": "median quick-run seconds per (n x (d + 1)) of each method, times n x (d + 1) of every paper run"}
+            "source": source,
+            "model": f"median {source}-run seconds per (n x (d + 1)) of each method, times n x (d + 1) of every "
+                     "paper run"}
+
+
+def run_paper_part(sweeps: list[str], repeats: int, workers: int, root: Path,
+                   preset: str = "paper-mnist-linear") -> dict[str, Any]:
+    """Run ``sweeps`` of ``preset`` at full scale with ``repeats`` repeats; time, findings, extrapolation."""
+    full = load_preset(preset)
+    spec = full.with_overrides(repeats=repeats,
+                               sweeps=[sw for sw in full.to_dict()["sweeps"] if sw["name"] in sweeps])
+    out = root / "paper-part"
+    load_before = os.getloadavg()[0]
+    start = time.perf_counter()
+    outcome = run_study(spec, out, jobs=workers, progress=True)
+    seconds = time.perf_counter() - start
+    records = ResultStore(outcome.results).records()
+    per_method: dict[str, list[float]] = {}
+    for r in records:
+        per_method.setdefault(r["method"], []).append(r["wall_seconds"])
+    results = collect(ResultStore(outcome.results))
+    print(f"paper part ({', '.join(sweeps)}): {seconds:.1f} s, {outcome.finished} runs", file=sys.stderr)
+    return {
+        "sweeps": sweeps, "repeats": repeats, "workers": workers, "wall_seconds": seconds,
+        "planned": outcome.planned, "finished": outcome.finished, "failed": outcome.failed,
+        "load_average_before": load_before, "load_average_after": os.getloadavg()[0],
+        "sum_of_run_seconds": sum(r["wall_seconds"] for r in records),
+        "run_seconds": {m: {"median": statistics.median(v), "max": max(v), "runs": len(v)}
+                        for m, v in sorted(per_method.items())},
+        "findings": [{"claim": f.claim, "status": f.status, "evidence": f.evidence, "sweeps": list(f.sweeps)}
+                     for f in findings(results)],
+        "extrapolation": extrapolate(outcome, preset, preset),
+        "full_preset_runs": len(plan(full)[0]),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="benchmarks/results/study.json")
+    parser.add_argument("--parts", nargs="+", choices=("quick", "paper"), default=["quick", "paper"])
     parser.add_argument("--preset", default="quick")
     parser.add_argument("--workers", nargs="+", type=int, default=[2, 1])
+    parser.add_argument("--paper-sweeps", nargs="+", default=["budget-pure", "budget"])
+    parser.add_argument("--paper-repeats", type=int, default=1)
+    parser.add_argument("--paper-workers", type=int, default=2)
     parser.add_argument("--workdir", help="keep the study folders here (default: a temporary folder)")
     args = parser.parse_args(argv)
 
     root = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="privml-study-bench-"))
+    previous = json.loads(Path(args.out).read_text()) if Path(args.out).exists() else {}
+    payload = dict(previous)
+    if "quick" in args.parts:
+        payload.update(run_quick_part(args, root))
+    if "paper" in args.parts:
+        payload["paper_part"] = {"machine": machine(),
+                                 **run_paper_part(args.paper_sweeps, args.paper_repeats, args.paper_workers, root)}
+    write_json(args.out, payload)
+    return 0
+
+
+def run_quick_part(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     runs = {}
     outcomes = {}
     for workers in args.workers:
@@ -104,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{outcome.failed} failed", file=sys.stderr)
     reference = outcomes[max(outcomes)]
     results = collect(ResultStore(reference.results))
-    payload = {
+    return {
         "machine": machine(),
         "preset": args.preset,
         "runs": runs,
@@ -116,8 +176,6 @@ def main(argv: list[str] | None = None) -> int:
         "notes": reference.notes,
         "paper_extrapolation": extrapolate(reference, args.preset, "paper-mnist-linear"),
     }
-    write_json(args.out, payload)
-    return 0
 
 
 def render(data: dict) -> str:
@@ -151,9 +209,38 @@ def render(data: dict) -> str:
     for f in data["findings"]:
         lines.append(f"- **{f['status']}**: {f['claim']} ({f['evidence']})")
     x = data["paper_extrapolation"]
-    lines += ["", f"`paper-mnist-linear` ({x['runs']} runs, 10 repeats): **extrapolated, not measured**: about "
-              f"{x['core_seconds'] / 3600:.0f} core-hours ({x['model']}; {x['runs_extrapolated']} runs of methods "
-              "timed in the quick run)."]
+    lines += ["", f"`paper-mnist-linear` ({x['runs']} runs, 10 repeats), from the quick run: **extrapolated, not "
+              f"measured**: about {x['core_seconds'] / 3600:.0f} core-hours ({x['model']}; "
+              f"{x['runs_extrapolated']} runs of methods timed in the quick run)."]
+    part = data.get("paper_part")
+    if part:
+        pm, px = part["machine"], part["extrapolation"]
+        lines += [
+            "",
+            f"### `paper-mnist-linear`, measured in part: sweeps {', '.join(part['sweeps'])} at full scale",
+            "",
+            f"Command: `.venv/bin/python benchmarks/study.py --parts paper` (`privml study run paper-mnist-linear "
+            f"--sweeps {' '.join(part['sweeps'])} --repeats {part['repeats']} --jobs {part['workers']}`).  ",
+            f"Machine: {pm['cpu']}, {pm['cores']} cores, Python {pm['python']}, commit {pm['commit']}, {pm['date']}.",
+            "",
+            f"{part['finished']} runs ({part['failed']} failed) of the preset's {part['full_preset_runs']}, "
+            f"{part['repeats']} repeat(s), 55,000 private MNIST records, 784 pixels: **{part['wall_seconds'] / 60:.1f} "
+            f"min** wall time with {part['workers']} workers (load average {part['load_average_before']:.1f} before, "
+            f"{part['load_average_after']:.1f} after; runs in flight on average: "
+            f"{part['sum_of_run_seconds'] / part['wall_seconds']:.2f}).",
+            "",
+            "| method | runs | median run (s) | longest run (s) |",
+            "|---|---|---|---|",
+        ]
+        for method, r in part["run_seconds"].items():
+            lines.append(f"| {method} | {r['runs']} | {r['median']:.1f} | {r['max']:.1f} |")
+        lines += ["", "Findings of the paper on these full-scale runs:", ""]
+        for f in part["findings"]:
+            lines.append(f"- **{f['status']}**: {f['claim']} ({f['evidence']})")
+        lines += ["", f"Whole preset ({px['runs']} runs, 10 repeats), from these full-scale runs: **extrapolated, "
+                  f"not measured**: about {px['core_seconds'] / 3600:.1f} core-hours, "
+                  f"{px['core_seconds'] / 3600 / 2:.1f} h on 2 workers ({px['model']}; {px['runs_extrapolated']} "
+                  "runs of methods timed here)."]
     if data.get("notes"):
         lines += ["", "Notes: " + "; ".join(data["notes"]) + "."]
     return "\n".join(lines) + "\n"
