@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import base64
 import re
 import shutil
 import subprocess
@@ -23,6 +24,25 @@ def test_report_has_a_figure_per_sweep_and_the_tables(tiny_study, tmp_path):
     # The report is rebuilt identically from the store alone.
     again = write_report(ResultStore(outcome.results), tmp_path)
     assert again.read_text() == page
+
+
+def test_each_figure_is_also_a_png_file_identical_to_the_inlined_one(tiny_study):
+    spec, outcome, _ = tiny_study
+    page = outcome.report.read_text()
+    files = sorted((outcome.report.parent / "figures").glob("*.png"))
+    assert [f.stem for f in files] == sorted(sweep.name for sweep in spec.sweeps)
+    for f in files:
+        png = f.read_bytes()
+        assert png.startswith(b"\x89PNG\r\n\x1a\n")
+        assert base64.b64encode(png).decode("ascii") in page
+
+
+def test_sweep_names_become_safe_file_names():
+    from privml.study.report import _file_name
+
+    assert _file_name("budget-pure") == "budget-pure"
+    assert _file_name("../etc/passwd") == "_etc_passwd"
+    assert _file_name("a b/c") == "a_b_c"
 
 
 def test_findings_are_computed_from_the_results(tiny_study):

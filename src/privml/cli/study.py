@@ -42,7 +42,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     run = sub.add_parser("run", help="run a preset or a spec file (TOML, or YAML with pyyaml)")
     run.add_argument("study", metavar="PRESET|SPEC_FILE", help="a preset name (see `privml study list`) or a file")
-    run.add_argument("--out", required=True, help="output folder (results.sqlite, report/index.html)")
+    run.add_argument("--out", required=True, help="output folder (results.sqlite, report/index.html, report/figures/*.png)")
     run.add_argument("--jobs", type=integer, default=1, help="local worker processes (default 1)")
     run.add_argument("--executor", default="local", help="local (default) or dask://HOST:PORT")
     run.add_argument("--dataset", help="run the study on this dataset instead: a built-in name or csv:PATH")
@@ -60,7 +60,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     report = sub.add_parser("report", help="write the HTML report of a results store")
     report.add_argument("results", metavar="RESULTS", help="results.sqlite (or the folder holding it)")
-    report.add_argument("--out", required=True, help="folder for index.html")
+    report.add_argument("--out", required=True, help="folder for index.html and figures/*.png")
     report.add_argument("--spec-hash", help="which study of the store (default: the last one run)")
     add_json_flag(report)
     report.set_defaults(handler=_report, prog=report.prog)

@@ -1,4 +1,5 @@
-"""The study report: one self-contained HTML page (figures inlined as base64 PNG).
+"""The study report: one self-contained HTML page (figures inlined as base64 PNG),
+and each figure also as its own PNG file (``figures/<sweep>.png``) for slides and papers.
 
 For every sweep: the figure (mean accuracy per method with a band of one
 standard deviation over repeats, the non-private baseline dashed), and the
@@ -50,7 +51,11 @@ ul.findings li { margin: 0.3em 0; }
 
 
 def write_report(store: ResultStore | str | Path, out: str | Path, *, spec_hash: str | None = None) -> Path:
-    """Write ``out/index.html`` for the study ``spec_hash`` in ``store`` (default: the last stored).
+    """Write ``out/index.html`` and ``out/figures/<sweep>.png`` for the study ``spec_hash`` in ``store``.
+
+    ``spec_hash`` defaults to the last study stored. The page is self-contained
+    (its figures are inlined); the PNG files are the same figures, one per sweep
+    with finished runs.
 
     Returns
     -------
@@ -70,13 +75,24 @@ def write_report(store: ResultStore | str | Path, out: str | Path, *, spec_hash:
     results = collect(store, spec_hash)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    figures = {sweep.name: figure_png(results, sweep.name) for sweep in results.spec.sweeps
+               if results.curves.get(sweep.name)}
+    if figures:
+        (out / "figures").mkdir(exist_ok=True)
+    for name, png in figures.items():
+        (out / "figures" / f"{_file_name(name)}.png").write_bytes(png)
     target = out / "index.html"
-    target.write_text(render_html(results), encoding="utf-8")
+    target.write_text(render_html(results, figures=figures), encoding="utf-8")
     return target
 
 
-def render_html(results: StudyResults) -> str:
-    """The report page for ``results`` as one HTML string."""
+def _file_name(sweep: str) -> str:
+    """A safe file name for a sweep name (letters, digits, '-', '_', '.'; anything else becomes '_')."""
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in sweep).lstrip(".") or "sweep"
+
+
+def render_html(results: StudyResults, *, figures: dict[str, bytes] | None = None) -> str:
+    """The report page for ``results`` as one HTML string (``figures``: PNG bytes per sweep, drawn if absent)."""
     spec = results.spec
     found = findings(results)
     parts = [
@@ -92,7 +108,7 @@ def render_html(results: StudyResults) -> str:
         parts.append(f'<section id="sweep-{_e(sweep.name)}"><h2>{_e(sweep.title or sweep.name)}</h2>')
         if curves:
             parts.append(f'<figure><img alt="{_e(sweep.title or sweep.name)}" src="data:image/png;base64,'
-                         f'{_figure_png(results, sweep.name)}"><figcaption>Mean test accuracy over repeats, '
+                         f'{_base64(figures, results, sweep.name)}"><figcaption>Mean test accuracy over repeats, '
                          "band: ±1 standard deviation; dashed: non-private.</figcaption></figure>")
             parts.append(_curve_table(results, sweep.name))
         else:
@@ -209,7 +225,13 @@ def _method_notes(results: StudyResults) -> str:
 
 
 # ------------------------------------------------------------------- figures
-def _figure_png(results: StudyResults, name: str) -> str:
+def _base64(figures: dict[str, bytes] | None, results: StudyResults, name: str) -> str:
+    png = figures[name] if figures and name in figures else figure_png(results, name)
+    return base64.b64encode(png).decode("ascii")
+
+
+def figure_png(results: StudyResults, name: str) -> bytes:
+    """The figure of sweep ``name`` as PNG bytes: mean accuracy per method, ±1 std band, non-private dashed."""
     try:
         import matplotlib
     except ImportError:
@@ -246,7 +268,7 @@ def _figure_png(results: StudyResults, name: str) -> str:
         fig.savefig(buffer, format="png")
     finally:
         plt.close(fig)
-    return base64.b64encode(buffer.getvalue()).decode("ascii")
+    return buffer.getvalue()
 
 
 def _style(curve: Curve) -> dict[str, Any]:
