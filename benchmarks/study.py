@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import sys
@@ -35,6 +36,7 @@ from _common import machine, write_json
 
 from privml.study import ResultStore, collect, load_preset, plan, run_study
 from privml.study.findings import findings
+from privml.study.methods import get_method
 
 #: Records and features of MNIST runs with n or d unset (55,000 private records after the public 5,000; 784 pixels).
 MNIST_N, MNIST_D = 55_000, 784
@@ -87,9 +89,60 @@ def extrapolate(outcome: Any, source: str, paper: str) -> dict[str, Any]:
         total += rate[job.method] * n * (d + 1)
         counted += 1
     return {"preset": paper, "runs": len(jobs), "runs_extrapolated": counted, "core_seconds": total,
-            "source": source,
+            "source": source, "seconds_per_unit": rate,
             "model": f"median {source}-run seconds per (n x (d + 1)) of each method, times n x (d + 1) of every "
                      "paper run"}
+
+
+def fits_per_run(spec: Any, job: Any) -> int:
+    """Models one run of ``job`` trains: the free grid's candidates plus the refit (validation mode), else 1."""
+    if spec.selection.mode != "validation":
+        return 1
+    grid = {**get_method(job.method).hyper, **spec.selection.grids.get(job.method, {})}
+    free = [values for name, values in grid.items() if name not in job.params]
+    return math.prod(len(v) for v in free) + 1 if free else 1
+
+
+def extrapolate_cnn(preset: str, torch_results: dict, linear_rate: dict[str, float]) -> dict[str, Any]:
+    """Core-seconds of a CNN preset, extrapolated (not measured).
+
+    One CNN fit costs what the full-scale DP-SGD accuracy runs of
+    ``benchmarks/torch_dpsgd.py`` measured (40 epochs over 60,000 MNIST images:
+    median train seconds x torch threads), scaled by the records the fit sees;
+    non-private CNNs (and subsample-and-aggregate's teachers, which together see
+    every record for the same epochs) by the measured step-time ratio
+    non-private / privml ghost. A run trains ``fits_per_run`` models. Linear
+    methods use ``linear_rate`` (seconds per n x (d + 1), from the full-scale
+    paper-mnist-linear runs, which include their own selection fits).
+    """
+    spec = load_preset(preset)
+    full = [r for r in torch_results["accuracy"] if r["dataset"] == "mnist" and round(r["epochs"]) == 40]
+    dpsgd_fit = statistics.median(r["train_seconds"] * r["threads"] for r in full)
+    speed = torch_results["speed"]["variants"]
+    nonprivate_fit = dpsgd_fit * speed["nonprivate"]["median_step_ms"] / speed["privml-ghost"]["median_step_ms"]
+    per_fit = {"dpsgd-cnn": dpsgd_fit, "nonprivate-cnn": nonprivate_fit, "subsample-aggregate-cnn": nonprivate_fit}
+    jobs, _ = plan(spec)
+    n_private = 60_000 - spec.public_size
+    share = 1.0 - spec.selection.validation_fraction
+    total, by_method = 0.0, {}
+    for job in jobs:
+        n = job.params.get("n") or n_private
+        if job.method in per_fit:
+            fits = fits_per_run(spec, job)
+            # Candidates see the training share; the refit sees every private record.
+            seconds = per_fit[job.method] * n / 60_000 * ((fits - 1) * share + 1)
+        elif job.method in linear_rate:
+            seconds = linear_rate[job.method] * n * ((job.params.get("d") or MNIST_D) + 1)
+        else:
+            continue
+        total += seconds
+        by_method[job.method] = by_method.get(job.method, 0.0) + seconds
+    return {"preset": preset, "runs": len(jobs), "repeats": spec.repeats, "core_seconds": total,
+            "core_seconds_by_method": by_method, "cnn_fit_core_seconds": per_fit,
+            "model": "one 40-epoch CNN fit = the median core-seconds of the full-scale DP-SGD MNIST runs of "
+                     "benchmarks/torch_dpsgd.py (non-private and teachers scaled by the measured step-time ratio), "
+                     "times the fits of each run (grid candidates + refit) and its share of the records; linear "
+                     "methods at their full-scale paper-mnist-linear rates"}
 
 
 def run_paper_part(sweeps: list[str], repeats: int, workers: int, root: Path,
@@ -143,6 +196,12 @@ def main(argv: list[str] | None = None) -> int:
     if "paper" in args.parts:
         payload["paper_part"] = {"machine": machine(),
                                  **run_paper_part(args.paper_sweeps, args.paper_repeats, args.paper_workers, root)}
+    torch_json = Path(args.out).parent / "torch_dpsgd.json"
+    rate = payload.get("paper_part", {}).get("extrapolation", {}).get("seconds_per_unit")
+    if rate and torch_json.exists():
+        torch_results = json.loads(torch_json.read_text())
+        payload["cnn_extrapolation"] = [extrapolate_cnn(p, torch_results, rate)
+                                        for p in ("paper-cnn", "paper-cnn-fashion")]
     write_json(args.out, payload)
     return 0
 
@@ -191,7 +250,8 @@ def render(data: dict) -> str:
         "|---|---|---|---|---|",
     ]
     for workers, r in sorted(data["runs"].items(), key=lambda kv: int(kv[0])):
-        lines.append(f"| {workers} | {r['wall_seconds'] / 60:.1f} min | {r['finished']} | {r['failed']} "
+        wall = f"{r['wall_seconds']:.0f} s" if r["wall_seconds"] < 120 else f"{r['wall_seconds'] / 60:.1f} min"
+        lines.append(f"| {workers} | {wall} | {r['finished']} | {r['failed']} "
                      f"| {r['load_average_before']:.1f} / {r['load_average_after']:.1f} |")
     if data.get("speedup_2_workers"):
         two = data["runs"]["2"]
@@ -208,11 +268,12 @@ def render(data: dict) -> str:
     lines += ["", "Findings of the paper, tested on these results:", ""]
     for f in data["findings"]:
         lines.append(f"- **{f['status']}**: {f['claim']} ({f['evidence']})")
-    x = data["paper_extrapolation"]
-    lines += ["", f"`paper-mnist-linear` ({x['runs']} runs, 10 repeats), from the quick run: **extrapolated, not "
-              f"measured**: about {x['core_seconds'] / 3600:.0f} core-hours ({x['model']}; "
-              f"{x['runs_extrapolated']} runs of methods timed in the quick run)."]
     part = data.get("paper_part")
+    if not part:  # the full-scale part below extrapolates from better-matched run times
+        x = data["paper_extrapolation"]
+        lines += ["", f"`paper-mnist-linear` ({x['runs']} runs, 10 repeats), from the quick run: **extrapolated, not "
+                  f"measured**: about {x['core_seconds'] / 3600:.0f} core-hours ({x['model']}; "
+                  f"{x['runs_extrapolated']} runs of methods timed in the quick run)."]
     if part:
         pm, px = part["machine"], part["extrapolation"]
         lines += [
@@ -241,6 +302,17 @@ def render(data: dict) -> str:
                   f"not measured**: about {px['core_seconds'] / 3600:.1f} core-hours, "
                   f"{px['core_seconds'] / 3600 / 2:.1f} h on 2 workers ({px['model']}; {px['runs_extrapolated']} "
                   "runs of methods timed here)."]
+    cnn = data.get("cnn_extrapolation", [])
+    for i, x in enumerate(cnn):
+        if i and x["core_seconds"] == cnn[0]["core_seconds"]:
+            lines[-1] = lines[-1].replace(f"`{cnn[0]['preset']}` (", f"`{cnn[0]['preset']}` and `{x['preset']}` "
+                                          "(the same CNN on images of the same size: the same estimate; ", 1)
+            continue
+        split = ", ".join(f"{m} {s / 3600:.1f}" for m, s in sorted(x["core_seconds_by_method"].items(),
+                                                                     key=lambda kv: -kv[1]))
+        lines += ["", f"`{x['preset']}` ({x['runs']} runs, {x['repeats']} repeats): **extrapolated, not measured**: "
+                  f"about {x['core_seconds'] / 3600:.0f} core-hours, {x['core_seconds'] / 3600 / 2:.0f} h on 2 workers "
+                  f"(core-hours by method: {split}; {x['model']})."]
     if data.get("notes"):
         lines += ["", "Notes: " + "; ".join(data["notes"]) + "."]
     return "\n".join(lines) + "\n"

@@ -84,6 +84,22 @@ def test_dask_executor_runs_a_study_on_a_local_cluster(tmp_path):
     assert (resumed.skipped, resumed.finished) == (4, 4)
 
 
+def _blas_threads(_: object) -> list[int]:
+    from threadpoolctl import threadpool_info
+
+    return [pool["num_threads"] for pool in threadpool_info()]
+
+
+def test_serial_executor_runs_each_job_on_one_thread_like_a_joblib_worker():
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=2):  # as on a 2-core machine, whatever this one has
+        (inside,) = SerialExecutor().map_unordered(_blas_threads, [None])
+        outside = _blas_threads(None)
+    assert inside and all(n == 1 for n in inside)  # numpy's BLAS is always among the pools
+    assert max(outside) == 2  # the one-thread limit is lifted once the job is done
+
+
 def test_make_executor():
     assert isinstance(make_executor(None, jobs=1), SerialExecutor)
     assert isinstance(make_executor("local", jobs=3), JoblibExecutor)
