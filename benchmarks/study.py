@@ -78,7 +78,11 @@ def extrapolate(outcome: Any, source: str, paper: str) -> dict[str, Any]:
         p = record["params"]
         size = (p.get("n") or default_n) * ((p.get("d") or default_d) + 1)
         per_unit.setdefault(record["method"], []).append(record["wall_seconds"] / size)
-    rate = {m: statistics.median(v) for m, v in per_unit.items()}
+    return extrapolate_from_rates({m: statistics.median(v) for m, v in per_unit.items()}, source, paper)
+
+
+def extrapolate_from_rates(rate: dict[str, float], source: str, paper: str) -> dict[str, Any]:
+    """Core-seconds of every run of ``paper`` at ``rate`` (seconds per n x (d + 1), per method)."""
     jobs, _ = plan(load_preset(paper))
     total, counted = 0.0, 0
     for job in jobs:
@@ -176,6 +180,26 @@ def run_paper_part(sweeps: list[str], repeats: int, workers: int, root: Path,
     }
 
 
+def paper_parts(data: dict) -> list[dict]:
+    """The measured full-scale parts (older result files hold one, as ``paper_part``)."""
+    return data.get("paper_parts") or ([data["paper_part"]] if data.get("paper_part") else [])
+
+
+def pooled_extrapolation(parts: list[dict], preset: str = "paper-mnist-linear") -> dict[str, Any]:
+    """The whole preset extrapolated from every measured part: per method, the parts' rates weighted by runs."""
+    sums: dict[str, float] = {}
+    counts: dict[str, int] = {}
+    for part in parts:
+        for method, rate in part["extrapolation"]["seconds_per_unit"].items():
+            runs = part["run_seconds"][method]["runs"]
+            sums[method] = sums.get(method, 0.0) + rate * runs
+            counts[method] = counts.get(method, 0) + runs
+    out = extrapolate_from_rates({m: sums[m] / counts[m] for m in sums}, preset, preset)
+    out["model"] += " (rates pooled over the measured parts, weighted by their runs)"
+    out["parts"] = [", ".join(part["sweeps"]) for part in parts]
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="benchmarks/results/study.json")
@@ -194,10 +218,14 @@ def main(argv: list[str] | None = None) -> int:
     if "quick" in args.parts:
         payload.update(run_quick_part(args, root))
     if "paper" in args.parts:
-        payload["paper_part"] = {"machine": machine(),
-                                 **run_paper_part(args.paper_sweeps, args.paper_repeats, args.paper_workers, root)}
+        part = {"machine": machine(),
+                **run_paper_part(args.paper_sweeps, args.paper_repeats, args.paper_workers, root)}
+        # Parts with other sweeps are kept; a rerun of the same sweeps replaces its part.
+        payload["paper_parts"] = [p for p in paper_parts(payload) if p["sweeps"] != part["sweeps"]] + [part]
+        payload.pop("paper_part", None)
+        payload["paper_extrapolation_full_scale"] = pooled_extrapolation(payload["paper_parts"])
     torch_json = Path(args.out).parent / "torch_dpsgd.json"
-    rate = payload.get("paper_part", {}).get("extrapolation", {}).get("seconds_per_unit")
+    rate = payload.get("paper_extrapolation_full_scale", {}).get("seconds_per_unit")
     if rate and torch_json.exists():
         torch_results = json.loads(torch_json.read_text())
         payload["cnn_extrapolation"] = [extrapolate_cnn(p, torch_results, rate)
@@ -268,14 +296,14 @@ def render(data: dict) -> str:
     lines += ["", "Findings of the paper, tested on these results:", ""]
     for f in data["findings"]:
         lines.append(f"- **{f['status']}**: {f['claim']} ({f['evidence']})")
-    part = data.get("paper_part")
-    if not part:  # the full-scale part below extrapolates from better-matched run times
+    parts = paper_parts(data)
+    if not parts:  # the full-scale parts below extrapolate from better-matched run times
         x = data["paper_extrapolation"]
         lines += ["", f"`paper-mnist-linear` ({x['runs']} runs, 10 repeats), from the quick run: **extrapolated, not "
                   f"measured**: about {x['core_seconds'] / 3600:.0f} core-hours ({x['model']}; "
                   f"{x['runs_extrapolated']} runs of methods timed in the quick run)."]
-    if part:
-        pm, px = part["machine"], part["extrapolation"]
+    for part in parts:
+        pm = part["machine"]
         lines += [
             "",
             f"### `paper-mnist-linear`, measured in part: sweeps {', '.join(part['sweeps'])} at full scale",
@@ -298,10 +326,12 @@ def render(data: dict) -> str:
         lines += ["", "Findings of the paper on these full-scale runs:", ""]
         for f in part["findings"]:
             lines.append(f"- **{f['status']}**: {f['claim']} ({f['evidence']})")
-        lines += ["", f"Whole preset ({px['runs']} runs, 10 repeats), from these full-scale runs: **extrapolated, "
-                  f"not measured**: about {px['core_seconds'] / 3600:.1f} core-hours, "
+    if parts:
+        px = data.get("paper_extrapolation_full_scale") or pooled_extrapolation(parts)
+        lines += ["", f"Whole `paper-mnist-linear` preset ({px['runs']} runs, 10 repeats), from the full-scale runs "
+                  f"above: **extrapolated, not measured**: about {px['core_seconds'] / 3600:.1f} core-hours, "
                   f"{px['core_seconds'] / 3600 / 2:.1f} h on 2 workers ({px['model']}; {px['runs_extrapolated']} "
-                  "runs of methods timed here)."]
+                  "runs of methods timed)."]
     cnn = data.get("cnn_extrapolation", [])
     for i, x in enumerate(cnn):
         if i and x["core_seconds"] == cnn[0]["core_seconds"]:
