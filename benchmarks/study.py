@@ -308,7 +308,8 @@ def render(data: dict) -> str:
             "",
             f"### `paper-mnist-linear`, measured in part: sweeps {', '.join(part['sweeps'])} at full scale",
             "",
-            f"Command: `.venv/bin/python benchmarks/study.py --parts paper` (`privml study run paper-mnist-linear "
+            f"Command: `.venv/bin/python benchmarks/study.py --parts paper --paper-sweeps {' '.join(part['sweeps'])}` "
+            "(`privml study run paper-mnist-linear "
             f"--sweeps {' '.join(part['sweeps'])} --repeats {part['repeats']} --jobs {part['workers']}`).  ",
             f"Machine: {pm['cpu']}, {pm['cores']} cores, Python {pm['python']}, commit {pm['commit']}, {pm['date']}.",
             "",
