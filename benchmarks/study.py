@@ -38,8 +38,9 @@ from privml.study import ResultStore, collect, load_preset, plan, run_study
 from privml.study.findings import findings
 from privml.study.methods import get_method
 
-#: Records and features of MNIST runs with n or d unset (55,000 private records after the public 5,000; 784 pixels).
-MNIST_N, MNIST_D = 55_000, 784
+#: MNIST training records; records and features of runs with n or d unset (55,000 private after the public 5,000).
+MNIST_TRAIN = 60_000
+MNIST_N, MNIST_D = MNIST_TRAIN - 5_000, 784
 
 
 def run_once(preset: str, workers: int, root: Path) -> tuple[float, Any]:
@@ -111,8 +112,8 @@ def extrapolate_cnn(preset: str, torch_results: dict, linear_rate: dict[str, flo
     """Core-seconds of a CNN preset, extrapolated (not measured).
 
     One CNN fit costs what the full-scale DP-SGD accuracy runs of
-    ``benchmarks/torch_dpsgd.py`` measured (40 epochs over 60,000 MNIST images:
-    median train seconds x torch threads), scaled by the records the fit sees;
+    ``benchmarks/torch_dpsgd.py`` measured (40 epochs over all MNIST training
+    images: median train seconds x torch threads per record), times the records the fit sees;
     non-private CNNs (and subsample-and-aggregate's teachers, which together see
     every record for the same epochs) by the measured step-time ratio
     non-private / privml ghost. A run trains ``fits_per_run`` models. Linear
@@ -121,12 +122,12 @@ def extrapolate_cnn(preset: str, torch_results: dict, linear_rate: dict[str, flo
     """
     spec = load_preset(preset)
     full = [r for r in torch_results["accuracy"] if r["dataset"] == "mnist" and round(r["epochs"]) == 40]
-    dpsgd_fit = statistics.median(r["train_seconds"] * r["threads"] for r in full)
+    dpsgd_fit = statistics.median(r["train_seconds"] * r["threads"] / r["n_train"] for r in full)
     speed = torch_results["speed"]["variants"]
     nonprivate_fit = dpsgd_fit * speed["nonprivate"]["median_step_ms"] / speed["privml-ghost"]["median_step_ms"]
     per_fit = {"dpsgd-cnn": dpsgd_fit, "nonprivate-cnn": nonprivate_fit, "subsample-aggregate-cnn": nonprivate_fit}
     jobs, _ = plan(spec)
-    n_private = 60_000 - spec.public_size
+    n_private = MNIST_TRAIN - spec.public_size
     share = 1.0 - spec.selection.validation_fraction
     total, by_method = 0.0, {}
     for job in jobs:
@@ -134,7 +135,7 @@ def extrapolate_cnn(preset: str, torch_results: dict, linear_rate: dict[str, flo
         if job.method in per_fit:
             fits = fits_per_run(spec, job)
             # Candidates see the training share; the refit sees every private record.
-            seconds = per_fit[job.method] * n / 60_000 * ((fits - 1) * share + 1)
+            seconds = per_fit[job.method] * n * ((fits - 1) * share + 1)
         elif job.method in linear_rate:
             seconds = linear_rate[job.method] * n * ((job.params.get("d") or MNIST_D) + 1)
         else:
@@ -142,7 +143,8 @@ def extrapolate_cnn(preset: str, torch_results: dict, linear_rate: dict[str, flo
         total += seconds
         by_method[job.method] = by_method.get(job.method, 0.0) + seconds
     return {"preset": preset, "runs": len(jobs), "repeats": spec.repeats, "core_seconds": total,
-            "core_seconds_by_method": by_method, "cnn_fit_core_seconds": per_fit,
+            "core_seconds_by_method": by_method,
+            "cnn_fit_core_seconds": {m: rate * MNIST_TRAIN for m, rate in per_fit.items()},
             "model": "one 40-epoch CNN fit = the median core-seconds of the full-scale DP-SGD MNIST runs of "
                      "benchmarks/torch_dpsgd.py (non-private and teachers scaled by the measured step-time ratio), "
                      "times the fits of each run (grid candidates + refit) and its share of the records; linear "
@@ -178,11 +180,6 @@ def run_paper_part(sweeps: list[str], repeats: int, workers: int, root: Path,
         "extrapolation": extrapolate(outcome, preset, preset),
         "full_preset_runs": len(plan(full)[0]),
     }
-
-
-def paper_parts(data: dict) -> list[dict]:
-    """The measured full-scale parts (older result files hold one, as ``paper_part``)."""
-    return data.get("paper_parts") or ([data["paper_part"]] if data.get("paper_part") else [])
 
 
 def pooled_extrapolation(parts: list[dict], preset: str = "paper-mnist-linear") -> dict[str, Any]:
@@ -221,8 +218,7 @@ def main(argv: list[str] | None = None) -> int:
         part = {"machine": machine(),
                 **run_paper_part(args.paper_sweeps, args.paper_repeats, args.paper_workers, root)}
         # Parts with other sweeps are kept; a rerun of the same sweeps replaces its part.
-        payload["paper_parts"] = [p for p in paper_parts(payload) if p["sweeps"] != part["sweeps"]] + [part]
-        payload.pop("paper_part", None)
+        payload["paper_parts"] = [p for p in payload.get("paper_parts", []) if p["sweeps"] != part["sweeps"]] + [part]
         payload["paper_extrapolation_full_scale"] = pooled_extrapolation(payload["paper_parts"])
     torch_json = Path(args.out).parent / "torch_dpsgd.json"
     rate = payload.get("paper_extrapolation_full_scale", {}).get("seconds_per_unit")
@@ -296,7 +292,7 @@ def render(data: dict) -> str:
     lines += ["", "Findings of the paper, tested on these results:", ""]
     for f in data["findings"]:
         lines.append(f"- **{f['status']}**: {f['claim']} ({f['evidence']})")
-    parts = paper_parts(data)
+    parts = data.get("paper_parts", [])
     if not parts:  # the full-scale parts below extrapolate from better-matched run times
         x = data["paper_extrapolation"]
         lines += ["", f"`paper-mnist-linear` ({x['runs']} runs, 10 repeats), from the quick run: **extrapolated, not "
@@ -328,20 +324,22 @@ def render(data: dict) -> str:
         for f in part["findings"]:
             lines.append(f"- **{f['status']}**: {f['claim']} ({f['evidence']})")
     if parts:
-        px = data.get("paper_extrapolation_full_scale") or pooled_extrapolation(parts)
+        px = data["paper_extrapolation_full_scale"]
         lines += ["", f"Whole `paper-mnist-linear` preset ({px['runs']} runs, 10 repeats), from the full-scale runs "
                   f"above: **extrapolated, not measured**: about {px['core_seconds'] / 3600:.1f} core-hours, "
                   f"{px['core_seconds'] / 3600 / 2:.1f} h on 2 workers ({px['model']}; {px['runs_extrapolated']} "
                   "runs of methods timed)."]
-    cnn = data.get("cnn_extrapolation", [])
-    for i, x in enumerate(cnn):
-        if i and x["core_seconds"] == cnn[0]["core_seconds"]:
-            lines[-1] = lines[-1].replace(f"`{cnn[0]['preset']}` (", f"`{cnn[0]['preset']}` and `{x['preset']}` "
-                                          "(the same CNN on images of the same size: the same estimate; ", 1)
-            continue
+    # Presets with the same estimate (the same CNN on images of the same size) share one line.
+    same_estimate: dict[float, list[dict]] = {}
+    for x in data.get("cnn_extrapolation", []):
+        same_estimate.setdefault(x["core_seconds"], []).append(x)
+    for group in same_estimate.values():
+        x = group[0]
+        names = " and ".join(f"`{y['preset']}`" for y in group)
+        shared = "the same CNN on images of the same size: the same estimate; " if len(group) > 1 else ""
         split = ", ".join(f"{m} {s / 3600:.1f}" for m, s in sorted(x["core_seconds_by_method"].items(),
                                                                      key=lambda kv: -kv[1]))
-        lines += ["", f"`{x['preset']}` ({x['runs']} runs, {x['repeats']} repeats): **extrapolated, not measured**: "
+        lines += ["", f"{names} ({shared}{x['runs']} runs, {x['repeats']} repeats): **extrapolated, not measured**: "
                   f"about {x['core_seconds'] / 3600:.0f} core-hours, {x['core_seconds'] / 3600 / 2:.0f} h on 2 workers "
                   f"(core-hours by method: {split}; {x['model']})."]
     if data.get("notes"):

@@ -75,8 +75,7 @@ def write_report(store: ResultStore | str | Path, out: str | Path, *, spec_hash:
     results = collect(store, spec_hash)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    figures = {sweep.name: figure_png(results, sweep.name) for sweep in results.spec.sweeps
-               if results.curves.get(sweep.name)}
+    figures = draw_figures(results)
     if figures:
         (out / "figures").mkdir(exist_ok=True)
     for name, png in figures.items():
@@ -92,8 +91,9 @@ def _file_name(sweep: str) -> str:
 
 
 def render_html(results: StudyResults, *, figures: dict[str, bytes] | None = None) -> str:
-    """The report page for ``results`` as one HTML string (``figures``: PNG bytes per sweep, drawn if absent)."""
+    """The report page for ``results`` as one HTML string (``figures``: :func:`draw_figures`, drawn if absent)."""
     spec = results.spec
+    figures = draw_figures(results) if figures is None else figures
     found = findings(results)
     parts = [
         "<!DOCTYPE html>",
@@ -108,7 +108,7 @@ def render_html(results: StudyResults, *, figures: dict[str, bytes] | None = Non
         parts.append(f'<section id="sweep-{_e(sweep.name)}"><h2>{_e(sweep.title or sweep.name)}</h2>')
         if curves:
             parts.append(f'<figure><img alt="{_e(sweep.title or sweep.name)}" src="data:image/png;base64,'
-                         f'{_base64(figures, results, sweep.name)}"><figcaption>Mean test accuracy over repeats, '
+                         f'{base64.b64encode(figures[sweep.name]).decode("ascii")}"><figcaption>Mean test accuracy over repeats, '
                          "band: ±1 standard deviation; dashed: non-private.</figcaption></figure>")
             parts.append(_curve_table(results, sweep.name))
         else:
@@ -225,9 +225,10 @@ def _method_notes(results: StudyResults) -> str:
 
 
 # ------------------------------------------------------------------- figures
-def _base64(figures: dict[str, bytes] | None, results: StudyResults, name: str) -> str:
-    png = figures[name] if figures and name in figures else figure_png(results, name)
-    return base64.b64encode(png).decode("ascii")
+def draw_figures(results: StudyResults) -> dict[str, bytes]:
+    """PNG bytes of the figure of every sweep with finished runs, by sweep name."""
+    return {sweep.name: figure_png(results, sweep.name) for sweep in results.spec.sweeps
+            if results.curves.get(sweep.name)}
 
 
 def figure_png(results: StudyResults, name: str) -> bytes:
