@@ -3,6 +3,7 @@ server, a raw HTTP client and a checker for the OpenAPI schemas."""
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import socket
@@ -106,7 +107,9 @@ def raw_exchange(server: PredictionServer, data: bytes, *, shutdown_write: bool 
     with socket.create_connection((host, port), timeout=timeout) as sock:
         sock.sendall(data)
         if shutdown_write:
-            sock.shutdown(socket.SHUT_WR)
+            # A server refusing the connection (503 when busy) may have hung up already.
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_WR)
         chunks = []
         while True:
             try:

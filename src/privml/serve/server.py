@@ -84,7 +84,13 @@ class PredictionServer(ThreadingHTTPServer):
                 request.settimeout(1.0)
                 request.sendall(_BUSY_RESPONSE)
                 request.shutdown(socket.SHUT_WR)
-            self.close_request(request)  # no lingering here: this is the accept loop's thread
+                # No lingering here (this is the accept loop's thread), but input that has
+                # already arrived is read without waiting, so closing does not reset the
+                # connection and destroy the 503 before the client reads it.
+                request.setblocking(False)
+                while len(request.recv(65536)) > 0:
+                    pass
+            self.close_request(request)
             return
         try:
             super().process_request(request, client_address)
