@@ -25,7 +25,7 @@ import numpy as np
 from _common import machine, write_json
 
 from privml.data import load_dataset
-from privml.cli.train import estimator_class
+from privml.registry import estimator_class
 
 METHODS = ("output", "objective", "dpsgd", "dpcd")
 NEEDS_DELTA = {"dpsgd", "dpcd"}

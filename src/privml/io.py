@@ -18,24 +18,15 @@ from typing import Any
 import numpy as np
 
 from privml import __version__
+from privml.registry import METHODS
+from privml.release import check_released_info, strip_seeds
 
 FORMAT = "privml-model"
 FORMAT_VERSION = 1
 _METADATA_KEY = "__metadata__"
 
-#: method name -> "module:Class" of the estimator that reads it back
-MODEL_CLASSES: dict[str, str] = {
-    "nonprivate": "privml.linear.nonprivate:NonPrivateClassifier",
-    "output": "privml.linear.output_perturbation:OutputPerturbationClassifier",
-    "objective": "privml.linear.objective_perturbation:ObjectivePerturbationClassifier",
-    "dpsgd": "privml.linear.dpsgd:DPSGDClassifier",
-    "dpcd": "privml.linear.dpcd:DPCDClassifier",
-    "dpcd-regressor": "privml.linear.dpcd:DPCDRegressor",
-    "prediction-sensitivity": "privml.prediction.sensitivity:PredictionSensitivity",
-    "subsample-aggregate": "privml.prediction.aggregate:SubsampleAndAggregate",
-    # state_dict arrays + the architecture name in the JSON params; torch is imported only to load one
-    "dpsgd-cnn": "privml.torch.classifier:TorchClassifier",
-}
+#: method name -> "module:Class" of the estimator that reads it back (from :mod:`privml.registry`)
+MODEL_CLASSES: dict[str, str] = {name: spec.target for name, spec in METHODS.items()}
 
 
 def _json_default(value: Any) -> Any:
@@ -65,9 +56,9 @@ def json_safe(value: Any) -> Any:
 
 def _params_for_json(params: dict[str, Any]) -> dict[str, Any]:
     out = {}
-    for key, value in params.items():
+    for key, value in strip_seeds(params).items():
         if isinstance(value, np.random.Generator | np.random.SeedSequence):
-            value = None  # a live generator is not a reproducible setting
+            value = None  # a live generator is not a reproducible setting (and would replay the noise)
         out[key] = value
     return out
 
@@ -75,12 +66,23 @@ def _params_for_json(params: dict[str, Any]) -> dict[str, Any]:
 def save_model(model: Any, path: str | Path, *, extra: dict | None = None) -> Path:
     """Write a fitted privml estimator to ``path`` (``.npz`` is appended if missing).
 
+    The file holds the arrays, the constructor settings with every seed
+    blanked (a stored seed would let anyone replay the noise), the guarantee
+    and the ``fit_info_`` keys the class declares releasable
+    (``released_info``); non-private diagnostics are never written
+    (:mod:`privml.release`). A file of a private-prediction method or of the
+    non-private baseline holds the non-private model: keep it secret
+    (:mod:`privml.registry`).
+
     ``extra`` is JSON metadata to keep beside the model (e.g. the dataset
     description and preprocessing steps, so ``predict`` can apply them).
     """
     method = getattr(model, "method", None)
     if method not in MODEL_CLASSES:
         raise ValueError(f"cannot save {type(model).__name__}: unknown method {method!r}")
+    fit_info = dict(getattr(model, "fit_info_", {}))
+    # The release rule (privml.release): only declared public or DP diagnostics reach the file.
+    check_released_info(type(model).__name__, fit_info, getattr(model, "released_info", ()))
     arrays = model._model_arrays()
     for name, arr in arrays.items():
         if np.asarray(arr).dtype == object:
@@ -95,7 +97,7 @@ def save_model(model: Any, path: str | Path, *, extra: dict | None = None) -> Pa
         # budget ledger, which lives outside the model); by default all of get_params().
         "params": _params_for_json(model._file_params() if hasattr(model, "_file_params") else model.get_params()),
         "privacy": model.privacy_.to_dict(),
-        "fit_info": getattr(model, "fit_info_", {}),
+        "fit_info": fit_info,
         "extra": extra or {},
     }
     # Round-trip through the encoder first so numpy values become plain Python, then make it strict JSON.
@@ -139,7 +141,9 @@ def load_model(path: str | Path) -> Any:
         raise ValueError(f"{path}: unknown model method {metadata.get('method')!r}")
     module_name, class_name = target.split(":")
     cls = getattr(importlib.import_module(module_name), class_name)
-    model = cls(**metadata["params"])
+    # A seed is never taken from a file (files of privml <= 0.1.0 stored one): a loaded
+    # model draws fresh OS entropy unless the caller sets random_state explicitly.
+    model = cls(**strip_seeds(metadata["params"]))
     model._restore_arrays(arrays, metadata)
     model.model_metadata_ = metadata
     return model

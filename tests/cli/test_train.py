@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 from pathlib import Path
 
 import numpy as np
@@ -11,7 +12,7 @@ import pytest
 from privml.data import load_dataset
 from tests.cli_runner import run, run_json
 
-KEYS = {"method", "dataset", "n_train", "n_test", "test_accuracy", "epsilon", "delta", "train_seconds"}
+KEYS = {"method", "dataset", "n_train", "n_test", "test_accuracy", "epsilon", "delta", "neighbouring"}
 
 
 @pytest.mark.parametrize("method", ["output", "objective", "dpsgd", "dpcd"])
@@ -70,7 +71,30 @@ def test_train_on_user_csv_with_public_classes(capsys, tmp_path):
     r = run_json(capsys, "train", "--method", "objective", "--dataset", f"csv:{data}", "--label-column", "outcome",
                  "--classes", "no,yes", "--epsilon", "5", "--seed", "0")
     assert r["n_train"] == 240 and r["n_test"] == 60  # 80/20 split
-    assert r["test_accuracy"] > 0.7
+    # The held-out rows of the user's data are private: their exact accuracy is not printed by default.
+    assert "test_accuracy" not in r and "nonprivate" not in r
+
+
+def test_show_nonprivate_prints_diagnostics_with_a_warning(capsys, tmp_path):
+    data = tmp_path / "data.csv"
+    _write_csv(data, label="outcome")
+    code, out, err = run(capsys, "train", "--method", "objective", "--dataset", f"csv:{data}", "--label-column",
+                         "outcome", "--classes", "no,yes", "--epsilon", "5", "--seed", "0", "--show-nonprivate",
+                         "--json")
+    assert code == 0
+    r = json.loads(out)
+    shown = r["nonprivate"]
+    assert shown["test_accuracy"] > 0.7
+    assert {"grad_norm", "iterations", "train_seconds"} <= set(shown)
+    assert "test_accuracy" not in r  # only under "nonprivate"
+    assert "NOT covered by the privacy guarantee" in err
+
+
+def test_options_a_method_cannot_use_are_errors(capsys):
+    code, _, err = run(capsys, "train", "--method", "dpcd", "--dataset", "digits", "--epsilon", "1", "--l2", "0.5")
+    assert code == 2 and "--l2 does not apply to --method dpcd" in err
+    code, _, err = run(capsys, "train", "--method", "nonprivate", "--dataset", "digits", "--epsilon", "1")
+    assert code == 2 and "--epsilon does not apply" in err
 
 
 def test_inferred_classes_warn_on_stderr(capsys, tmp_path):

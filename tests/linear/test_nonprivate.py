@@ -43,7 +43,7 @@ def test_guarantee_and_info() -> None:
     assert model.privacy_.accountant == "none"
     assert model.privacy_.neighbouring is Neighbouring.REPLACE_ONE
     assert model.fit_info_["l2"] == pytest.approx(1 / 300)  # auto: scikit-learn's C = 1
-    assert model.fit_info_["grad_norm"] <= DEFAULT_TOL
+    assert model.nonprivate_diagnostics_["grad_norm"] <= DEFAULT_TOL
     assert "epsilon" not in model.get_params()
     assert clone(model).get_params() == model.get_params()
 

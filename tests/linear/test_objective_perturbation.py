@@ -72,7 +72,7 @@ def test_fit_uses_the_kst12_constants(k: int, delta: float) -> None:
     for field in ("extra_l2", "epsilon_jacobian", "epsilon_noise", "noise", "noise_scale", "noise_sensitivity"):
         assert info[field] == getattr(expected, field)
     assert info["noise"] == ("gaussian" if delta else "l2-laplace")
-    assert info["grad_norm"] <= DEFAULT_TOL
+    assert model.nonprivate_diagnostics_["grad_norm"] <= DEFAULT_TOL
     assert model.weights_.shape == ((3,) if k == 2 else (3, k))
     assert (model.privacy_.epsilon, model.privacy_.delta) == (0.7, delta)
     assert model.privacy_.neighbouring is Neighbouring.REPLACE_ONE

@@ -167,7 +167,7 @@ def test_fit_reports_the_auto_l2_and_guarantee() -> None:
     model = OutputPerturbationClassifier(epsilon=0.5, delta=1e-6, classes=[0, 1], random_state=0).fit(X, y)
     assert model.fit_info_["l2"] == pytest.approx(auto_l2(20, 3, 0.5, 1e-6, 1.0))
     assert model.fit_info_["l2_rule"].startswith("auto")
-    assert model.fit_info_["grad_norm"] <= DEFAULT_TOL
+    assert model.nonprivate_diagnostics_["grad_norm"] <= DEFAULT_TOL
     assert (model.privacy_.epsilon, model.privacy_.delta) == (0.5, 1e-6)
     assert model.privacy_.neighbouring is Neighbouring.REPLACE_ONE
     assert model.get_params()["l2"] == "auto"  # hyper-parameters stay as given

@@ -2,7 +2,10 @@
 
 Contract for every subcommand: with ``--json`` stdout carries exactly one JSON
 object on success; progress and logs go to stderr; bad arguments exit with
-status 2 and a one-line message on stderr, never a traceback.
+status 2 and a one-line message on stderr, never a traceback. A batch command
+(many runs, each of which may fail on its own) still prints its result, then
+exits with status 1 when any run failed, saying how many on stderr and each
+distinct error once, one line each (:func:`report_failures`).
 """
 
 from __future__ import annotations
@@ -11,11 +14,14 @@ import argparse
 import json
 import math
 import sys
+import warnings
 from collections.abc import Callable
 from typing import Any
 
 from privml.io import json_safe
+from privml.release import reveal_nonprivate
 
+EXIT_FAILED = 1
 EXIT_USAGE = 2
 
 
@@ -57,12 +63,60 @@ def add_json_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object on stdout")
 
 
+def add_nonprivate_flag(parser: argparse.ArgumentParser) -> None:
+    """``--show-nonprivate``: the opt-in of the release rule (:mod:`privml.release`)."""
+    parser.add_argument(
+        "--show-nonprivate",
+        action="store_true",
+        help="also print values computed from the private data without noise (solver diagnostics, exact scores "
+        "on private held-out rows, timings); they are NOT covered by the guarantee, and a warning says so",
+    )
+
+
+def nonprivate_block(args: argparse.Namespace, values: dict[str, Any], *, what: str) -> dict[str, Any]:
+    """``{"nonprivate": values}`` when the user passed ``--show-nonprivate`` (warning on stderr), else ``{}``."""
+    if not getattr(args, "show_nonprivate", False) or not values:
+        return {}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        shown = reveal_nonprivate(values, what=what)
+    for w in caught:
+        print(f"warning: {w.message}", file=sys.stderr)
+    return {"nonprivate": shown}
+
+
+def held_out_is_public(dataset: str) -> bool:
+    """Whether a dataset's test split is public: a built-in set's published (or bundled) test
+    split is; the held-out rows of the user's csv:/npz: data are private records."""
+    return not dataset.startswith(("csv:", "npz:"))
+
+
 def emit(result: dict, *, as_json: bool, render: Callable[[dict], str]) -> None:
     """Print ``result`` as one JSON object or as human-readable text."""
     if as_json:
         sys.stdout.write(json.dumps(json_safe(result), allow_nan=False) + "\n")
     else:
         sys.stdout.write(render(result).rstrip("\n") + "\n")
+
+
+def report_failures(prog: str, failed: int, total: int, errors: list[dict], *, what: str = "runs") -> int:
+    """Say on stderr that ``failed`` of ``total`` ``what`` failed and each distinct error once; return the exit status.
+
+    ``errors`` holds ``{"error": str, "count": int}`` (and optionally
+    ``"methods"``), one per distinct error. Returns 0 when nothing failed, else
+    :data:`EXIT_FAILED`.
+    """
+    if not failed:
+        return 0
+    sys.stderr.write(f"{prog}: {failed} of {total} {what} failed ({len(errors)} distinct "
+                     f"error{'s' if len(errors) != 1 else ''}):\n")
+    for entry in errors:
+        where = f"{entry['count']}x"
+        if entry.get("methods"):
+            where += f", {', '.join(entry['methods'])}"
+        message = " ".join(str(entry["error"]).split())  # one line whatever the error said
+        sys.stderr.write(f"{prog}: error ({where}): {message}\n")
+    return EXIT_FAILED
 
 
 def table(rows: list[tuple[str, str]]) -> str:

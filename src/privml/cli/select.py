@@ -5,9 +5,12 @@
 
 Prints ``{"ex_post_epsilon", "ex_post_delta", "test_accuracy", "stopped_at", "met_target", "trace": [...]}``;
 each trace entry is one published model: ``epsilon`` (its level), ``ex_post_epsilon`` (the cost had the
-search stopped there), ``passed`` (the private check) and ``validation_accuracy`` (exact, **not
-private**: a diagnostic for the data owner). ``stopped_at`` is null when no model met the target; the
-guarantee then covers every level searched (never -1). ``--plot`` writes a PNG of the trace.
+search stopped there) and ``passed`` (the private check). ``stopped_at`` is null when no model met the
+target; the guarantee then covers every level searched (never -1). ``--plot`` writes a PNG of the trace.
+
+The validation split is private training data, so the exact validation accuracy of each step, the
+solver's diagnostics and the search time are printed (and plotted) only with ``--show-nonprivate``,
+which warns (:mod:`privml.release`). ``test_accuracy`` is on the built-in set's public test split.
 """
 
 from __future__ import annotations
@@ -20,7 +23,18 @@ import warnings
 import numpy as np
 
 from privml._validation import check_count, check_delta, check_epsilon, check_positive
-from privml.cli._common import CliError, add_json_flag, emit, finite_float, fmt, integer, table
+from privml.cli._common import (
+    CliError,
+    add_json_flag,
+    add_nonprivate_flag,
+    emit,
+    finite_float,
+    fmt,
+    held_out_is_public,
+    integer,
+    nonprivate_block,
+    table,
+)
 from privml.data import load_dataset
 from privml.selection import AccuracyFirstClassifier, AccuracyFirstWarning
 
@@ -51,8 +65,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--search", choices=("noise-reduction", "doubling"), default="noise-reduction")
     parser.add_argument("--l2", type=finite_float, help="regularisation lambda (default: auto, public)")
     parser.add_argument("--max-train", type=integer, help="use at most this many training records")
-    parser.add_argument("--seed", type=integer, help="random seed (default: fresh OS entropy)")
+    parser.add_argument("--seed", type=integer,
+                        help="random seed, for experiments and tests only (default: fresh OS entropy)")
     parser.add_argument("--plot", help="write a PNG of the trace to this path (needs matplotlib)")
+    add_nonprivate_flag(parser)
     add_json_flag(parser)
     parser.set_defaults(handler=_select, prog=parser.prog)
 
@@ -110,6 +126,9 @@ def _select(args: argparse.Namespace) -> None:
         model.fit(data.X_train, data.y_train)
     seconds = time.perf_counter() - start
     selection, guarantee = model.selection_, model.privacy_
+    accuracy = float(np.mean(model.predict(data.X_test) == data.y_test))
+    nonprivate = {**model.nonprivate_diagnostics_, "seconds": seconds,
+                  "validation_accuracy": [s.nonprivate_value for s in selection.steps]}
     result = {
         "dataset": info.name,
         "method": args.method,
@@ -124,27 +143,22 @@ def _select(args: argparse.Namespace) -> None:
         "stopped_at": selection.stopped_at,
         "met_target": selection.met_target,
         "n_published": len(selection.released),
-        "test_accuracy": float(np.mean(model.predict(data.X_test) == data.y_test)),
         "l2": model.fit_info_["l2"],
         "n_train": model.fit_info_["n_train"],
         "n_validation": model.fit_info_["n_val"],
-        "seconds": seconds,
-        "trace": [
-            {
-                "step": s.step,
-                "epsilon": s.epsilon,
-                "ex_post_epsilon": s.ex_post_epsilon,
-                "ex_post_delta": s.ex_post_delta,
-                "passed": s.passed,
-                "validation_accuracy": s.nonprivate_value,
-            }
-            for s in selection.steps
-        ],
+        "trace": selection.trace(),
     }
+    if held_out_is_public(args.dataset):
+        result["test_accuracy"] = accuracy
+    else:
+        nonprivate["test_accuracy"] = accuracy
+    result.update(nonprivate_block(args, nonprivate, what="non-private diagnostics of the search"))
     if args.plot:
         from privml.selection.plotting import plot_trace
 
-        result["plot"] = str(plot_trace(selection, args.plot))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # --show-nonprivate has already warned once
+            result["plot"] = str(plot_trace(selection, args.plot, show_nonprivate=args.show_nonprivate))
     emit(result, as_json=args.json, render=_render)
 
 
@@ -158,15 +172,17 @@ def _render(r: dict) -> str:
             "ex-post guarantee",
             f"({fmt(r['ex_post_epsilon'], 4)}, {fmt(r['ex_post_delta'], 3)})-DP, {r['neighbouring']} [ex-post]",
         ),
-        ("test accuracy", f"{100 * r['test_accuracy']:.2f}%"),
-        ("time", f"{r['seconds']:.2f} s"),
     ]
+    if "test_accuracy" in r:
+        rows.append(("test accuracy", f"{100 * r['test_accuracy']:.2f}%"))
     if "plot" in r:
         rows.append(("plot", r["plot"]))
-    lines = [table(rows), "", "step  epsilon   ex-post eps  passed  validation acc (non-private)"]
-    lines += [
-        f"{s['step']:>4}  {s['epsilon']:<8.4g}  {s['ex_post_epsilon']:<11.4g}  {str(s['passed']):<6}  "
-        f"{s['validation_accuracy']:.4f}"
-        for s in r["trace"]
-    ]
+    shown = r.get("nonprivate", {})
+    validation = shown.get("validation_accuracy")
+    rows += [(f"{key} (non-private)", str(value)) for key, value in shown.items() if key != "validation_accuracy"]
+    header = "step  epsilon   ex-post eps  passed" + ("  validation acc (non-private)" if validation else "")
+    lines = [table(rows), "", header]
+    for i, s in enumerate(r["trace"]):
+        line = f"{s['step']:>4}  {s['epsilon']:<8.4g}  {s['ex_post_epsilon']:<11.4g}  {str(s['passed']):<6}"
+        lines.append(line + (f"  {validation[i]:.4f}" if validation else ""))
     return "\n".join(lines)

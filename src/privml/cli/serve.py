@@ -51,7 +51,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help=f"rows per request (default {ServeLimits.max_rows})")
     parser.add_argument("--max-body-bytes", type=integer, default=ServeLimits.max_body_bytes,
                         help=f"largest request body (default {ServeLimits.max_body_bytes})")
-    parser.add_argument("--seed", type=integer, help="noise seed, for tests only (default: OS entropy)")
+    parser.add_argument("--seed", type=integer, help="noise seed, for tests only: a known seed lets anyone replay the noise (default: fresh OS entropy on every start; never read from the model file)")
     parser.add_argument("--verbose", action="store_true", help="log every request on stderr")
     add_json_flag(parser)
     parser.set_defaults(handler=_serve, prog=parser.prog)

@@ -10,15 +10,20 @@ this method) on the images standardised by public constants, with a progress
 bar showing the epsilon spent after each epoch.
 
 Prints ``{"method", "dataset", "n_train", "n_test", "test_accuracy", "epsilon",
-"delta", "train_seconds", ...}``. The model file (``--out``) is ``.npz`` plus
+"delta", "neighbouring", ...}``. The model file (``--out``) is ``.npz`` plus
 JSON metadata (never a pickle), carrying the guarantee and the preprocessing
 so ``privml predict`` can apply it to new rows.
+
+The release rule (:mod:`privml.release`): ``test_accuracy`` is printed for a
+built-in dataset, whose test split is public; on csv:/npz: data the held-out
+rows are private, so their exact accuracy, the solver's diagnostics and the
+training time (a function of the data-dependent iteration count) appear only
+with ``--show-nonprivate``, under ``"nonprivate"``, with a warning.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import inspect
 import sys
 import time
@@ -28,9 +33,20 @@ from typing import Any
 import numpy as np
 
 from privml._validation import check_count, check_delta, check_epsilon, check_positive
-from privml.cli._common import add_json_flag, emit, finite_float, fmt, integer, table
+from privml.cli._common import (
+    add_json_flag,
+    add_nonprivate_flag,
+    emit,
+    finite_float,
+    fmt,
+    held_out_is_public,
+    integer,
+    nonprivate_block,
+    table,
+)
 from privml.data import load_dataset
-from privml.io import MODEL_CLASSES, save_model
+from privml.io import save_model
+from privml.registry import estimator_class
 
 #: CLI method -> model-file method (the classifier variants of privml.io.MODEL_CLASSES)
 TRAIN_METHODS = ("output", "objective", "dpsgd", "dpcd", "nonprivate", "dpsgd-cnn")
@@ -60,7 +76,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--delta", type=finite_float, default=1e-5, help="delta in [0, 1) (default 1e-5)")
     parser.add_argument("--l2", type=finite_float, help="regularisation lambda (default: the method's own default)")
     parser.add_argument("--max-train", type=integer, help="use at most this many training records")
-    parser.add_argument("--seed", type=integer, help="random seed (default: fresh OS entropy)")
+    parser.add_argument(
+        "--seed", type=integer,
+        help="random seed, for experiments and tests only (default: fresh OS entropy); never saved in the model file",
+    )
     parser.add_argument("--no-bias", action="store_true", help="do not append the constant bias feature")
     parser.add_argument("--out", help="write the model to this .npz file")
     cnn = parser.add_argument_group("dpsgd-cnn options (defaults: Tramer & Boneh 2021 for MNIST)")
@@ -70,13 +89,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     cnn.add_argument("--clip-norm", type=finite_float, help="clip norm C of each example's gradient (default 0.1)")
     cnn.add_argument("--architecture", choices=("tramer-boneh", "resnet"), default="tramer-boneh")
     cnn.add_argument("--threads", type=integer, help="torch threads (default: torch's choice)")
+    add_nonprivate_flag(parser)
     add_json_flag(parser)
     parser.set_defaults(handler=_train, prog=parser.prog)
-
-
-def estimator_class(method: str) -> type:
-    module_name, class_name = MODEL_CLASSES[method].split(":")
-    return getattr(importlib.import_module(module_name), class_name)
 
 
 def build_estimator(method: str, *, n_classes: int, epsilon: float | None, delta: float, l2: float | None, seed: Any):
@@ -87,6 +102,9 @@ def build_estimator(method: str, *, n_classes: int, epsilon: float | None, delta
     if method != "nonprivate":
         kwargs.update(epsilon=epsilon, delta=delta)
     if l2 is not None:
+        if "l2" not in accepted:
+            # An option a method cannot use is an error, never silently dropped.
+            raise ValueError(f"--l2 does not apply to --method {method} (it has no l2 parameter)")
         kwargs["l2"] = l2
     return cls(**{k: v for k, v in kwargs.items() if k in accepted})
 
@@ -100,6 +118,10 @@ def _train(args: argparse.Namespace) -> None:
     if cnn_only or args.architecture != "tramer-boneh":
         raise ValueError(f"{', '.join(cnn_only) or '--architecture'} apply to --method dpsgd-cnn only")
     # Validate everything before touching data or drawing noise.
+    if args.method == "nonprivate" and args.epsilon is not None:
+        raise ValueError("--epsilon does not apply to --method nonprivate (the baseline is not private)")
+    if args.l2 is not None and "l2" not in inspect.signature(estimator_class(args.method)).parameters:
+        raise ValueError(f"--l2 does not apply to --method {args.method} (it has no l2 parameter)")
     if args.method != "nonprivate":
         if args.epsilon is None:
             raise ValueError(f"--epsilon is required for --method {args.method}")
@@ -144,20 +166,20 @@ def _train(args: argparse.Namespace) -> None:
         "n_test": info.n_test,
         "n_features": info.n_features,
         "n_classes": len(info.classes),
-        "test_accuracy": accuracy,
         "epsilon": guarantee.epsilon,
         "delta": guarantee.delta,
         "neighbouring": guarantee.neighbouring.value,
         "accountant": guarantee.accountant,
-        "train_seconds": seconds,
     }
+    nonprivate = {**getattr(model, "nonprivate_diagnostics_", {}), "train_seconds": seconds}
+    if held_out_is_public(args.dataset):
+        result["test_accuracy"] = accuracy
+    else:
+        nonprivate["test_accuracy"] = accuracy
     if args.out:
-        path = save_model(
-            model,
-            args.out,
-            extra={"dataset": info.to_dict(), "bias": None if args.no_bias else BIAS, "test_accuracy": accuracy},
-        )
+        path = save_model(model, args.out, extra={"dataset": info.to_dict(), "bias": None if args.no_bias else BIAS})
         result["model"] = str(path)
+    result.update(nonprivate_block(args, nonprivate, what="non-private diagnostics of this fit"))
     emit(result, as_json=args.json, render=_render)
 
 
@@ -218,12 +240,11 @@ def _train_cnn(args: argparse.Namespace) -> None:
         "n_test": n_test,
         "n_features": int(np.prod(data.X_train.shape[1:])),
         "n_classes": len(data.classes),
-        "test_accuracy": accuracy,
+        "test_accuracy": accuracy,  # on the dataset's published test split: public
         "epsilon": guarantee.epsilon,
         "delta": guarantee.delta,
         "neighbouring": guarantee.neighbouring.value,
         "accountant": guarantee.accountant,
-        "train_seconds": seconds,
         "architecture": args.architecture,
         "epochs": info["epochs"],
         "steps": info["steps"],
@@ -233,10 +254,10 @@ def _train_cnn(args: argparse.Namespace) -> None:
     }
     if args.out:
         # The public class names and the dataset whose pixel standardisation `privml predict` applies.
-        extra = {"dataset": {"name": dataset, "classes": [_plain(c) for c in data.class_names]},
-                 "test_accuracy": accuracy}
+        extra = {"dataset": {"name": dataset, "classes": [_plain(c) for c in data.class_names]}}
         path = save_model(model, args.out, extra=extra)
         result["model"] = str(path)
+    result.update(nonprivate_block(args, {"train_seconds": seconds}, what="the training time"))
     emit(result, as_json=args.json, render=_render)
 
 
@@ -249,10 +270,11 @@ def _render(r: dict) -> str:
     rows = [
         ("method", r["method"]),
         ("dataset", f"{r['dataset']} ({r['n_train']} train / {r['n_test']} test, {r['n_features']} features)"),
-        ("test accuracy", f"{100 * r['test_accuracy']:.2f}%"),
+        ("test accuracy", f"{100 * r['test_accuracy']:.2f}%" if "test_accuracy" in r
+         else "not shown: the held-out rows are private (--show-nonprivate prints it, with a warning)"),
         ("guarantee", f"({fmt(r['epsilon'], 4)}, {fmt(r['delta'], 3)})-DP, {r['neighbouring']} [{r['accountant']}]"),
-        ("train time", f"{r['train_seconds']:.2f} s"),
     ]
     if "model" in r:
         rows.append(("model file", r["model"]))
+    rows += [(f"{key} (non-private)", str(value)) for key, value in r.get("nonprivate", {}).items()]
     return table(rows)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import warnings
 from abc import abstractmethod
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
@@ -36,6 +36,7 @@ from privml._validation import check_delta, check_epsilon, check_finite_array, c
 from privml.data.preprocessing import project_to_unit_ball
 from privml.exceptions import PrivacyLeakWarning
 from privml.guarantee import PrivacyGuarantee
+from privml.release import partition_info
 from privml.losses import HuberHingeLoss, LogisticLoss, Loss, MultinomialLogisticLoss
 
 
@@ -103,13 +104,20 @@ class PrivateLinearClassifier(ClassifierMixin, BaseEstimator):
     Fitted attributes: ``classes_``, ``n_features_in_``, ``weights_`` (shape
     ``(d,)`` binary or ``(d, k)``), ``coef_`` (scikit-learn layout ``(1, d)`` or
     ``(k, d)``), ``privacy_`` (:class:`~privml.PrivacyGuarantee`) and
-    ``fit_info_`` (method-specific diagnostics: noise scale, iterations, ...).
+    ``fit_info_`` (method-specific facts that are public or DP: noise scale,
+    lambda, steps, ...; saved with the model) and ``nonprivate_diagnostics_``
+    (facts computed from the private data without noise, such as a solver's
+    final gradient norm and iteration count: for your own inspection, never
+    saved or printed unless you opt in; see :mod:`privml.release`).
     """
 
     #: short method name used in model files and the CLI
     method: str = "abstract"
     #: whether fit needs delta > 0 (Gaussian noise) / allows delta == 0
     requires_delta: bool = False
+    #: keys of ``fit_info_`` that are public inputs, DP outputs or functions of those;
+    #: every other key a fit reports stays in ``nonprivate_diagnostics_`` (an allow-list)
+    released_info: ClassVar[frozenset[str]] = frozenset()
 
     # ------------------------------------------------------------ validation
     def _check_privacy_params(self) -> tuple[float, float]:
@@ -150,14 +158,17 @@ class PrivateLinearClassifier(ClassifierMixin, BaseEstimator):
         self.n_features_in_ = X.shape[1]
         self.weights_ = np.asarray(weights, dtype=np.float64)
         self.privacy_ = guarantee
-        self.fit_info_ = info
+        self.fit_info_, self.nonprivate_diagnostics_ = partition_info(info, self.released_info)
         return self
 
     @abstractmethod
     def _fit_private(
         self, X: np.ndarray, y: np.ndarray, n_classes: int, rng: np.random.Generator
     ) -> tuple[np.ndarray, PrivacyGuarantee, dict]:
-        """Return (weights, guarantee, diagnostics) for validated data.
+        """Return (weights, guarantee, info) for validated data.
+
+        ``info`` may mix releasable facts and non-private diagnostics: only the
+        keys in :attr:`released_info` become ``fit_info_``.
 
         ``X`` rows have norm <= 1; ``y`` is in {-1, +1} when ``n_classes == 2``
         and in {0..k-1} otherwise. Weights have shape (d,) or (d, k).
@@ -206,4 +217,5 @@ class PrivateLinearClassifier(ClassifierMixin, BaseEstimator):
         self.classes_ = np.asarray(arrays["classes"])
         self.n_features_in_ = int(self.weights_.shape[0])
         self.privacy_ = PrivacyGuarantee.from_dict(metadata["privacy"])
-        self.fit_info_ = dict(metadata.get("fit_info", {}))
+        self.fit_info_, _ = partition_info(metadata.get("fit_info", {}), self.released_info)
+        self.nonprivate_diagnostics_ = {}

@@ -115,6 +115,7 @@ from privml.guarantee import PrivacyGuarantee
 from privml.linear.base import PrivateLinearClassifier, make_loss
 from privml.losses import Loss, MultinomialLogisticLoss, SquaredLoss, check_feature_bounds
 from privml.neighbouring import Neighbouring
+from privml.release import partition_info
 
 __all__ = [
     "BLOCKS",
@@ -1124,8 +1125,22 @@ _DPCD_PARAMS = (
 )
 
 
+#: Every fact a DP-CD run reports is a public setting or a function of public ones
+#: (feature bounds taken from the data are flagged by ``feature_bounds_from_data``
+#: and warned about when they are inferred).
+_RELEASED_INFO = frozenset({
+    "calibration", "passes", "inner_steps", "steps", "gamma", "gamma_default", "blocks", "n_coordinates",
+    "n_blocks", "block_size", "noise_multiplier", "noise_multiplier_gdp", "noise_multiplier_closed_form",
+    "noise_ratio_closed_form_to_gdp", "closed_form_applies", "mu", "sensitivity", "sigma", "sigma_gdp",
+    "sigma_closed_form", "clip_thresholds", "step_sizes", "coordinate_smoothness", "feature_bounds",
+    "feature_bounds_from_data", "penalty", "alpha",
+})
+
+
 class _DPCDMixin:
     """Hyper-parameter handling shared by the two DP-CD estimators."""
+
+    released_info = _RELEASED_INFO
 
     def _dpcd_settings(self) -> _Settings:
         params = {name: getattr(self, name) for name in _DPCD_PARAMS}
@@ -1380,7 +1395,7 @@ class DPCDRegressor(_DPCDMixin, RegressorMixin, BaseEstimator):
         self.n_features_in_ = X.shape[1]
         self.weights_ = np.asarray(result.weights, dtype=np.float64)
         self.privacy_ = result.guarantee
-        self.fit_info_ = result.info
+        self.fit_info_, self.nonprivate_diagnostics_ = partition_info(result.info, self.released_info)
         return self
 
     def _check_fitted(self) -> None:
@@ -1412,4 +1427,5 @@ class DPCDRegressor(_DPCDMixin, RegressorMixin, BaseEstimator):
         self.weights_ = np.asarray(arrays["weights"], dtype=np.float64)
         self.n_features_in_ = int(self.weights_.shape[0])
         self.privacy_ = PrivacyGuarantee.from_dict(metadata["privacy"])
-        self.fit_info_ = dict(metadata.get("fit_info", {}))
+        self.fit_info_, _ = partition_info(metadata.get("fit_info", {}), self.released_info)
+        self.nonprivate_diagnostics_ = {}

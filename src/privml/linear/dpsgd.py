@@ -563,6 +563,11 @@ class DPSGDClassifier(PrivateLinearClassifier):
     """
 
     method = "dpsgd"
+    released_info = frozenset({
+        "design", "noise", "noise_multiplier", "noise_std", "noise_scale", "clip_norm", "sensitivity",
+        "neighbouring", "steps", "sample_rate", "expected_batch_size", "epochs", "accountant", "step_epsilon",
+        "step_delta", "epsilon", "delta", "event",
+    })
 
     def __init__(
         self,

@@ -62,7 +62,9 @@ class NonPrivateClassifier(PrivateLinearClassifier):
         The relation is nominally replace-one, the one every private
         estimator here is compared under.
     fit_info_ : dict
-        ``n_train``, ``l2``, ``l2_rule``, ``grad_norm``, ``iterations``, ``objective``.
+        ``n_train``, ``l2``, ``l2_rule``.
+    nonprivate_diagnostics_ : dict
+        ``grad_norm``, ``iterations``, ``objective`` of the solve (never saved).
 
     Notes
     -----
@@ -80,6 +82,9 @@ class NonPrivateClassifier(PrivateLinearClassifier):
     """
 
     method = "nonprivate"
+    # n_train and lambda are public (prediction sensitivity 2L/(n lambda) needs them); the
+    # solver's gradient norm, iteration count and objective value are not.
+    released_info = frozenset({"n_train", "l2", "l2_rule"})
     # base.fit asks for a generator; this estimator is deterministic and never uses it.
     random_state = None
 

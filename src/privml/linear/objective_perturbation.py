@@ -107,7 +107,7 @@ Comparison with the sources
 Exactness. The argument needs the exact minimiser of J_b. The solver
 (:func:`~privml.linear.solvers.minimise_objective`) certifies
 ``||grad J_b(w)|| <= tol`` (default 1e-10), reports the norm reached in
-``fit_info_["grad_norm"]`` and refuses to release anything otherwise
+``nonprivate_diagnostics_["grad_norm"]`` (never saved) and refuses to release anything otherwise
 (:class:`~privml.linear.solvers.ConvergenceError`). A residual gradient g
 makes w the exact minimiser for ``b - n g``: a shift of at most ``n tol``
 (6e-6 for n = 60,000), far below the noise scale; it is not formally
@@ -258,8 +258,10 @@ class ObjectivePerturbationClassifier(PrivateLinearClassifier):
     fit_info_ : dict
         ``variant``, ``l2``, ``l2_rule``, ``extra_l2`` (Delta),
         ``epsilon_jacobian``, ``epsilon_noise``, ``noise``, ``noise_scale``
-        (L2-Laplace scale or sigma of ``b``), ``noise_sensitivity`` (2L),
-        ``grad_norm`` (of the final solve), ``iterations``.
+        (L2-Laplace scale or sigma of ``b``), ``noise_sensitivity`` (2L).
+    nonprivate_diagnostics_ : dict
+        ``grad_norm`` (of the final solve), ``iterations``: computed from the
+        private data without noise, never saved (:mod:`privml.release`).
 
     Notes
     -----
@@ -279,11 +281,13 @@ class ObjectivePerturbationClassifier(PrivateLinearClassifier):
     >>> data = load_dataset("breast_cancer", bias=True, random_state=0)
     >>> model = ObjectivePerturbationClassifier(epsilon=1.0, classes=[0, 1], random_state=0)
     >>> model = model.fit(data.X_train, data.y_train)
-    >>> model.fit_info_["variant"], model.fit_info_["noise"], bool(model.fit_info_["grad_norm"] <= 1e-10)
+    >>> model.fit_info_["variant"], model.fit_info_["noise"], bool(model.nonprivate_diagnostics_["grad_norm"] <= 1e-10)
     ('kst12', 'l2-laplace', True)
     """
 
     method = "objective"
+    released_info = frozenset({"variant", "l2", "l2_rule", "extra_l2", "epsilon_jacobian", "epsilon_noise", "noise",
+                               "noise_scale", "noise_sensitivity"})
 
     def __init__(
         self,

@@ -115,8 +115,11 @@ class OutputPerturbationClassifier(PrivateLinearClassifier):
         ``(epsilon, delta)`` under replace-one neighbours, ``"single-release"``.
     fit_info_ : dict
         ``l2``, ``l2_rule``, ``sensitivity``, ``noise`` (``"l2-laplace"`` or
-        ``"gaussian"``), ``noise_scale`` (L2-Laplace ``Delta_2/eps``, or sigma),
-        ``grad_norm``, ``iterations``.
+        ``"gaussian"``), ``noise_scale`` (L2-Laplace ``Delta_2/eps``, or sigma):
+        public settings only, saved with the model.
+    nonprivate_diagnostics_ : dict
+        ``grad_norm``, ``iterations`` of the non-private solve: a fingerprint
+        of the training data, never saved (:mod:`privml.release`).
 
     Notes
     -----
@@ -141,6 +144,7 @@ class OutputPerturbationClassifier(PrivateLinearClassifier):
     """
 
     method = "output"
+    released_info = frozenset({"l2", "l2_rule", "sensitivity", "noise", "noise_scale"})
 
     def __init__(
         self,

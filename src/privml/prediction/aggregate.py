@@ -26,7 +26,6 @@ guarantee, so :meth:`SubsampleAndAggregate.predict_proba` refuses.
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 import numpy as np
@@ -36,7 +35,8 @@ from sklearn.base import BaseEstimator, clone
 from privml._random import RandomState, check_random_state
 from privml._validation import check_count, check_delta, check_epsilon, check_finite_array
 from privml.guarantee import PrivacyGuarantee
-from privml.io import MODEL_CLASSES
+from privml.registry import estimator_class
+from privml.release import strip_seeds
 from privml.ledger import BudgetLedger
 from privml.linear.base import PrivateLinearClassifier, check_classes, encode_labels
 from privml.linear.nonprivate import NonPrivateClassifier
@@ -69,9 +69,10 @@ def _teacher_record(teachers: list[Any]) -> dict[str, Any]:
         return {}
     teacher = teachers[0]
     params = {
-        # A live generator is not a setting that can be stored; the weights are what matter.
+        # A live generator is not a setting that can be stored, and a seed would let the
+        # teachers' noise be replayed (privml.release); the weights are what matter.
         k: (None if isinstance(v, np.random.Generator | np.random.SeedSequence) else v)
-        for k, v in teacher.get_params(deep=False).items()
+        for k, v in strip_seeds(teacher.get_params(deep=False)).items()
     }
     return {"teacher_method": teacher.method, "teacher_params": params, "teacher_privacy": teacher.privacy_.to_dict()}
 
@@ -150,6 +151,8 @@ class SubsampleAndAggregate(BudgetedPredictor):
     """
 
     method = "subsample-aggregate"
+    released_info = frozenset({"n_models", "part_sizes", "accounting", "budget", "epsilon_query", "beta",
+                               "epsilon_queries", "teacher_method", "teacher_params", "teacher_privacy"})
 
     def __init__(
         self,
@@ -321,12 +324,11 @@ class SubsampleAndAggregate(BudgetedPredictor):
 
     def _restore_arrays(self, arrays: dict[str, np.ndarray], metadata: dict) -> None:
         info = metadata["fit_info"]
-        module_name, class_name = MODEL_CLASSES[info["teacher_method"]].split(":")
-        teacher_class = getattr(importlib.import_module(module_name), class_name)
+        teacher_class = estimator_class(info["teacher_method"])
         classes = np.asarray(arrays["classes"])
         teachers = []
         for weights in np.asarray(arrays["teacher_weights"], dtype=np.float64):
-            teacher = teacher_class(**info["teacher_params"])
+            teacher = teacher_class(**strip_seeds(info["teacher_params"]))
             teacher._restore_arrays(
                 {"weights": weights, "classes": classes},
                 {"privacy": info["teacher_privacy"], "fit_info": {}},

@@ -174,8 +174,10 @@ class PredictionSensitivity(BudgetedPredictor):
         ``n_train``, ``l2``, ``l2_rule``, ``lipschitz``, ``sensitivity``,
         ``noise`` (distribution), ``accounting``, ``noise_multiplier``,
         ``noise_scale`` (sigma, or the L2-Laplace scale b), ``noise_scales``
-        (every applicable accounting's scale, for comparison), ``budget``,
-        ``grad_norm``, ``iterations``.
+        (every applicable accounting's scale, for comparison), ``budget``.
+    nonprivate_diagnostics_ : dict
+        The non-private solve's ``grad_norm`` and ``iterations`` (in memory
+        only, never saved: :mod:`privml.release`).
 
     Notes
     -----
@@ -203,6 +205,8 @@ class PredictionSensitivity(BudgetedPredictor):
     """
 
     method = "prediction-sensitivity"
+    released_info = frozenset({"n_train", "l2", "l2_rule", "lipschitz", "sensitivity", "noise", "accounting",
+                               "budget", "noise_multiplier", "noise_scale", "noise_scales"})
 
     def __init__(
         self,
@@ -345,9 +349,8 @@ class PredictionSensitivity(BudgetedPredictor):
             "noise_multiplier": noise.noise_multiplier,
             "noise_scale": noise.noise_multiplier * sensitivity,
             "noise_scales": {name: m * sensitivity for name, m in noise.candidates.items()},
-            "grad_norm": model.fit_info_.get("grad_norm"),
-            "iterations": model.fit_info_.get("iterations"),
         }
+        self.nonprivate_diagnostics_ = dict(getattr(model, "nonprivate_diagnostics_", {}))
         self.privacy_ = PrivacyGuarantee(noise.epsilon, noise.delta, Neighbouring.REPLACE_ONE, noise.accounting)
         self._rng = check_random_state(self.random_state)
         self._attach_ledger(self.ledger)
@@ -409,6 +412,6 @@ class PredictionSensitivity(BudgetedPredictor):
         model.weights_ = np.asarray(arrays["weights"], dtype=np.float64)
         model.classes_ = np.asarray(arrays["classes"])
         model.n_features_in_ = int(model.weights_.shape[0])
-        model.fit_info_ = {k: info[k] for k in ("n_train", "l2", "grad_norm", "iterations") if k in info}
+        model.fit_info_ = {k: info[k] for k in ("n_train", "l2") if k in info}
         # The noise is recomputed from the settings, never read from the file.
         self._set_model(model, self._check_settings(), l2_rule=str(info.get("l2_rule", "given")))

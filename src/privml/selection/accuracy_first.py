@@ -71,6 +71,7 @@ from privml.linear.solvers import (
     minimise_objective,
 )
 from privml.losses import RegularisedObjective
+from privml.release import reveal_nonprivate
 from privml.selection.doubling import DOUBLING_NOISES, doubling_grid, independent_releases
 from privml.selection.ex_post import ExPostCost, noise_reduction_prefix_costs
 from privml.selection.interactive_above_threshold import InteractiveAboveThreshold, Release
@@ -228,19 +229,30 @@ class SelectionResult:
         """Whether a model passed the private check."""
         return self.stopped_at is not None
 
-    def trace(self) -> list[dict[str, Any]]:
-        """The steps as JSON-ready dictionaries."""
-        return [
+    def trace(self, *, include_nonprivate: bool = False) -> list[dict[str, Any]]:
+        """The steps as JSON-ready dictionaries: what the search published, and nothing else.
+
+        ``include_nonprivate=True`` adds each step's exact validation score
+        (``nonprivate_value``), which the guarantee does **not** cover; it
+        warns with :class:`~privml.exceptions.PrivacyLeakWarning`
+        (:func:`privml.release.reveal_nonprivate`).
+        """
+        steps = [
             {
                 "step": s.step,
                 "epsilon": s.epsilon,
                 "ex_post_epsilon": s.ex_post_epsilon,
                 "ex_post_delta": s.ex_post_delta,
                 "passed": s.passed,
-                "nonprivate_value": s.nonprivate_value,
             }
             for s in self.steps
         ]
+        if include_nonprivate:
+            values = reveal_nonprivate({"nonprivate_value": [s.nonprivate_value for s in self.steps]},
+                                       what="the exact validation score of every step")
+            for row, value in zip(steps, values["nonprivate_value"]):
+                row["nonprivate_value"] = value
+        return steps
 
 
 def _noise_name(search: str, delta: float, doubling_noise: str = "best") -> str:
@@ -425,10 +437,14 @@ class AccuracyFirstClassifier(PrivateLinearClassifier):
     privacy_ : PrivacyGuarantee
         The **ex-post** guarantee of this fit (accountant ``"ex-post"``).
     selection_ : SelectionResult
-        Stopped level, trace, all published models.
+        Stopped level, trace, all published models. Each step's
+        ``nonprivate_value`` (the exact validation score) is in memory only:
+        :meth:`SelectionResult.trace` leaves it out unless asked.
     fit_info_ : dict
         ``l2``, ``sensitivity``, ``query_sensitivity``, ``n_train``, ``n_val``,
-        ``grad_norm``, ``iterations``, ``met_target``, ``stopped_at``.
+        ``met_target``, ``stopped_at`` (DP: where AboveThreshold stopped).
+    nonprivate_diagnostics_ : dict
+        ``grad_norm``, ``iterations`` of the non-private solve (never saved).
 
     Notes
     -----
@@ -454,6 +470,8 @@ class AccuracyFirstClassifier(PrivateLinearClassifier):
     """
 
     method = "accuracy-first"
+    released_info = frozenset({"l2", "l2_rule", "sensitivity", "noise", "query_sensitivity", "threshold", "n_train",
+                               "n_val", "met_target", "stopped_at"})
 
     def __init__(
         self,

@@ -68,7 +68,10 @@ class Selected:
     chosen : dict
         The hyper-parameters of the reported model.
     candidates : list of dict
-        Every candidate tried with its (possibly noisy) validation score.
+        ``validation`` mode: every candidate with its exact validation score
+        (leaky, as in the paper). ``private`` mode: the chosen candidate and
+        its noisy score only, the one release Liu & Talwar's theorem covers;
+        the other candidates' noisy scores are never stored.
     leaky : bool
         True when the choice used private data without being charged.
     note : str
@@ -193,7 +196,6 @@ def _private(
     eps1, delta1, cap = private_candidate_budget(epsilon, delta, gamma)
     n_val = val.size
     best: tuple[float, dict[str, Any], Any, int] | None = None
-    candidates = []
     runs = 0
     train_seconds = 0.0
     while True:
@@ -206,12 +208,16 @@ def _private(
         accuracy, _ = method.evaluate(fitted, data.X_train[val], data.y_train[val])
         # Replace-one changes the count of correct validation answers by at most 1.
         score = accuracy + rng.laplace(scale=1.0 / (n_val * eps1))
-        candidates.append({"params": candidate, "score": float(score)})
         if best is None or score > best[0]:
             best = (float(score), candidate, fitted, runs)
         if rng.random() < gamma or (cap is not None and runs >= cap):
             break
-    _, chosen, fitted, _ = best
+    best_score, chosen, fitted, _ = best
+    # Random stopping releases the best candidate (and its noisy score) only: the
+    # others' scores are outside the theorem (Liu & Talwar 2019, Thm 3.4), so they
+    # are dropped here and never reach the study store. The number of runs depends
+    # on the coin flips alone, not on the data.
+    candidates = [{"params": chosen, "score": best_score}]
     accuracy, predict_seconds = method.evaluate(fitted, data.X_test, data.y_test)
     total_epsilon = 3.0 * eps1 + 3.0 * math.sqrt(2.0 * delta1)
     total_delta = 0.0 if cap is None else math.sqrt(2.0 * delta1) * cap / gamma + delta / 2.0

@@ -83,6 +83,12 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
     """
 
     method = "dpsgd-cnn"
+    #: the engine's data-independent facts (DPSGD.info) and the baseline's step count
+    released_info = frozenset({
+        "noise_multiplier", "noise_std", "clip_norm", "sample_rate", "expected_batch_size", "steps",
+        "planned_steps", "epochs", "mode", "accountant", "epsilon", "delta", "neighbouring", "world_size",
+        "secure_noise",
+    })
 
     def __init__(
         self,
@@ -252,7 +258,7 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         module.eval()
         self.module_ = module
         self.privacy_ = PrivacyGuarantee.from_dict(metadata["privacy"])
-        self.fit_info_ = metadata.get("fit_info", {})
+        self.fit_info_ = {k: v for k, v in metadata.get("fit_info", {}).items() if k in self.released_info}
         self.n_features_in_ = int(np.prod(self.input_shape))
 
 
