@@ -16,10 +16,12 @@ class UnsupportedEventError(ValueError):
 
 
 class ConvergenceError(RuntimeError):
-    """An optimiser did not reach its tolerance, so no model is released.
+    """An optimiser did not reach its tolerance.
 
-    Privacy proofs of objective perturbation assume the exact minimiser; a
-    model whose optimiser stopped early is refused rather than returned.
+    Kept for compatibility: privml's fits no longer raise it. Whether a
+    solver converges depends on the data, so a refusal would release a bit
+    no guarantee covers; :func:`privml.linear.solvers.minimise_objective`
+    finishes with a certified phase instead (see :mod:`privml.release`).
 
     Attributes
     ----------

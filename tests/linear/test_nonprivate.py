@@ -88,7 +88,8 @@ def test_bad_data_and_classes() -> None:
         model.predict(X[:, :3])
 
 
-def test_convergence_error() -> None:
+def test_a_tiny_iteration_cap_is_finished_by_the_certified_phase() -> None:
     X, y = _data(2)
-    with pytest.raises(ConvergenceError):
-        NonPrivateClassifier(classes=[0, 1], max_iter=1, l2=1e-5).fit(X, y)
+    model = NonPrivateClassifier(classes=[0, 1], max_iter=1, l2=1e-3).fit(X, y)
+    assert model.nonprivate_diagnostics_["grad_norm"] <= DEFAULT_TOL
+    assert ConvergenceError  # kept for compatibility; never raised by a fit

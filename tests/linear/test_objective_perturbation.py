@@ -247,12 +247,12 @@ def test_bad_data_fails_before_noise() -> None:
     _fit_untouched(rng, X, y, epsilon=1.0, classes=[0, 1, 2], loss="huber")
 
 
-def test_convergence_failure_releases_nothing() -> None:
+def test_a_tiny_iteration_cap_still_releases_the_certified_minimiser() -> None:
     X, y = _linear_regime_data()
     model = ObjectivePerturbationClassifier(epsilon=1.0, classes=[0, 1], random_state=0, l2=1e-3, max_iter=1)
-    with pytest.raises(ConvergenceError, match="exact minimiser"):
-        model.fit(X, y)
-    assert not hasattr(model, "weights_")
+    model.fit(X, y)
+    assert model.nonprivate_diagnostics_["grad_norm"] <= DEFAULT_TOL
+    assert ConvergenceError  # kept for compatibility; private fits never raise it
 
 
 def test_inferred_classes_warn_and_predict_checks_features() -> None:

@@ -215,15 +215,14 @@ def test_bad_data_fails_before_noise() -> None:
     _fit_untouched(rng, X, y, epsilon=1.0, classes=[0, 1, 2], loss="huber")  # binary loss, 3 classes
 
 
-def test_convergence_failure_releases_nothing_and_draws_nothing() -> None:
+def test_a_tiny_iteration_cap_still_releases_the_certified_minimiser() -> None:
+    # Failing when the capped solver stops short would release a data-dependent bit.
     X, y = _small_data(None)
-    rng = np.random.default_rng(0)
-    state = rng.bit_generator.state
-    model = OutputPerturbationClassifier(epsilon=1.0, classes=[0, 1], random_state=rng, l2=1e-4, max_iter=1)
-    with pytest.raises(ConvergenceError):
-        model.fit(X, y)
-    assert rng.bit_generator.state == state
-    assert not hasattr(model, "weights_")
+    capped = OutputPerturbationClassifier(epsilon=1.0, classes=[0, 1], random_state=0, l2=1e-2, max_iter=1).fit(X, y)
+    full = OutputPerturbationClassifier(epsilon=1.0, classes=[0, 1], random_state=0, l2=1e-2).fit(X, y)
+    assert capped.nonprivate_diagnostics_["grad_norm"] <= DEFAULT_TOL
+    np.testing.assert_allclose(capped.weights_, full.weights_, atol=1e-7)
+    assert ConvergenceError  # kept for compatibility; private fits never raise it
 
 
 def test_inferred_classes_warn() -> None:

@@ -52,8 +52,9 @@ class NonPrivateClassifier(PrivateLinearClassifier):
     tol : float, default 1e-10
         Gradient-norm tolerance of the solver.
     max_iter : int, default 1000
-        Iteration cap of the solver; :class:`~privml.linear.solvers.ConvergenceError`
-        if it is reached first.
+        Cap on the fast solver (L-BFGS/Newton); if it stops short, the certified
+        accelerated-gradient phase finishes (:func:`~privml.linear.solvers.minimise_objective`):
+        a fit never fails on the data.
 
     Attributes
     ----------

@@ -106,8 +106,9 @@ class OutputPerturbationClassifier(PrivateLinearClassifier):
         includes the ``2 tol / lambda`` by which two approximate minimisers
         can differ beyond the exact ones.
     max_iter : int, default 1000
-        Solver iteration cap; :class:`~privml.linear.solvers.ConvergenceError`
-        (and no model) if reached first.
+        Cap on the fast solver (L-BFGS/Newton); if it stops short, the certified
+        accelerated-gradient phase finishes (:func:`~privml.linear.solvers.minimise_objective`):
+        a fit never fails on the data.
 
     Attributes
     ----------
@@ -199,7 +200,8 @@ class OutputPerturbationClassifier(PrivateLinearClassifier):
         else:
             mechanism = L2LaplaceMechanism(epsilon=epsilon, sensitivity=sensitivity, random_state=rng)
             noise, scale = "l2-laplace", mechanism.scale
-        # Solve before drawing noise: a ConvergenceError then spends nothing.
+        # The solve reaches tol whatever the data (a certified phase backs up the capped fast
+        # path), so the sensitivity's 2 tol / lambda slack always holds and no failure leaks.
         result = minimise_objective(RegularisedObjective(loss, X, y, l2), tol=tol, max_iter=max_iter)
         weights = mechanism.randomise(result.weights)
         info = {

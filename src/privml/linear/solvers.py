@@ -8,8 +8,19 @@ exact minimiser of the objective whose linear term is ``b - n g``, so the
 guarantee survives only if ``n ||g||`` is negligible against the noise. Output
 perturbation similarly calibrates its noise to the sensitivity of the exact
 minimiser. :func:`minimise_objective` therefore solves to a tight tolerance on
-the L2 norm of the full gradient, reports the norm it reached, and raises
-:class:`ConvergenceError` rather than return a point that missed it.
+the L2 norm of the full gradient and reports the norm it reached.
+
+Data-independent success. Whether a fast solver converges within its cap
+depends on the data, so refusing to release when it does not would itself
+release a bit that no guarantee covers. Private fits therefore never fail on
+the data: when the fast path stops short, a *certified* phase takes over,
+Nesterov's accelerated gradient method for mu-strongly convex, beta-smooth J
+(Nesterov 2004, Thm 2.2.3, constant step scheme III), whose number of steps
+to reach ``||grad J|| <= tol`` has a bound computed from public quantities
+only (:func:`certified_steps`: mu = lambda + Delta, beta = c + mu, the loss's
+Lipschitz constant, n and the noise vector b, never the records). A setting
+whose bound exceeds :data:`MAX_CERTIFIED_STEPS` is refused before the solve,
+so the refusal depends on public inputs alone.
 
 Method: with few parameters (at most :data:`DENSE_NEWTON_MAX_PARAMETERS`),
 damped Newton on the dense Hessian, which converges in a handful of steps and
@@ -39,8 +50,10 @@ __all__ = [
     "DEFAULT_MAX_ITER",
     "DEFAULT_TOL",
     "DENSE_NEWTON_MAX_PARAMETERS",
+    "MAX_CERTIFIED_STEPS",
     "ConvergenceError",
     "SolverResult",
+    "certified_steps",
     "check_l2_setting",
     "check_solver_settings",
     "minimise_objective",
@@ -64,6 +77,9 @@ _NEWTON_HANDOVER = 1e3
 _ARMIJO = 1e-4
 # Halvings of the Newton step before the polish gives up.
 _MAX_HALVINGS = 40
+#: Largest certified-phase step bound a private fit accepts (each step is one pass over
+#: the data); a worse-conditioned setting (tiny lambda, tiny tol) is refused up front.
+MAX_CERTIFIED_STEPS = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -129,9 +145,12 @@ def minimise_objective(
     x0 : array_like, optional
         Starting point (flat or in parameter shape); default zero.
     require_convergence : bool, default True
-        Raise :class:`ConvergenceError` if ``tol`` is not reached. Private
-        estimators always keep this on; ``False`` returns the last iterate
-        with ``converged=False`` (for diagnostics).
+        Reach ``tol`` whatever the data: if the fast path (capped at
+        ``max_iter``) stops short, run the certified accelerated-gradient
+        phase for at most :func:`certified_steps` passes, a bound from
+        public quantities. Private estimators always keep this on. ``False``
+        returns the fast path's last iterate, ``converged`` saying whether it
+        met ``tol`` (for diagnostics and tests).
 
     Returns
     -------
@@ -139,10 +158,11 @@ def minimise_objective(
 
     Raises
     ------
-    ConvergenceError
-        If ``require_convergence`` and the gradient norm stays above ``tol``.
     ValueError
-        If the objective is not strongly convex or an argument is invalid.
+        If the objective is not strongly convex, an argument is invalid, or
+        (with ``require_convergence``) the certified bound exceeds
+        :data:`MAX_CERTIFIED_STEPS`: checked before the solve, from public
+        quantities only.
 
     Notes
     -----
@@ -167,27 +187,92 @@ def minimise_objective(
     if not objective.strong_convexity > 0:
         raise ValueError("the objective must be strongly convex (l2 + extra_l2 > 0) to have a unique minimiser")
     p = objective.n_parameters
+    budget = certified_steps(objective, tol) if require_convergence else 0
+    if budget > MAX_CERTIFIED_STEPS:
+        raise ValueError(
+            f"this objective is too ill-conditioned to certify ||grad|| <= tol = {tol:.3g} "
+            f"(up to {budget:.3g} passes over the data, limit {MAX_CERTIFIED_STEPS:.0e}): increase l2 or tol"
+        )
     w = np.zeros(p) if x0 is None else objective._flat(x0, "x0").copy()
     if p <= DENSE_NEWTON_MAX_PARAMETERS:
         value, grad = objective.value_and_grad(w)
         w, value, grad_norm, iterations = _newton(objective, w, value, grad, tol=tol, max_steps=max_iter, dense=True)
     else:
         w, value, grad_norm, iterations = _lbfgs_then_newton(objective, w, tol=tol, max_iter=max_iter)
-    result = SolverResult(
+    if require_convergence and grad_norm > tol:
+        # The fast path stopped short (a cap hit, or rounding): finish with the method whose
+        # step count is bounded by public quantities, so success does not depend on the data.
+        start = np.zeros(p)
+        start_value = objective.value(start)
+        if not value <= start_value:  # the public bound holds from any w0 with J(w0) <= J(0)
+            w, value = start, start_value
+        w, value, grad_norm, steps = _accelerated_gradient(objective, w, tol=tol, max_steps=budget)
+        iterations += steps
+    return SolverResult(
         weights=w.reshape(objective.parameter_shape),
         value=float(value),
         grad_norm=grad_norm,
         iterations=iterations,
         converged=grad_norm <= tol,
     )
-    if require_convergence and not result.converged:
-        raise ConvergenceError(
-            f"the solver stopped after {iterations} iterations with gradient norm {grad_norm:.3g} > tol {tol:.3g}; "
-            "the privacy proof assumes the exact minimiser, so no model is returned. "
-            "Raise max_iter, loosen tol, or increase l2 (a better-conditioned objective).",
-            result,
-        )
-    return result
+
+
+def certified_steps(objective: RegularisedObjective, tol: float, start: ArrayLike | None = None) -> int:
+    """Accelerated-gradient steps that provably reach ``||grad J|| <= tol`` from any w0 with J(w0) <= J(start).
+
+    Nesterov (2004), Thm 2.2.3: with ``kappa = beta / mu``, after k steps
+    ``J(x_k) - J* <= (1 - 1/sqrt(kappa))^k (J(x_0) - J* + mu/2 ||x_0 - x*||^2)``,
+    and the bracket is at most ``2 (J(start) - J*) <= G^2 / mu`` for
+    ``G >= ||grad J(start)||`` (strong convexity, twice). Since
+    ``||grad J(x)||^2 <= 2 beta (J(x) - J*)`` (smoothness),
+    ``k >= log(2 beta G^2 / (mu tol^2)) / -log(1 - 1/sqrt(kappa))`` suffices.
+    At ``start = 0`` (the default), ``G = L + ||b|| / n`` bounds the gradient
+    for every dataset (``||x_i|| <= 1``, an L-Lipschitz loss): the count uses
+    lambda, Delta, the loss's constants, n and the noise b, never the records.
+    """
+    mu, beta = objective.strong_convexity, objective.smoothness
+    if start is not None:
+        bound = float(np.linalg.norm(objective.gradient(start)))
+    else:
+        bound = objective.loss.lipschitz + float(np.linalg.norm(objective.linear)) / objective.n_samples
+    if not math.isfinite(bound) or not math.isfinite(beta):
+        return MAX_CERTIFIED_STEPS + 1  # no public bound (e.g. an unbounded loss): nothing to certify
+    if bound <= tol:
+        return 0
+    ratio = 2.0 * beta * bound**2 / (mu * tol**2)
+    return math.ceil(math.log(ratio) / -math.log1p(-1.0 / math.sqrt(beta / mu))) + 1
+
+
+def _accelerated_gradient(
+    objective: RegularisedObjective, w: np.ndarray, *, tol: float, max_steps: int
+) -> tuple[np.ndarray, float, float, int]:
+    """Nesterov's constant-momentum method for strongly convex J, until ``||grad|| <= tol``.
+
+    Step ``1/beta``, momentum ``(sqrt(kappa) - 1)/(sqrt(kappa) + 1)`` (Nesterov 2004,
+    scheme 2.2.11). Returns (w, J(w), ||grad J(w)||, steps); ``max_steps`` from
+    :func:`certified_steps` is enough in exact arithmetic.
+    """
+    mu, beta = objective.strong_convexity, objective.smoothness
+    root = math.sqrt(beta / mu)
+    momentum = (root - 1.0) / (root + 1.0)
+    x, y = w.copy(), w.copy()
+    value, grad = objective.value_and_grad(y)
+    best = (float(np.linalg.norm(grad)), x, value)
+    steps = 0
+    while best[0] > tol and steps < max_steps:
+        x_next = y - grad / beta
+        y = x_next + momentum * (x_next - x)
+        x = x_next
+        steps += 1
+        value, grad = objective.value_and_grad(x)
+        norm = float(np.linalg.norm(grad))
+        if norm < best[0]:
+            best = (norm, x.copy(), value)
+        if norm <= tol:
+            break
+        value, grad = objective.value_and_grad(y)
+    grad_norm, x, value = best
+    return x, float(value), grad_norm, steps
 
 
 def _lbfgs_then_newton(
