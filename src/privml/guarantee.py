@@ -36,9 +36,10 @@ class PrivacyGuarantee:
         object.__setattr__(self, "neighbouring", Neighbouring.parse(self.neighbouring))
 
     def to_dict(self) -> dict:
-        """JSON-ready dictionary (the neighbouring relation as its string value)."""
+        """JSON-ready dictionary: the relation as its string value, stated exactly in ``neighbouring_detail``."""
         out = asdict(self)
         out["neighbouring"] = self.neighbouring.value
+        out["neighbouring_detail"] = self.neighbouring.detail
         return out
 
     @classmethod
@@ -51,7 +52,8 @@ class PrivacyGuarantee:
         )
 
     def __str__(self) -> str:
+        zero_out = " (n public, zero-out view)" if self.neighbouring is Neighbouring.ADD_REMOVE_ONE else ""
         return (
             f"({self.epsilon:.4g}, {self.delta:.3g})-DP under {self.neighbouring.value} "
-            f"neighbours [{self.accountant}]"
+            f"neighbours{zero_out} [{self.accountant}]"
         )

@@ -9,6 +9,12 @@ distribution; *which* change is allowed is the neighbouring relation, and an
   private prediction.
 - ``ADD_REMOVE_ONE``: one dataset is the other plus one record (Abadi et al.
   2016; Mironov, Talwar and Zhang 2019). Used by DP-SGD with Poisson sampling.
+  privml's DP-SGD divides the noisy sum by the *expected* batch size q n, so
+  n is a public input: its guarantee holds between datasets of the same n
+  where one record is replaced by a null record that contributes nothing (the
+  "zero-out" view of add/remove, Kairouz et al. 2021, Sec. 3; Ponomareva et
+  al. 2023, Sec. 5.1). :attr:`Neighbouring.detail` says so wherever a
+  guarantee is printed or saved.
 
 An add/remove guarantee of (eps, delta) implies a replace-one guarantee of
 (2 eps, (1 + e^eps) delta) by group privacy over the remove-then-add path.
@@ -27,6 +33,14 @@ class Neighbouring(str, Enum):
 
     def __str__(self) -> str:
         return self.value
+
+    @property
+    def detail(self) -> str:
+        """The relation stated exactly, as privml's methods use it (printed with every guarantee)."""
+        if self is Neighbouring.REPLACE_ONE:
+            return "replace-one: same n, one record replaced by any other"
+        return ("add/remove-one with n public (zero-out view): same n, one record replaced by a null record "
+                "that contributes nothing")
 
     @classmethod
     def parse(cls, value: "Neighbouring | str") -> "Neighbouring":

@@ -72,6 +72,7 @@ def test_metadata_is_plain_json(tmp_path: Path) -> None:
     assert metadata["method"] == "objective"
     assert metadata["class"] == "ObjectivePerturbationClassifier"
     assert metadata["privacy"] == {"epsilon": 1.0, "delta": 1e-5, "neighbouring": "replace-one",
+                                   "neighbouring_detail": "replace-one: same n, one record replaced by any other",
                                    "accountant": "single-release"}
     assert metadata["params"]["variant"] == "auto" and metadata["params"]["l2"] == "auto"
     assert metadata["fit_info"]["variant"] == "kst12"

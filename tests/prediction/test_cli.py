@@ -49,7 +49,8 @@ def test_prediction_sensitivity_charges_every_row(capsys, files):
     assert r["method"] == "prediction-sensitivity" and r["n"] == 40 and len(r["labels"]) == 40
     assert r["budget"] == {"budget": 100, "spent": 40, "remaining": 60}
     assert r["accounting"] == "gdp"
-    assert r["privacy"] == {"epsilon": 1.0, "delta": 1e-5, "neighbouring": "replace-one", "accountant": "gdp"}
+    assert r["privacy"] == {"epsilon": 1.0, "delta": 1e-5, "neighbouring": "replace-one", "accountant": "gdp",
+                            "neighbouring_detail": "replace-one: same n, one record replaced by any other"}
 
 
 def test_probabilities_come_from_the_same_answers(capsys, files):

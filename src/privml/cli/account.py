@@ -19,6 +19,7 @@ from privml.accounting.calibration import calibrate_dpsgd, make_accountant
 from privml.accounting.composition import advanced_composition, basic_composition, optimal_composition_epsilon
 from privml.accounting.events import dpsgd_event
 from privml.cli._common import add_json_flag, emit, finite_float, fmt, integer, table
+from privml.neighbouring import Neighbouring
 
 DPSGD_ACCOUNTANTS = ("pld", "rdp")
 
@@ -97,7 +98,8 @@ def _dpsgd(args: argparse.Namespace) -> None:
         "sample_rate": q,
         "steps": steps,
         "accountant": args.accountant,
-        "neighbouring": "add/remove-one",
+        "neighbouring": Neighbouring.ADD_REMOVE_ONE.value,
+        "neighbouring_detail": Neighbouring.ADD_REMOVE_ONE.detail,
         "seconds": time.perf_counter() - start,
     }
     if target is not None:
@@ -112,7 +114,7 @@ def _render_dpsgd(r: dict) -> str:
         ("steps", str(r["steps"])),
         ("epsilon", fmt(r["epsilon"])),
         ("delta", fmt(r["delta"])),
-        ("neighbouring", r["neighbouring"]),
+        ("neighbouring", r["neighbouring_detail"]),
         ("accountant", r["accountant"]),
     ]
     if "target_epsilon" in r:
