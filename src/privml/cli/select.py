@@ -1,6 +1,7 @@
 """``privml select``: the most private model that meets an accuracy target (Accuracy First).
 
-    privml select --dataset NAME --method output --target-error A [--max-epsilon E] [--delta D]
+    privml select --dataset NAME|csv:PATH|npz:PATH --method output --target-error A [--max-epsilon E] [--delta D]
+                  [--label-column C] [--classes a,b] [--test PATH]
                   [--search noise-reduction|doubling] [--at-epsilon E_AT] [--seed S] [--plot PATH] [--json]
 
 Prints ``{"ex_post_epsilon", "ex_post_delta", "test_accuracy", "stopped_at", "met_target", "trace": [...]}``;
@@ -52,7 +53,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "meets the target, and report the ex-post privacy of where it stopped."
         ),
     )
-    parser.add_argument("--dataset", required=True, help="built-in dataset name (see `privml datasets`)")
+    parser.add_argument("--dataset", required=True,
+                        help="built-in name (see `privml datasets`) or csv:PATH / npz:PATH (your data)")
+    parser.add_argument("--label-column", default="label", help="label column of a CSV (default: label)")
+    parser.add_argument("--test", dest="test_path", help="separate test file for csv:/npz: data (default: 80/20 split)")
+    parser.add_argument(
+        "--classes",
+        help="comma-separated public class set for user data (default: read from the labels, which leaks; warns)",
+    )
     parser.add_argument("--method", choices=SELECT_METHODS, default="output", help="private ERM method (output)")
     parser.add_argument("--target-error", type=finite_float, required=True, help="largest acceptable error, in (0, 1)")
     parser.add_argument("--max-epsilon", type=finite_float, default=10.0, help="top of the search (default 10)")
@@ -89,6 +97,11 @@ def _check_args(args: argparse.Namespace) -> None:
         check_positive(args.l2, "--l2")
     if args.max_train is not None:
         check_count(args.max_train, "--max-train")
+    user = args.dataset.startswith(("csv:", "npz:"))
+    if not user and (args.test_path or args.label_column != "label" or args.classes):
+        raise ValueError("--test, --label-column and --classes apply to csv:/npz: datasets only")
+    if args.classes is not None and not [c for c in args.classes.split(",") if c.strip()]:
+        raise ValueError("--classes is empty: give the public class set, e.g. --classes no,yes")
     if args.plot:
         try:
             import matplotlib  # noqa: F401  (only checking that it is there)
@@ -100,7 +113,12 @@ def _select(args: argparse.Namespace) -> None:
     _check_args(args)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        data = load_dataset(args.dataset, bias=BIAS, max_train=args.max_train, random_state=args.seed)
+        user = args.dataset.startswith(("csv:", "npz:"))
+        data = load_dataset(
+            args.dataset, bias=BIAS, max_train=args.max_train, random_state=args.seed,
+            classes=[c.strip() for c in args.classes.split(",")] if args.classes else None,
+            label_column=args.label_column, test_path=args.test_path if user else None,
+        )
     for w in caught:
         print(f"warning: {w.message}", file=sys.stderr)
     info = data.info
