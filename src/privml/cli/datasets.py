@@ -2,14 +2,20 @@
 
     privml datasets [--json]
     privml datasets --fetch mnist adult [--json]
+
+With ``--fetch`` each named dataset is fetched in turn (one failing does not
+stop the others); the listing is printed either way, and the exit status is
+1 when any could not be fetched, each error said once on stderr.
 """
 
 from __future__ import annotations
 
 import argparse
 
-from privml.cli._common import add_json_flag, emit
+
+from privml.cli._common import add_json_flag, emit, report_failures
 from privml.data import list_datasets
+from privml.data.errors import DatasetFetchError, DatasetNotAvailable
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -28,14 +34,30 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=_datasets, prog=parser.prog)
 
 
-def _datasets(args: argparse.Namespace) -> None:
+def _datasets(args: argparse.Namespace) -> int:
+    errors: dict[str, dict] = {}
+    failed = 0
     if args.fetch:
         from privml.data.fetch import fetch  # logs go to stderr
+        from privml.data.registry import canonical_name
 
         for name in args.fetch:
-            fetch(name)
+            canonical_name(name)  # an unknown name is bad input: exit 2 before fetching anything
+        for name in args.fetch:
+            try:
+                fetch(name)
+            except (DatasetNotAvailable, DatasetFetchError) as exc:
+                failed += 1
+                text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                errors.setdefault(text, {"error": text, "count": 0, "datasets": []})
+                errors[text]["count"] += 1
+                errors[text]["datasets"].append(name)
     entries = list_datasets()
-    emit({"datasets": entries}, as_json=args.json, render=_render)
+    result: dict = {"datasets": entries}
+    if args.fetch:
+        result["fetch"] = {"requested": list(args.fetch), "failed": failed, "errors": list(errors.values())}
+    emit(result, as_json=args.json, render=_render)
+    return report_failures(args.prog, failed, len(args.fetch or ()), list(errors.values()), what="datasets")
 
 
 def _render(result: dict) -> str:

