@@ -8,7 +8,11 @@
     privml study recommend RESULTS [--epsilon E] [--delta D] [--budget B] [--n N] [--d D] [--k K] [--json]
 
 ``run`` prints where the results store and the HTML report went; re-running
-it with the same ``--out`` resumes (finished runs are skipped).
+it with the same ``--out`` resumes (finished runs are skipped and failed ones
+retried). Exit status of ``run``: 0 when every run finished; 1 when some
+failed (stderr says how many and each distinct error once, one line each;
+``--json`` carries ``failed`` and ``errors``; the report lists them at the
+top); 2 for bad input (an unknown preset, dataset or option), before any run.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from privml.cli._common import add_json_flag, emit, finite_float, integer, table
+from privml.cli._common import add_json_flag, emit, finite_float, integer, report_failures, table
 
 if TYPE_CHECKING:  # the study package (matplotlib, joblib) loads only when a study command runs
     from privml.study import ResultStore
@@ -90,8 +94,10 @@ def _list(args: argparse.Namespace) -> None:
          render=lambda r: table([(p["name"], f"{p['description']} [{p['runs']} runs]") for p in r["presets"]]))
 
 
-def _run(args: argparse.Namespace) -> None:
+def _run(args: argparse.Namespace) -> int:
     from privml.study import load_preset, load_spec, make_executor, preset_names, run_study
+    from privml.study.executors import DaskExecutor
+    from privml.study.runner import check_dataset
 
     if args.label_column and not (args.dataset or "").startswith("csv:"):
         raise ValueError("--label-column applies to --dataset csv:PATH only")
@@ -120,10 +126,14 @@ def _run(args: argparse.Namespace) -> None:
     if changes:
         spec = spec.with_overrides(**changes)
     executor = make_executor(args.executor, jobs=args.jobs)  # bad --executor/--jobs: refused before any output
+    # A bad or unobtainable dataset is refused before any output too (a missing built-in set is fetched now).
+    check_dataset(spec, local=not isinstance(executor, DaskExecutor))
     print(f"study {spec.name} on {spec.dataset}: results in {args.out}", file=sys.stderr)
-    outcome = run_study(spec, args.out, executor=executor, progress=not args.no_progress, report=not args.no_report)
+    outcome = run_study(spec, args.out, executor=executor, progress=not args.no_progress, report=not args.no_report,
+                        check_data=False)
     emit({"study": spec.name, "dataset": spec.dataset, "selection": spec.selection.mode, **outcome.to_dict()},
          as_json=args.json, render=_render_run)
+    return report_failures(args.prog, outcome.failed, outcome.planned - outcome.skipped, outcome.errors)
 
 
 def _render_run(r: dict) -> str:
@@ -133,7 +143,7 @@ def _render_run(r: dict) -> str:
             ("wall time", f"{r['seconds']:.1f} s ({r['executor']})"),
             ("results", r["results"])]
     if r["report"]:
-        rows.append(("report", r["report"]))
+        rows.append(("report", r["report"] + (" (failed runs listed at the top)" if r["failed"] else "")))
     rows += [("note", n) for n in r["notes"]]
     return table(rows)
 

@@ -7,7 +7,9 @@ findings that figure supports or refutes, computed from the results. Then
 the trade-off table (the paper's table, measured here), the recommendation
 table (best private method per setting), and how the runs were made: data
 preparation, hyper-parameter selection mode (and whether it leaks), notes
-on methods left out, failures.
+on methods left out. Failed runs come first, before any figure: how many,
+each distinct error once with its count and methods, and every failed run
+(a figure with missing points must never look complete).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from privml import __version__
 from privml.study.aggregate import Curve, StudyResults, collect
 from privml.study.findings import Finding, findings
 from privml.study.recommend import recommendations
+from privml.study.runner import point_runs
 from privml.study.store import ResultStore
 from privml.study.summary import COLUMNS, tradeoff_table
 
@@ -46,6 +49,7 @@ figure { margin: 1.5em 0; }
 img { max-width: 100%; }
 .ok { color: #11772f; } .bad { color: #b3261e; } .na { color: #777; }
 .leak { background: #fff4e5; border-left: 4px solid #f0a020; padding: 0.5em 1em; }
+.failed { background: #fdecea; border-left: 4px solid #b3261e; padding: 0.5em 1em; }
 ul.findings li { margin: 0.3em 0; }
 """
 
@@ -100,9 +104,11 @@ def render_html(results: StudyResults, *, figures: dict[str, bytes] | None = Non
         '<html lang="en"><head><meta charset="utf-8">',
         f"<title>privml study: {_e(spec.name)}</title><style>{_CSS}</style></head><body>",
         f"<h1>Trade-off study: {_e(spec.name)}</h1>",
+        _failures(results),
         f"<p>{_e(spec.description)}</p>",
         _overview(results),
     ]
+    failed_by_sweep = _failed_by_sweep(results)
     for sweep in spec.sweeps:
         curves = results.curves.get(sweep.name, [])
         parts.append(f'<section id="sweep-{_e(sweep.name)}"><h2>{_e(sweep.title or sweep.name)}</h2>')
@@ -111,6 +117,9 @@ def render_html(results: StudyResults, *, figures: dict[str, bytes] | None = Non
                          f'{base64.b64encode(figures[sweep.name]).decode("ascii")}"><figcaption>Mean test accuracy over repeats, '
                          "band: ±1 standard deviation; dashed: non-private.</figcaption></figure>")
             parts.append(_curve_table(results, sweep.name))
+        elif failed_by_sweep[sweep.name]:
+            parts.append(f'<p class="bad">No finished runs for this sweep: {failed_by_sweep[sweep.name]} runs '
+                         'failed (see <a href="#failures">failed runs</a> above).</p>')
         else:
             parts.append("<p class=\"na\">No finished runs for this sweep.</p>")
         mine = [f for f in found if sweep.name in f.sweeps]
@@ -123,6 +132,49 @@ def render_html(results: StudyResults, *, figures: dict[str, bytes] | None = Non
 
 
 # ------------------------------------------------------------------ sections
+def _failures(results: StudyResults) -> str:
+    """The failed runs, first on the page: each distinct error once with its count, then every run."""
+    failures = results.failures
+    if not failures:
+        return ""
+    by_error: dict[str, list[dict[str, Any]]] = {}
+    for f in failures:
+        by_error.setdefault(f["error"] or "unknown error", []).append(f)
+    errors = sorted(by_error.items(), key=lambda item: -len(item[1]))
+    total = len(failures) + results.n_runs
+    rows = "".join(
+        f"<tr><td>{len(runs)}</td><td>{_e(', '.join(dict.fromkeys(r['method'] for r in runs)))}</td>"
+        f"<td><code>{_e(error)}</code></td></tr>"
+        for error, runs in errors
+    )
+    shown = failures[:200]
+    listing = "".join(f"<li>{_e(f['method'])} {_e(_params(f['params']))} (repeat {_e(f['repeat'])}): "
+                      f"{_e(f['error'] or '')}</li>" for f in shown)
+    more = f"<li>… and {len(failures) - len(shown)} more</li>" if len(failures) > len(shown) else ""
+    return (f'<section id="failures" class="failed"><h2>{len(failures)} of {total} runs failed</h2>'
+            "<p>These runs are missing from every figure and table below. Each distinct error, once "
+            "(<code>privml study run</code> with the same <code>--out</code> retries failed runs):</p>"
+            f'<table class="errors"><tr><th>runs</th><th>methods</th><th>error</th></tr>{rows}</table>'
+            f"<details><summary>every failed run</summary><ul>{listing}{more}</ul></details></section>")
+
+
+def _failed_by_sweep(results: StudyResults) -> Counter[str]:
+    """How many failed runs each sweep lost (a run shared by several sweeps counts in each)."""
+    if not results.failures:
+        return Counter()
+    cells, _ = point_runs(results.spec)
+    sweeps: dict[str, set[str]] = {}
+    for cell in cells:
+        sweeps.setdefault(cell.key, set()).add(cell.sweep.name)
+    return Counter(name for f in results.failures for name in sweeps.get(f["key"], ()))
+
+
+def _params(params: Any) -> str:
+    if not isinstance(params, dict):
+        return str(params)
+    return ", ".join(f"{k} = {_value(v)}" for k, v in params.items() if v is not None)
+
+
 def _overview(results: StudyResults) -> str:
     spec = results.spec
     modes = sorted({m for curves in results.curves.values() for c in curves for cell in c.cells
@@ -216,10 +268,7 @@ def _method_notes(results: StudyResults) -> str:
     if notes:
         out.append("<p>Notes:</p><ul>" + "".join(f"<li>{_e(n)}</li>" for n in notes) + "</ul>")
     if results.failures:
-        shown = results.failures[:20]
-        out.append(f"<p>{len(results.failures)} failed runs (retried on the next <code>privml study run</code>):</p>"
-                   "<ul>" + "".join(f"<li>{_e(f['method'])} {_e(str(f['params']))}: {_e(f['error'] or '')}</li>"
-                                    for f in shown) + "</ul>")
+        out.append(f'<p>{len(results.failures)} runs failed: see <a href="#failures">failed runs</a> at the top.</p>')
     out.append("</section>")
     return "\n".join(out)
 

@@ -8,7 +8,11 @@
 A job is one (method, relevant settings, seed): a run that several sweeps
 share is planned once. Workers receive plain data (the study context and the
 job as dicts) and return a store record, errors included, so one failing
-run never stops a study.
+run never stops a study; :class:`StudyRun` counts the failures and lists
+each distinct error once. Before any run starts the dataset is checked (and
+a missing built-in set fetched, once, rather than by every worker), so an
+unknown or unobtainable dataset stops the study with one error instead of
+failing every run.
 """
 
 from __future__ import annotations
@@ -16,13 +20,15 @@ from __future__ import annotations
 import datetime as _dt
 import time
 import traceback
-from dataclasses import asdict, dataclass
+import warnings
+from collections import Counter
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from privml import __version__
 from privml._progress import progress_bar
-from privml.study.executors import Executor, make_executor
+from privml.study.executors import DaskExecutor, Executor, make_executor
 from privml.study.methods import get_method
 from privml.study.prepare import prepare
 from privml.study.selection import select_and_run
@@ -62,6 +68,9 @@ class StudyRun:
         Methods left out and why.
     report : Path or None
         The HTML report, when written.
+    errors : list of dict
+        One entry per distinct error of the runs that failed now, most
+        frequent first: ``{"error": "Type: message", "count": runs, "methods": [...]}``.
     """
 
     results: Path
@@ -74,6 +83,7 @@ class StudyRun:
     executor: str
     notes: list[str]
     report: Path | None = None
+    errors: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -132,6 +142,7 @@ def run_study(
     jobs: int = 1,
     progress: bool = True,
     report: bool = True,
+    check_data: bool = True,
 ) -> StudyRun:
     """Run every unfinished job of ``spec``, storing results in ``out/results.sqlite``.
 
@@ -152,9 +163,20 @@ def run_study(
         Show a progress bar with ETA on stderr.
     report : bool
         Write the HTML report after the runs.
+    check_data : bool
+        Check the dataset first (:func:`check_dataset`; ``False`` when the caller did).
+
+    Raises
+    ------
+    ValueError, FileNotFoundError, DatasetFetchError
+        Before any run, for a bad executor or a dataset that cannot be loaded (:func:`check_dataset`).
     """
     # The executor first: a bad executor or job count is refused before anything is written.
     runner = executor if executor is not None and not isinstance(executor, str) else make_executor(executor, jobs=jobs)
+    # Then the data, once, here: a bad or unobtainable dataset stops the study before any run
+    # (instead of failing each), and a missing built-in set is fetched once, not by every worker.
+    if check_data:
+        check_dataset(spec, local=not isinstance(runner, DaskExecutor))
     out = Path(out)
     store = ResultStore(out / RESULTS_FILE)
     started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
@@ -165,6 +187,8 @@ def run_study(
     pending = [job for job in todo if job.key not in done]
     context = _context(spec)
     finished = failed = 0
+    errors: Counter[str] = Counter()
+    methods: dict[str, list[str]] = {}
     start = time.perf_counter()
     with progress_bar(len(pending), desc=f"study {spec.name}", unit="run", enabled=progress) as bar:
         for record in runner.map_unordered(execute_job, [(context, asdict(job)) for job in pending]):
@@ -173,6 +197,10 @@ def run_study(
                 finished += 1
             else:
                 failed += 1
+                error = record["error"] or "unknown error"
+                errors[error] += 1
+                if record["method"] not in methods.setdefault(error, []):
+                    methods[error].append(record["method"])
             bar.update(1)
             bar.set_postfix_str(f"{record['method']} {record['status']}")
     seconds = time.perf_counter() - start
@@ -183,7 +211,40 @@ def run_study(
         report_path = write_report(store, out / "report", spec_hash=spec.spec_hash)
     return StudyRun(results=store.path, spec_hash=spec.spec_hash, planned=len(todo), skipped=len(todo) - len(pending),
                     finished=finished, failed=failed, seconds=seconds, executor=runner.description,
-                    notes=store.notes(spec.spec_hash), report=report_path)
+                    notes=store.notes(spec.spec_hash), report=report_path,
+                    errors=[{"error": e, "count": n, "methods": methods[e]} for e, n in errors.most_common()])
+
+
+def check_dataset(spec: StudySpec, *, local: bool = True) -> None:
+    """Refuse a study whose dataset cannot be loaded, before any run; fetch a missing built-in set once.
+
+    ``local``: the runs execute on this machine, so the data must be here
+    (with a remote executor only the name is checked: the workers have
+    their own files and cache).
+
+    Raises
+    ------
+    ValueError
+        An unknown dataset name, or user data that does not parse.
+    FileNotFoundError
+        User data that does not exist; a built-in set that cannot be had
+        (:class:`~privml.data.DatasetNotAvailable`, e.g. offline).
+    DatasetFetchError
+        A download that failed.
+    """
+    from privml.data import load_dataset
+    from privml.data.fetch import ensure_dataset
+    from privml.data.registry import canonical_name
+
+    user = spec.dataset.startswith(("csv:", "npz:"))
+    if not user:
+        canonical_name(spec.dataset)
+        if local:
+            ensure_dataset(spec.dataset)
+    elif local:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the class-set leak warning is the study's note, not an error
+            load_dataset(spec.dataset, label_column=spec.label_column, preprocess=False)
 
 
 def _context(spec: StudySpec) -> dict[str, Any]:
