@@ -53,6 +53,7 @@ bench: $(PEERS_STAMP) $(STAMP)
 	$(PY) benchmarks/accuracy_first.py
 	$(PY) benchmarks/audit.py
 	$(PY) benchmarks/study.py
+	$(PY) benchmarks/release_attacks.py
 	$(PEERS)/bin/python benchmarks/write_benchmarks_md.py
 
 clean:
