@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
+
 import pytest
 
 from privml.serve import load_api_keys
@@ -44,3 +46,32 @@ def test_errors_never_echo_a_key(tmp_path):
 def test_missing_file(tmp_path):
     with pytest.raises(FileNotFoundError, match="API key file not found"):
         load_api_keys(tmp_path / "nope.json")
+
+
+def test_a_ledger_with_quotas_is_not_served_anonymously(tmp_path) -> None:
+    from privml.ledger import MemoryLedger
+    from privml.serve.service import PredictionService
+
+    class Answers:
+        classes_ = np.array([0, 1])
+        n_features_in_ = 2
+        ledger_ = MemoryLedger(10)
+
+    Answers.ledger_.set_quota("alice", 5)
+    with pytest.raises(ValueError, match="holds quotas for 1 API key"):
+        PredictionService(Answers())
+    PredictionService(Answers(), api_keys={"alice": 5})  # with the keys it serves
+
+
+def test_quotas_beyond_the_budget_are_refused() -> None:
+    from privml.ledger import MemoryLedger
+    from privml.serve.service import PredictionService
+
+    class Answers:
+        classes_ = np.array([0, 1])
+        n_features_in_ = 2
+        ledger_ = MemoryLedger(10)
+
+    with pytest.raises(ValueError, match="sum to 12 answers, more than the budget of 10"):
+        PredictionService(Answers(), api_keys={"a": 6, "b": 6})
+    assert Answers.ledger_.keys() == {}  # nothing was set

@@ -54,6 +54,21 @@ class BudgetedPredictor(ClassifierMixin, BaseEstimator):
         return {"method": self.method, "epsilon": float(self.epsilon), "delta": float(self.delta),
                 "budget": int(self.budget), "accounting": self.fit_info_["accounting"]}
 
+    def _check_refit(self) -> None:
+        """Refuse to re-fit a predictor that has answered from its own in-memory budget.
+
+        Its count lives in this object: re-fitting (on what may be the same
+        data) would start a fresh count and let the answers exceed the stated
+        guarantee. Called first in ``fit``, before anything is computed.
+        """
+        previous = getattr(self, "ledger_", None)
+        if self.ledger is None and isinstance(previous, MemoryLedger) and previous.spent > 0:
+            raise ValueError(
+                f"this {type(self).__name__} has already released {previous.spent} answers from its in-memory "
+                "budget; re-fitting would start a fresh budget on what may be the same data: create a new "
+                "predictor for new data, or pass ledger=... to keep one persistent count"
+            )
+
     def _attach_ledger(self, ledger: BudgetLedger | None) -> None:
         budget = check_count(self.budget, "budget")
         check_ledger(ledger, budget)

@@ -208,6 +208,7 @@ class SubsampleAndAggregate(BudgetedPredictor):
 
         Nothing is released by fitting; all settings are validated first.
         """
+        self._check_refit()
         calibration = self._check_settings()
         X = check_finite_array(X, "X", ndim=2)
         y = np.asarray(y)

@@ -253,6 +253,7 @@ class PredictionSensitivity(BudgetedPredictor):
 
         Nothing is released by fitting; all settings are validated first.
         """
+        self._check_refit()
         noise = self._check_settings()
         check_l2_setting(self.l2)
         check_solver_settings(self.tol, self.max_iter)

@@ -104,11 +104,25 @@ class PredictionService:
         self.classes = list(self._label_of.values())
         self._proba = callable(getattr(predictor, "predict_proba", None))
         self._digests: frozenset[str] | None = None
+        if api_keys is None and self.ledger is not None:
+            held = self.ledger.keys()
+            if held:
+                # Serving anonymously would let any client bypass the quotas the ledger enforces.
+                raise ValueError(
+                    f"the ledger holds quotas for {len(held)} API key(s): serve it with the keys (--api-keys), "
+                    "or anonymous requests would bypass them"
+                )
         if api_keys is not None:
             if self.ledger is None:
                 raise ValueError(
                     "API keys set quotas of a prediction budget, but this model is privately trained and "
                     "has no budget to share"
+                )
+            total, budget = sum(api_keys.values()), self.ledger.state().budget
+            if total > budget:
+                raise ValueError(
+                    f"the API keys' quotas sum to {total} answers, more than the budget of {budget}: "
+                    "some keys would be refused before their quota; lower the quotas"
                 )
             for key, quota in api_keys.items():
                 self.ledger.set_quota(key, quota)
