@@ -12,6 +12,13 @@ import numbers
 
 import numpy as np
 
+#: Public upper limits on resource-bounded parameters: a number beyond them is an
+#: error up front, not a process that grows until the kernel kills it.
+MAX_BUDGET = 10**15  #: answers a prediction budget may count (fits every ledger's 64-bit integers)
+MAX_SEARCH_STEPS = 10_000  #: levels of an Accuracy First grid
+MAX_TRIALS = 1_000_000  #: models per world of an audit
+MAX_COMPOSITIONS = 10**9  #: runs or steps composed by the accountants
+
 
 def _as_real(value: object, name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (numbers.Real, np.floating, np.integer)):
@@ -76,8 +83,8 @@ def check_probability(q: object, name: str = "sample_rate") -> float:
     return v
 
 
-def check_count(count: object, name: str = "count", *, minimum: int = 1) -> int:
-    """Return an integer >= ``minimum`` (floats with integral values are accepted)."""
+def check_count(count: object, name: str = "count", *, minimum: int = 1, maximum: int | None = None) -> int:
+    """Return an integer >= ``minimum`` (and <= ``maximum``; floats with integral values are accepted)."""
     if isinstance(count, bool):
         raise TypeError(f"{name} must be an integer, got bool")
     if isinstance(count, (numbers.Integral, np.integer)):
@@ -88,12 +95,20 @@ def check_count(count: object, name: str = "count", *, minimum: int = 1) -> int:
         raise TypeError(f"{name} must be an integer, got {count!r}")
     if out < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {out}")
+    if maximum is not None and out > maximum:
+        raise ValueError(f"{name} must be <= {maximum:,}, got {out:,}")
     return out
 
 
 def check_finite_array(x: object, name: str = "X", *, ndim: int | None = None) -> np.ndarray:
-    """Return ``x`` as a float64 array; reject NaN/inf and (optionally) the wrong rank."""
-    arr = np.asarray(x, dtype=np.float64)
+    """Return ``x`` as a float64 array; reject complex values, NaN/inf and (optionally) the wrong rank."""
+    raw = np.asarray(x)
+    if raw.dtype.kind == "c":  # float64 conversion would silently drop the imaginary part
+        raise ValueError(f"{name} must be real-valued, got complex numbers")
+    try:
+        arr = np.asarray(raw, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must hold numbers, got {raw.dtype} values") from None
     if ndim is not None and arr.ndim != ndim:
         raise ValueError(f"{name} must have {ndim} dimension(s), got shape {arr.shape}")
     if not np.all(np.isfinite(arr)):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -116,34 +117,105 @@ def read_model_file(path: str | Path) -> tuple[dict[str, np.ndarray], dict]:
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"model file not found: {path}")
+    if not path.is_file():
+        raise ValueError(f"{path} is not a privml model file (not a regular file)")
     try:
-        with np.load(path, allow_pickle=False) as archive:
+        loaded = np.load(path, allow_pickle=False)
+        if not isinstance(loaded, np.lib.npyio.NpzFile):
+            raise ValueError(f"{path} is not a privml model file (a bare array, not an .npz archive)")
+        with loaded as archive:
             arrays = {name: archive[name] for name in archive.files}
-    except ValueError as exc:  # raised by numpy when an array would need pickle
-        raise ValueError(f"{path} is not a privml model file (it needs pickle to load: refused)") from exc
+    except ValueError as exc:  # raised by numpy when an array would need pickle (or not an archive)
+        if "pickle" in str(exc):
+            raise ValueError(f"{path} is not a privml model file (it needs pickle to load: refused)") from exc
+        raise ValueError(f"{path} is not a privml model file ({_one_line(exc)})") from exc
+    except (zipfile.BadZipFile, EOFError, OSError, KeyError) as exc:  # truncated, empty or unreadable
+        raise ValueError(f"{path} is not a readable privml model file ({type(exc).__name__}: {_one_line(exc)})") from exc
     if _METADATA_KEY not in arrays:
         raise ValueError(f"{path} is not a privml model file (no metadata)")
-    metadata = json.loads(arrays.pop(_METADATA_KEY).tobytes().decode("utf-8"))
+    try:
+        metadata = json.loads(arrays.pop(_METADATA_KEY).tobytes().decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path} is not a privml model file (its metadata is not JSON)") from exc
+    if not isinstance(metadata, dict):
+        raise ValueError(f"{path} is not a privml model file (its metadata is not a JSON object)")
+    for section in ("params", "privacy", "fit_info", "extra"):
+        if not isinstance(metadata.get(section, {}), dict):
+            raise ValueError(f"{path}: model metadata field {section!r} must be a JSON object")
     if metadata.get("format") != FORMAT:
         raise ValueError(f"{path} is not a privml model file (format {metadata.get('format')!r})")
-    if int(metadata.get("format_version", 0)) > FORMAT_VERSION:
+    version = metadata.get("format_version", 0)
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise ValueError(f"{path}: model metadata field 'format_version' must be an integer")
+    if version > FORMAT_VERSION:
         raise ValueError(
             f"{path} was written by a newer privml (format {metadata['format_version']}); upgrade privml to read it"
         )
     return arrays, metadata
 
 
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def restore_model(model: Any, arrays: dict[str, np.ndarray], metadata: dict, path: str | Path) -> Any:
+    """Give ``model`` the fitted state in ``arrays``/``metadata``, then check it before any use.
+
+    A file whose metadata lies (missing keys, wrong types, shapes that
+    disagree with the classes) or whose arrays hold NaN or infinite values is
+    refused with a one-line ValueError naming the file, so nothing is served
+    or charged from it.
+    """
+    for name, array in arrays.items():
+        if array.dtype.kind in "fc" and not np.all(np.isfinite(array)):
+            raise ValueError(f"{path}: array {name!r} holds NaN or infinite values")
+    try:
+        # The settings in the file must pass the estimator's own checks, as at fit time.
+        for check in ("_check_privacy_params", "_dpcd_settings"):
+            if hasattr(model, check):
+                getattr(model, check)()
+        model._restore_arrays(arrays, metadata)
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError, RuntimeError) as exc:
+        raise ValueError(f"{path}: the model file is inconsistent ({type(exc).__name__}: {_one_line(exc)})") from exc
+    _check_shapes(model, path)
+    return model
+
+
+def _check_shapes(model: Any, path: str | Path) -> None:
+    """Weights must match the class count: (d,) for two classes, (d, k) for k > 2 (teachers alike)."""
+    classes = getattr(model, "classes_", None)
+    weights = [getattr(model, "weights_", None)]
+    weights += [getattr(t, "weights_", None) for t in getattr(model, "teachers_", [])]
+    for w in weights:
+        if w is None:
+            continue
+        w = np.asarray(w)
+        if classes is None:
+            ok = w.ndim == 1
+        else:
+            k = len(classes)
+            ok = k >= 2 and ((w.ndim == 1 and k == 2) or (w.ndim == 2 and k > 2 and w.shape[1] == k))
+        if not ok or w.size == 0:
+            shown = "no classes" if classes is None else f"{len(classes)} classes"
+            raise ValueError(f"{path}: weights of shape {w.shape} do not fit {shown}")
+
+
 def load_model(path: str | Path) -> Any:
     """Read a model file written by :func:`save_model` into a fitted estimator."""
     arrays, metadata = read_model_file(path)
-    target = MODEL_CLASSES.get(metadata.get("method"))
+    method = metadata.get("method")
+    target = MODEL_CLASSES.get(method) if isinstance(method, str) else None
     if target is None:
-        raise ValueError(f"{path}: unknown model method {metadata.get('method')!r}")
+        raise ValueError(f"{path}: unknown model method {method!r}")
     module_name, class_name = target.split(":")
     cls = getattr(importlib.import_module(module_name), class_name)
     # A seed is never taken from a file (files of privml <= 0.1.0 stored one): a loaded
     # model draws fresh OS entropy unless the caller sets random_state explicitly.
-    model = cls(**strip_seeds(metadata["params"]))
-    model._restore_arrays(arrays, metadata)
+    try:
+        model = cls(**strip_seeds(metadata.get("params", {})))
+    except TypeError as exc:
+        raise ValueError(f"{path}: the model's settings do not fit {class_name} ({_one_line(exc)})") from exc
+    restore_model(model, arrays, metadata, path)
     model.model_metadata_ = metadata
     return model

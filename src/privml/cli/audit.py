@@ -21,7 +21,7 @@ import warnings
 
 import numpy as np
 
-from privml._validation import check_count, check_delta, check_epsilon
+from privml._validation import MAX_TRIALS, check_count, check_delta, check_epsilon
 from privml.audit.canaries import CANARIES
 from privml.audit.epsilon_lower_bound import audit_epsilon
 from privml.audit.membership import loss_threshold_attack, roc_curve
@@ -95,7 +95,7 @@ def _audit(args: argparse.Namespace) -> None:
             raise ValueError(f"--epsilon is required for --method {args.method}")
         check_epsilon(args.epsilon, "--epsilon")
     check_delta(args.delta, "--delta")
-    trials = check_count(args.trials, "--trials", minimum=4)
+    trials = check_count(args.trials, "--trials", minimum=4, maximum=MAX_TRIALS)
     n_train = check_count(args.n_train, "--n-train", minimum=2)
     if not 0 < args.confidence < 1:
         raise ValueError(f"--confidence must be in (0, 1), got {args.confidence!r}")

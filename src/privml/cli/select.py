@@ -23,7 +23,7 @@ import warnings
 
 import numpy as np
 
-from privml._validation import check_count, check_delta, check_epsilon, check_positive
+from privml._validation import MAX_SEARCH_STEPS, check_count, check_delta, check_epsilon, check_positive
 from privml.cli._common import (
     CliError,
     add_json_flag,
@@ -90,7 +90,7 @@ def _check_args(args: argparse.Namespace) -> None:
     high = check_epsilon(args.max_epsilon, "--max-epsilon")
     if not high > low:
         raise ValueError(f"--max-epsilon must be > --min-epsilon, got {high!r} <= {low!r}")
-    check_count(args.steps, "--steps", minimum=2)
+    check_count(args.steps, "--steps", minimum=2, maximum=MAX_SEARCH_STEPS)
     check_epsilon(args.at_epsilon, "--at-epsilon")
     check_delta(args.delta, "--delta")
     if args.l2 is not None:

@@ -20,7 +20,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
 
-from privml._validation import check_count
+from privml._validation import MAX_BUDGET, check_count
 from privml.exceptions import BudgetExhausted
 
 __all__ = [
@@ -178,7 +178,7 @@ class MemoryLedger(BudgetLedger):
     """
 
     def __init__(self, budget: int, *, context: dict[str, Any] | None = None) -> None:
-        self.budget = check_count(budget, "budget")
+        self.budget = check_count(budget, "budget", maximum=MAX_BUDGET)
         self.context = canonical_context(context)
         self._spent = 0
         self._quotas: dict[str, list[int]] = {}

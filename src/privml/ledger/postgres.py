@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from privml._validation import check_count
+from privml._validation import MAX_BUDGET, check_count
 from privml.ledger.base import canonical_context, check_binding, key_digest, key_label, refusal_message
 from privml.ledger.sql import SELECT_BINDING, SELECT_BUDGET, SELECT_KEY, SQLLedger, check_ledger_name, schema_statements
 
@@ -71,7 +71,7 @@ class PostgresLedger(SQLLedger):
         if not isinstance(url, str) or not url.startswith(("postgresql://", "postgres://")):
             raise ValueError(f"url must start with postgresql://, got {url!r}")
         self.url = _redact(url)
-        self.budget = check_count(budget, "budget")
+        self.budget = check_count(budget, "budget", maximum=MAX_BUDGET)
         self.name = check_ledger_name(name)
         self.context = canonical_context(context)
         self._psycopg = psycopg

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from privml._validation import check_count, check_positive
+from privml._validation import MAX_BUDGET, check_count, check_positive
 from privml.ledger.base import canonical_context, check_binding, key_digest, key_label, refusal_message
 from privml.ledger.sql import (
     SELECT_BINDING,
@@ -147,7 +147,7 @@ class SQLiteLedger(SQLLedger):
         retries: int = 5,
     ) -> None:
         self.path = Path(path)
-        self.budget = check_count(budget, "budget")
+        self.budget = check_count(budget, "budget", maximum=MAX_BUDGET)
         self.name = check_ledger_name(name)
         self.context = canonical_context(context)
         self.timeout = check_positive(timeout, "timeout")

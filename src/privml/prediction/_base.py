@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 
-from privml._validation import check_count, check_finite_array
+from privml._validation import MAX_BUDGET, check_count, check_finite_array
 from privml.ledger import BudgetLedger, MemoryLedger
 
 __all__ = ["BudgetedPredictor", "check_ledger"]
@@ -70,7 +70,7 @@ class BudgetedPredictor(ClassifierMixin, BaseEstimator):
             )
 
     def _attach_ledger(self, ledger: BudgetLedger | None) -> None:
-        budget = check_count(self.budget, "budget")
+        budget = check_count(self.budget, "budget", maximum=MAX_BUDGET)
         check_ledger(ledger, budget)
         self.ledger_ = ledger if ledger is not None else MemoryLedger(budget, context=self._ledger_context())
 

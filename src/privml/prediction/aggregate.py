@@ -33,7 +33,7 @@ from joblib import Parallel, delayed
 from sklearn.base import BaseEstimator, clone
 
 from privml._random import RandomState, check_random_state
-from privml._validation import check_count, check_delta, check_epsilon, check_finite_array
+from privml._validation import MAX_BUDGET, check_count, check_delta, check_epsilon, check_finite_array
 from privml.guarantee import PrivacyGuarantee
 from privml.registry import estimator_class
 from privml.release import strip_seeds
@@ -184,7 +184,7 @@ class SubsampleAndAggregate(BudgetedPredictor):
         """Validate every privacy setting and calibrate the per-query epsilon (no data involved)."""
         epsilon = check_epsilon(self.epsilon)
         delta = check_delta(self.delta)
-        budget = check_count(self.budget, "budget")
+        budget = check_count(self.budget, "budget", maximum=MAX_BUDGET)
         check_count(self.n_models, "n_models")
         check_ledger(self.ledger, budget)
         check_random_state(self.random_state)  # type check only

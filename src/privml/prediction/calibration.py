@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.optimize import minimize_scalar
 
-from privml._validation import check_count, check_delta, check_epsilon
+from privml._validation import MAX_BUDGET, check_count, check_delta, check_epsilon
 from privml.accounting.analytic_gaussian import gaussian_mu
 from privml.accounting.calibration import calibrate_parameter
 from privml.accounting.composition import advanced_composition_per_step_epsilon
@@ -92,7 +92,7 @@ _ZCDP_RTOL = 1e-9
 
 
 def _check_budget_args(epsilon: float, delta: float, budget: int) -> tuple[float, float, int]:
-    return check_epsilon(epsilon), check_delta(delta), check_count(budget, "budget")
+    return check_epsilon(epsilon), check_delta(delta), check_count(budget, "budget", maximum=MAX_BUDGET)
 
 
 def _require_delta(delta: float, what: str) -> None:

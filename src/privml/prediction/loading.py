@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from privml._random import RandomState
-from privml.io import load_model, read_model_file
+from privml.io import load_model, read_model_file, restore_model
 from privml.ledger import BudgetLedger
 from privml.prediction.sensitivity import PredictionSensitivity
 
@@ -142,6 +142,6 @@ def load_predictor(
                               accounting=accounting if accounting != "auto" else None)
         model.set_params(**settings, ledger=ledger)
         # Recalibrate from the (possibly new) settings; the saved noise is never trusted.
-        model._restore_arrays(*read_model_file(path))
+        restore_model(model, *read_model_file(path), path)
         return model
     raise ValueError(f"{path}: the model method {stored!r} cannot answer classification queries")

@@ -22,7 +22,7 @@ import numpy as np
 from scipy.special import expit, softmax
 
 from privml._random import RandomState, check_random_state
-from privml._validation import check_count, check_delta, check_epsilon, check_finite_array, check_positive
+from privml._validation import MAX_BUDGET, check_count, check_delta, check_epsilon, check_finite_array, check_positive
 from privml.data.preprocessing import project_to_unit_ball
 from privml.guarantee import PrivacyGuarantee
 from privml.ledger import BudgetLedger
@@ -242,7 +242,7 @@ class PredictionSensitivity(BudgetedPredictor):
         """Validate every privacy setting and calibrate the per-query noise (no data involved)."""
         epsilon = check_epsilon(self.epsilon)
         delta = check_delta(self.delta)
-        budget = check_count(self.budget, "budget")
+        budget = check_count(self.budget, "budget", maximum=MAX_BUDGET)
         check_ledger(self.ledger, budget)
         check_random_state(self.random_state)  # type check only: the generator is made at fit
         return calibrate_prediction_noise(epsilon, delta, budget, self.accounting)
