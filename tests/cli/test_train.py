@@ -141,3 +141,24 @@ def test_missing_builtin_dataset_names_the_fix(capsys, tmp_path, monkeypatch):
     code, out, err = run(capsys, "train", "--method", "output", "--dataset", "mnist", "--epsilon", "1", "--json")
     assert code == 2 and out == ""
     assert "privml.data.fetch mnist" in err
+
+
+@pytest.mark.parametrize("classes", ["", ",", "no,", "no,no", "yes"])
+def test_bad_class_lists_are_refused_before_training(capsys, tmp_path, classes):
+    data = tmp_path / "data.csv"
+    _write_csv(data)
+    code, out, err = run(capsys, "train", "--method", "output", "--dataset", f"csv:{data}", "--classes", classes,
+                         "--epsilon", "1")
+    assert code == 2 and "--classes" in err and out == ""
+
+
+def test_an_output_path_that_is_a_directory_is_refused_before_training(capsys, tmp_path):
+    (tmp_path / "model.npz").mkdir()
+    code, out, err = run(capsys, "train", "--method", "output", "--dataset", "digits", "--epsilon", "1",
+                         "--out", str(tmp_path / "model"))
+    assert code == 2 and "is a directory" in err and "training" not in err
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    code, _, err = run(capsys, "train", "--method", "output", "--dataset", "digits", "--epsilon", "1",
+                       "--out", str(blocker / "model.npz"))
+    assert code == 2 and "is not a directory" in err

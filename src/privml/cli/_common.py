@@ -85,6 +85,38 @@ def nonprivate_block(args: argparse.Namespace, values: dict[str, Any], *, what: 
     return {"nonprivate": shown}
 
 
+def check_output_path(path: str | None, flag: str, *, suffix: str | None = None) -> None:
+    """Refuse an output path that cannot be written, before any work is done (or privacy spent)."""
+    if path is None:
+        return
+    import os
+    from pathlib import Path
+
+    target = Path(path)
+    if suffix is not None and target.suffix != suffix:
+        target = target.with_name(target.name + suffix)
+    if target.is_dir():
+        raise CliError(f"{flag} {path} is a directory; give a file path")
+    parent = target.parent if str(target.parent) else Path(".")
+    existing = next((p for p in (parent, *parent.parents) if p.exists()), None)
+    if existing is not None and not existing.is_dir():
+        raise CliError(f"{flag} {path}: {existing} is not a directory")
+    if existing is not None and not os.access(existing, os.W_OK):
+        raise CliError(f"{flag} {path}: {existing} is not writable")
+
+
+def parse_classes(text: str | None) -> list[str] | None:
+    """``--classes a,b,c`` as a list of distinct names; an empty or repeated list is an error."""
+    if text is None:
+        return None
+    names = [c.strip() for c in text.split(",")]
+    if not all(names):
+        raise CliError(f"--classes needs comma-separated, non-empty class names, got {text!r}")
+    if len(set(names)) != len(names) or len(names) < 2:
+        raise CliError(f"--classes needs at least two distinct class names, got {text!r}")
+    return names
+
+
 def held_out_is_public(dataset: str) -> bool:
     """Whether a dataset's test split is public: a built-in set's published (or bundled) test
     split is; the held-out rows of the user's csv:/npz: data are private records."""

@@ -25,7 +25,7 @@ from privml._validation import MAX_TRIALS, check_count, check_delta, check_epsil
 from privml.audit.canaries import CANARIES
 from privml.audit.epsilon_lower_bound import audit_epsilon
 from privml.audit.membership import loss_threshold_attack, roc_curve
-from privml.cli._common import CliError, add_json_flag, emit, finite_float, fmt, integer, table
+from privml.cli._common import CliError, add_json_flag, check_output_path, emit, finite_float, fmt, integer, table
 from privml.cli.train import BIAS, build_estimator
 from privml.data import load_dataset
 
@@ -103,6 +103,7 @@ def _audit(args: argparse.Namespace) -> None:
         raise ValueError("--n-jobs must be a positive number of workers or -1")
     if args.dataset.startswith(("csv:", "npz:")):
         raise CliError("audit runs on built-in datasets only (see `privml datasets`)")
+    check_output_path(args.plot, "--plot")
     if args.plot:
         from privml.audit.plotting import require_matplotlib
 

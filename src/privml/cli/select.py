@@ -34,6 +34,8 @@ from privml.cli._common import (
     held_out_is_public,
     integer,
     nonprivate_block,
+    parse_classes,
+    check_output_path,
     table,
 )
 from privml.data import load_dataset
@@ -98,10 +100,10 @@ def _check_args(args: argparse.Namespace) -> None:
     if args.max_train is not None:
         check_count(args.max_train, "--max-train")
     user = args.dataset.startswith(("csv:", "npz:"))
-    if not user and (args.test_path or args.label_column != "label" or args.classes):
+    if not user and (args.test_path or args.label_column != "label" or args.classes is not None):
         raise ValueError("--test, --label-column and --classes apply to csv:/npz: datasets only")
-    if args.classes is not None and not [c for c in args.classes.split(",") if c.strip()]:
-        raise ValueError("--classes is empty: give the public class set, e.g. --classes no,yes")
+    parse_classes(args.classes)
+    check_output_path(args.plot, "--plot")
     if args.plot:
         try:
             import matplotlib  # noqa: F401  (only checking that it is there)
@@ -116,7 +118,7 @@ def _select(args: argparse.Namespace) -> None:
         user = args.dataset.startswith(("csv:", "npz:"))
         data = load_dataset(
             args.dataset, bias=BIAS, max_train=args.max_train, random_state=args.seed,
-            classes=[c.strip() for c in args.classes.split(",")] if args.classes else None,
+            classes=parse_classes(args.classes),
             label_column=args.label_column, test_path=args.test_path if user else None,
         )
     for w in caught:

@@ -39,9 +39,11 @@ from privml.cli._common import (
     emit,
     finite_float,
     fmt,
+    check_output_path,
     held_out_is_public,
     integer,
     nonprivate_block,
+    parse_classes,
     table,
 )
 from privml.data import load_dataset
@@ -131,9 +133,10 @@ def _train(args: argparse.Namespace) -> None:
         check_positive(args.l2, "--l2")
     if args.max_train is not None:
         check_count(args.max_train, "--max-train")
-    classes = [c.strip() for c in args.classes.split(",")] if args.classes else None
+    classes = parse_classes(args.classes)
+    check_output_path(args.out, "--out", suffix=".npz")
     user = args.dataset.startswith(("csv:", "npz:"))
-    if not user and (args.test_path or args.label_column != "label" or classes):
+    if not user and (args.test_path or args.label_column != "label" or classes is not None):
         raise ValueError("--test, --label-column and --classes apply to csv:/npz: datasets only")
 
     with warnings.catch_warnings(record=True) as caught:
@@ -198,8 +201,9 @@ def _train_cnn(args: argparse.Namespace) -> None:
     for name in ("batch_size", "max_train", "threads"):
         if getattr(args, name) is not None:
             check_count(getattr(args, name), f"--{name.replace('_', '-')}")
-    if args.l2 is not None or args.no_bias or args.test_path or args.classes:
+    if args.l2 is not None or args.no_bias or args.test_path or args.classes is not None:
         raise ValueError("--l2, --no-bias, --test and --classes do not apply to --method dpsgd-cnn")
+    check_output_path(args.out, "--out", suffix=".npz")
 
     from privml.torch.classifier import TorchClassifier  # torch is imported for this method only
     from privml.torch.data import load_images
