@@ -312,3 +312,12 @@ class TestListDatasets:
         by_name = {e["name"]: e for e in list_datasets()}
         for name in ("digits", "breast_cancer", "wine", "iris"):
             assert load_dataset(name).info.n_features == by_name[name]["n_features"]
+
+
+def test_a_cell_over_the_csv_field_limit_is_one_line(tmp_path):
+    from privml.data import load_dataset
+
+    path = tmp_path / "big.csv"
+    path.write_text("a,label\n" + "x" * 200_000 + ",1\n1,0\n")
+    with pytest.raises(ValueError, match="is not a readable CSV file"):
+        load_dataset(f"csv:{path}")

@@ -83,13 +83,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _read_rows(path: Path, label_column: str) -> tuple[np.ndarray, list[str] | None]:
     if not path.is_file():
         raise CliError(f"input file not found: {path}")
-    with path.open(newline="") as handle:
-        reader = csv.reader(handle)
-        try:
-            header = next(reader)
-        except StopIteration:
-            raise CliError(f"{path} is empty") from None
-        rows = [row for row in reader if row]
+    try:
+        with path.open(newline="") as handle:
+            reader = csv.reader(handle)
+            try:
+                header = next(reader)
+            except StopIteration:
+                raise CliError(f"{path} is empty") from None
+            rows = [row for row in reader if row]
+    except (csv.Error, UnicodeDecodeError) as exc:  # e.g. a cell over the csv module's field limit
+        raise CliError(f"{path} is not a readable CSV file ({str(exc).splitlines()[0]})") from None
     if not rows:
         raise CliError(f"{path} has a header but no rows")
     label_at = header.index(label_column) if label_column in header else None

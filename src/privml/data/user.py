@@ -76,6 +76,14 @@ def read_csv(path: Path, *, label_column: str) -> tuple[list[str], np.ndarray, n
     lines : numpy.ndarray of int, shape (n,)
         The 1-based file line of each record (the header is line 1).
     """
+    try:
+        return _read_csv_cells(path, label_column)
+    except (csv.Error, UnicodeDecodeError) as exc:  # e.g. a cell over the csv module's field limit
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ValueError(f"{path} is not a readable CSV file ({reason})") from None
+
+
+def _read_csv_cells(path: Path, label_column: str) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
     with open(path, newline="", encoding="utf-8") as fh:
         reader = csv.reader(fh)
         header = next(reader, None)

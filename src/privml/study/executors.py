@@ -14,6 +14,9 @@ from typing import Any, Protocol
 
 __all__ = ["DaskExecutor", "Executor", "JoblibExecutor", "SerialExecutor", "make_executor"]
 
+#: Seconds to wait for a Dask scheduler before refusing the study.
+CONNECT_TIMEOUT = 10
+
 
 class Executor(Protocol):
     """Runs independent jobs and yields their results as they finish."""
@@ -79,13 +82,30 @@ class DaskExecutor:
         self.address = address
         self.description = f"dask at {address}" if isinstance(address, str) else "dask (existing client)"
 
+    def _connect(self, client_class: Any) -> Any:
+        try:
+            return client_class(_tcp(self.address), timeout=CONNECT_TIMEOUT)
+        except (OSError, TimeoutError) as exc:
+            reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise ValueError(f"cannot reach the Dask scheduler at {self.address}: {reason}") from None
+
+    def check_reachable(self) -> None:
+        """Connect once and hang up: an unreachable scheduler is refused before the study writes anything."""
+        if not isinstance(self.address, str):
+            return
+        try:
+            from distributed import Client
+        except ImportError:
+            raise ValueError("--executor dask://... needs dask.distributed (pip install 'distributed')") from None
+        self._connect(Client).close()
+
     def map_unordered(self, fn: Callable[[Any], Any], items: Iterable[Any]) -> Iterator[Any]:
         try:
             from distributed import Client, as_completed
         except ImportError:
             raise ValueError("--executor dask://... needs dask.distributed (pip install 'distributed')") from None
         owned = isinstance(self.address, str)
-        client = Client(_tcp(self.address), timeout=30) if owned else self.address
+        client = self._connect(Client) if owned else self.address
         try:
             # pure=False: equal arguments are still separate runs (they would be cached otherwise).
             futures = client.map(fn, list(items), pure=False)

@@ -17,12 +17,14 @@ failing every run.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import time
 import traceback
 import warnings
 from collections import Counter
 from dataclasses import asdict, dataclass, field
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +38,7 @@ from privml.study.spec import Job, Selection, StudySpec, Sweep, job_key, seed_of
 from privml.study.store import ResultStore
 
 RESULTS_FILE = "results.sqlite"
+LOCK_FILE = ".privml-study.lock"
 
 
 @dataclass(frozen=True)
@@ -175,9 +178,45 @@ def run_study(
     runner = executor if executor is not None and not isinstance(executor, str) else make_executor(executor, jobs=jobs)
     # Then the data, once, here: a bad or unobtainable dataset stops the study before any run
     # (instead of failing each), and a missing built-in set is fetched once, not by every worker.
+    if isinstance(runner, DaskExecutor):
+        runner.check_reachable()
     if check_data:
         check_dataset(spec, local=not isinstance(runner, DaskExecutor))
     out = Path(out)
+    with folder_lock(out):
+        return _run_locked(spec, out, runner, progress=progress, report=report)
+
+
+@contextlib.contextmanager
+def folder_lock(out: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``out`` while a study runs in it.
+
+    Two ``study run`` on one folder would both compute every pending run; the
+    second is refused at once instead (one line, nothing computed). The lock
+    is an advisory ``flock`` on ``out/.privml-study.lock``, released when the
+    process exits, however it exits.
+    """
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / LOCK_FILE
+    handle = path.open("a+")
+    try:
+        try:
+            import fcntl
+        except ImportError:  # not POSIX: no advisory locks, run unguarded
+            yield
+            return
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ValueError(
+                f"{out} is in use by another privml study run (lock {path}); wait for it to finish or use another --out"
+            ) from None
+        yield
+    finally:
+        handle.close()
+
+
+def _run_locked(spec: StudySpec, out: Path, runner: Any, *, progress: bool, report: bool) -> StudyRun:
     store = ResultStore(out / RESULTS_FILE)
     started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     store.save_spec(spec.spec_hash, spec.to_dict(), started)

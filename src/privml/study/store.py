@@ -73,8 +73,13 @@ class ResultStore:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self._connect() as db:
-            db.executescript(_SCHEMA)
+        try:
+            with self._connect() as db:
+                db.executescript(_SCHEMA)
+        except sqlite3.DatabaseError as exc:  # a corrupt or foreign file: one line, not a traceback
+            raise ValueError(
+                f"{self.path} is not a privml results store ({exc}); move it away or use another folder"
+            ) from None
 
     @contextlib.contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
