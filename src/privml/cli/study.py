@@ -22,7 +22,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from privml.cli._common import add_json_flag, emit, finite_float, integer, report_failures, table
+from privml.cli._common import add_json_flag, emit, finite_float, held_out_is_public, integer, report_failures, table
+from privml.exceptions import PrivacyLeakWarning
 
 if TYPE_CHECKING:  # the study package (matplotlib, joblib) loads only when a study command runs
     from privml.study import ResultStore
@@ -129,6 +130,12 @@ def _run(args: argparse.Namespace) -> int:
     # A bad or unobtainable dataset is refused before any output too (a missing built-in set is fetched now).
     check_dataset(spec, local=not isinstance(executor, DaskExecutor))
     print(f"study {spec.name} on {spec.dataset}: results in {args.out}", file=sys.stderr)
+    if not held_out_is_public(spec.dataset):
+        # The stated exception of the release rule (docs/releases.md): a study evaluates on the
+        # user's own held-out rows, so its store and report are for the data owner only.
+        print(f"warning: {PrivacyLeakWarning.__name__}: the study's accuracies (exact, on your private held-out "
+              f"rows) and timings in {args.out} are not covered by any privacy guarantee; do not publish the "
+              "results store or the report", file=sys.stderr)
     outcome = run_study(spec, args.out, executor=executor, progress=not args.no_progress, report=not args.no_report,
                         check_data=False)
     emit({"study": spec.name, "dataset": spec.dataset, "selection": spec.selection.mode, **outcome.to_dict()},
