@@ -22,7 +22,7 @@ Three measurements (issue 8):
      every method at delta = 1e-5, ClipBKD canary, black-box log-odds
      statistic: the realistic, weaker audit.
 
-2. The planted bugs of :mod:`privml.audit.negative_controls`: each audited
+2. The planted bugs of :mod:`privml.testing.negative_controls`: each audited
    with the correct and the broken implementation in the setting where it is
    caught.
 
@@ -51,7 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import machine, write_json  # noqa: E402
 
 from privml.audit import audit_epsilon, likelihood_ratio_attack, loss_threshold_attack  # noqa: E402
-from privml.audit.negative_controls import CONTROLS, audit_control, control_data  # noqa: E402
+from privml.testing.negative_controls import CONTROLS, audit_control, control_data  # noqa: E402
 from privml.cli.train import build_estimator  # noqa: E402
 from privml.data import load_dataset  # noqa: E402
 
@@ -244,7 +244,7 @@ def render(data: dict) -> str:
         out.append(f"| {method} | " + " | ".join(cells) + " |")
     out += [
         "",
-        "Planted bugs (`privml.audit.negative_controls`, never for training): the same audit on the correct and "
+        "Planted bugs (`privml.testing.negative_controls`, never for training): the same audit on the correct and "
         "the broken implementation, in the setting where the bug is visible.",
         "",
         "| bug | setting | trials per world | claimed eps | bound, correct | bound, broken | caught |",

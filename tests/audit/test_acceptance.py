@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from privml.audit.epsilon_lower_bound import audit_epsilon
-from privml.audit.negative_controls import control_data
+from privml.testing.negative_controls import control_data
 from privml.cli.train import build_estimator
 from privml.data import load_dataset
 

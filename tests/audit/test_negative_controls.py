@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import privml.audit
-from privml.audit import negative_controls as nc
+from privml.testing import negative_controls as nc
 from privml.linear import DPSGDClassifier, OutputPerturbationClassifier
 from privml.linear.dpsgd import clipped_gradient_sum
 from privml.losses import LogisticLoss

@@ -8,7 +8,7 @@
   lower-bound epsilon with Clopper-Pearson intervals.
 - :mod:`~privml.audit.canaries`: canary records and neighbouring datasets.
 - :mod:`~privml.audit.exposure`: canary exposure (Carlini et al. 2019).
-- :mod:`~privml.audit.negative_controls`: deliberately broken implementations
+- :mod:`~privml.testing.negative_controls`: deliberately broken implementations
   that an audit must catch. Never train with them; they are not exported here.
 """
 

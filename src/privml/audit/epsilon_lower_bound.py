@@ -546,7 +546,7 @@ def audit_epsilon(
 
     Examples
     --------
-    >>> from privml.audit.negative_controls import control_data
+    >>> from privml.testing.negative_controls import control_data
     >>> from privml.linear import OutputPerturbationClassifier
     >>> X, y = control_data(50, bias=False)
     >>> model = OutputPerturbationClassifier(epsilon=1.0, classes=(0, 1))

@@ -1,0 +1,8 @@
+"""Deliberately broken implementations, for tests and benchmarks only: never train with them.
+
+:mod:`privml.testing.negative_controls` holds planted privacy bugs (the
+realised batch size as DP-SGD's divisor, half the sensitivity in output
+perturbation, ...) that the audits of :mod:`privml.audit` must catch. Nothing
+in privml imports this package; it exists so that the tests and
+``benchmarks/audit.py`` share one copy of each bug.
+"""
