@@ -22,7 +22,7 @@ Which object depends on the file's method:
 - ``subsample-aggregate``: a :class:`~privml.prediction.SubsampleAndAggregate`
   with the saved settings; given values override them.
 - ``output``, ``objective``, ``dpsgd``, ``dpcd``, ``dpcd-regressor``,
-  ``dpsgd-cnn`` (needs the ``torch`` extra): the
+  ``accuracy-first``, ``dpsgd-cnn`` (needs the ``torch`` extra): the
   privately trained model as is, with ``ledger_ = None``; passing
   ``epsilon``, ``delta``, ``budget``, ``method``, ``accounting`` or a ledger
   is an error.
@@ -46,13 +46,14 @@ from privml._random import RandomState
 from privml.io import load_model, read_model_file, restore_model
 from privml.ledger import BudgetLedger
 from privml.prediction.sensitivity import PredictionSensitivity
+from privml.registry import Kind, names_of_kind
 
 __all__ = ["PREDICTION_METHODS", "PRIVATE_TRAINING_METHODS", "load_predictor"]
 
-#: Model-file methods whose answers are charged to a budget.
-PREDICTION_METHODS = ("prediction-sensitivity", "subsample-aggregate")
-#: Model-file methods whose release is already private.
-PRIVATE_TRAINING_METHODS = ("output", "objective", "dpsgd", "dpcd", "dpcd-regressor", "dpsgd-cnn")
+#: Model-file methods whose answers are charged to a budget (from :mod:`privml.registry`).
+PREDICTION_METHODS = names_of_kind(Kind.PRIVATE_PREDICTION)
+#: Model-file methods whose release is already private (their predictions are free).
+PRIVATE_TRAINING_METHODS = names_of_kind(Kind.PRIVATE_TRAINING, Kind.SELECTION)
 
 
 def _overrides(**settings: Any) -> dict[str, Any]:

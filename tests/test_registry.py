@@ -1,0 +1,61 @@
+"""privml.registry is the one list of methods: io, loading, the CLI and the study all cover every entry."""
+
+from __future__ import annotations
+
+import importlib
+
+import numpy as np
+import pytest
+
+from privml import registry
+from privml.io import MODEL_CLASSES, load_model, save_model
+from privml.prediction.loading import PREDICTION_METHODS, PRIVATE_TRAINING_METHODS
+from tests.test_release_invariance import _data_for, _make
+
+
+def _resolve(target: str) -> type:
+    module, name = target.split(":")
+    return getattr(importlib.import_module(module), name)
+
+
+@pytest.mark.parametrize("name", list(registry.METHODS))
+def test_each_entry_names_its_class_and_what_it_releases(name: str) -> None:
+    spec = registry.METHODS[name]
+    if spec.kind is registry.Kind.PRIVATE_TRAINING and name == "dpsgd-cnn":
+        pytest.importorskip("torch")
+    cls = registry.estimator_class(name)
+    assert cls.method == name
+    assert isinstance(cls.released_info, frozenset)  # the allow-list privml.io enforces
+    assert (spec.neighbouring is None) == (spec.kind is registry.Kind.BASELINE)
+    assert spec.dp_fields or spec.secret_fields
+
+
+def test_io_and_loading_cover_every_entry() -> None:
+    assert MODEL_CLASSES == {name: spec.target for name, spec in registry.METHODS.items()}
+    served = set(PREDICTION_METHODS) | set(PRIVATE_TRAINING_METHODS) | {"nonprivate"}
+    assert served == set(registry.METHODS)
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize("name", list(registry.METHODS))
+def test_every_method_saves_and_loads(name: str, tmp_path) -> None:
+    X, y, _, _ = _data_for(name)
+    model = _make(name, 0).fit(X, y)
+    loaded = load_model(save_model(model, tmp_path / f"{name}.npz"))
+    assert type(loaded) is type(model) and loaded.privacy_ == model.privacy_
+    if registry.METHODS[name].kind is not registry.Kind.PRIVATE_PREDICTION:  # predictors answer with fresh noise
+        np.testing.assert_array_equal(loaded.predict(X), model.predict(X))
+
+
+def test_the_cli_and_the_study_use_registered_methods() -> None:
+    from privml.cli.predict import PREDICTION_METHODS as predict_methods
+    from privml.cli.train import TRAIN_METHODS
+    from privml.study.methods import METHODS as STUDY
+
+    assert set(TRAIN_METHODS) <= set(registry.METHODS)
+    assert set(predict_methods) == set(PREDICTION_METHODS)
+    registered = {_resolve(spec.target) for spec in registry.METHODS.values()
+                  if spec.name != "dpsgd-cnn" or importlib.util.find_spec("torch")}
+    for method in STUDY.values():
+        if method.unavailable_reason() is None:
+            assert _resolve(method.target) in registered, f"study method {method.name} is not in privml.registry"
