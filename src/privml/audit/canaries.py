@@ -20,7 +20,7 @@ estimator's own neighbouring relation:
   al. (2021), which is the add/remove relation of the mechanism with n fixed.
 
 Canaries here are feature vectors of norm 1 (the unit ball that every privml
-estimator projects onto; SPEC "Features").
+estimator projects onto, the feature convention of CMS11, Sec. 2).
 """
 
 from __future__ import annotations

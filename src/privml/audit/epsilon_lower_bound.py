@@ -27,7 +27,7 @@ other half at that single threshold: one test, so the Clopper-Pearson
 intervals keep their coverage. The two one-sided upper bounds (FPR, FNR) are
 each taken at level ``(1 - confidence) / 2``, so they hold together with
 probability at least ``confidence`` (union bound), and both epsilon terms
-derive from that one pair. SPEC says "max over thresholds": the
+derive from that one pair. Jagielski et al. (2020) take the max over thresholds: the
 maximisation is kept, but done on the selection half only, because
 maximising over the thresholds of the trials that are then bounded would
 void the Clopper-Pearson coverage (the alternative, a Bonferroni correction

@@ -1,6 +1,6 @@
 """Encoding labels as indices into a public class set.
 
-The class set is a public parameter (SPEC): the number of outputs of a model,
+The class set is a public parameter (as in diffprivlib, which warns likewise): the number of outputs of a model,
 and therefore its sensitivity and noise, must not depend on which classes
 happen to occur in the private data. When the caller does not give it, it is
 read from the labels with a :class:`~privml.exceptions.PrivacyLeakWarning`.

@@ -10,7 +10,7 @@ category list off the data: that would make a "public" constant depend on the
 private records (the reference code's MNIST preprocessing divides by the
 largest norm in the data; privml does not).
 
-Feature convention (see the project SPEC): every record satisfies
+Feature convention (CMS11, Sec. 2; vdMH20, Sec. 3): every record satisfies
 ``||x||_2 <= 1``, guaranteed by :func:`project_to_unit_ball`.
 """
 
@@ -278,7 +278,7 @@ def add_bias_feature(X: ArrayLike, *, value: float = DEFAULT_BIAS) -> np.ndarray
 
 
 def to_signed(y: ArrayLike) -> np.ndarray:
-    """Map binary labels ``{0, 1}`` to ``{-1, +1}`` (the SPEC's binary convention).
+    """Map binary labels ``{0, 1}`` to ``{-1, +1}`` (the binary convention of CMS11).
 
     Data-independent (a fixed relabelling).
 

@@ -7,7 +7,7 @@ encoded for the loss) and returns the released weights and the guarantee.
 Everything before it runs before any noise is drawn, so bad input never
 spends privacy.
 
-Conventions (SPEC.md):
+Conventions (Chaudhuri, Monteleoni and Sarwate 2011, Sec. 2; van der Maaten and Hannun 2020, Sec. 3):
 
 - Features: each row is projected onto the unit ball, ``x / max(1, ||x||)``,
   at fit *and* predict time. The projection is a fixed per-record map, so it

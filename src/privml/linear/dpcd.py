@@ -484,7 +484,7 @@ def closed_form_noise_multiplier(epsilon: float, delta: float, steps: int) -> fl
     ``epsilon < 1, delta < 1/3`` only, and is always noisier than the exact
     :func:`gdp_noise_multiplier` (about 1.6 x at epsilon = 1, delta = 1e-5,
     whatever ``T K``: both scale as ``sqrt(T K)``).
-    The seed slides (CAp 2021) write ``8 Delta_2(grad_j l)^2 T K log(1/delta)
+    Mangold et al.'s slides (CAp 2021) write ``8 Delta_2(grad_j l)^2 T K log(1/delta)
     / (n^2 eps^2)`` with ``Delta_2`` the per-record sensitivity, i.e. ``2 C_j``
     under clipping.
     """
@@ -1296,7 +1296,7 @@ class DPCDRegressor(_DPCDMixin, RegressorMixin, BaseEstimator):
     """Least-squares linear regression trained by DP coordinate descent (Mangold et al. 2022).
 
     Minimises ``(1/(2n)) sum_i (w.x_i - y_i)^2 + psi(w)`` privately, the
-    setting of the paper's and the seed slides' experiments. No intercept is
+    setting of Mangold et al. (2022)'s experiments. No intercept is
     fitted: append a constant feature (:func:`privml.data.add_bias_feature`).
     Each row of ``X`` is projected onto the unit ball (a per-record map, no
     privacy cost); targets are used as given.

@@ -7,7 +7,7 @@ The released weights are the exact minimiser of
 for a random ``b`` (CMS11 Alg. 2; KST12 Alg. 1; vdMH20 Alg. 4, "loss
 perturbation"). Two variants:
 
-* ``"cms11"``: CMS11 Algorithm 2 exactly as SPEC states it (binary, epsilon-DP,
+* ``"cms11"``: CMS11 Algorithm 2 exactly as the paper states it (binary, epsilon-DP,
   :func:`~privml.linear.sensitivity.cms11_constants`).
 * ``"kst12"``: binary and multi-class, epsilon-DP (L2-Laplace ``b``) or
   (epsilon, delta)-DP (Gaussian ``b``), with constants derived below for
@@ -99,7 +99,7 @@ Comparison with the sources
   k - 1 gradient directions. Their code (facebookresearch/private_prediction)
   sets the regulariser to ``max(lambda, 2 * 0.5 * k / (eps n))`` (Jacobian
   eps/2) and ``b ~ exp(-eps ||b|| / (2L))`` (noise eps/2 for shift L): under
-  replace-one the noise term costs eps, about 1.5 eps in all (SPEC).
+  replace-one the noise term costs eps, about 1.5 eps in all.
   Here the same budget buys less noise anyway: the trace bound
   ``t = 1 - 1/k`` gives ``min(beta, t/r) = 1/k`` instead of 1/2 for the
   Jacobian, and the analytic Gaussian calibration replaces KST12's tail bound.

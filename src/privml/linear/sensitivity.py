@@ -1,7 +1,7 @@
 """Sensitivities and privacy constants of private ERM, as small pure functions.
 
 Everything here is stated for **replace-one** neighbours (same n, one record
-replaced; SPEC "Conventions"), records with ``||x||_2 <= 1`` and the objective
+replaced; CMS11, Sec. 2), records with ``||x||_2 <= 1`` and the objective
 ``J(w) = (lambda/2)||w||^2 + (1/n) sum_i loss(w; x_i, y_i)``. Output
 perturbation, objective perturbation and private prediction import these
 functions, so each formula is written once.
@@ -10,7 +10,7 @@ Output perturbation: :func:`erm_sensitivity`, ``2 L / (n lambda)``.
 
 Objective perturbation (minimise ``J(w) + (1/n) b.w + (Delta/2)||w||^2``):
 
-- :func:`cms11_constants`: CMS11 Algorithm 2 exactly as SPEC states it.
+- :func:`cms11_constants`: CMS11 Algorithm 2 exactly as the paper states it.
 - :func:`jacobian_epsilon`, :func:`jacobian_strong_convexity`,
   :func:`objective_gaussian_sigma` and :func:`kst12_constants`: the "loss
   perturbation" constants of KST12 / vdMH20 re-derived for replace-one
@@ -275,7 +275,7 @@ class ObjectivePerturbationConstants:
 def cms11_constants(
     epsilon: float, n: int, l2: float, smoothness: float, lipschitz: float = 1.0
 ) -> ObjectivePerturbationConstants:
-    """Constants of CMS11 Algorithm 2 (objective perturbation, epsilon-DP), as SPEC states it.
+    """Constants of CMS11 Algorithm 2 (objective perturbation, epsilon-DP), as the paper states it.
 
     ``eps' = eps - log(1 + 2c/(n lambda) + c^2/(n lambda)^2)``; if ``eps' > 0``
     then ``Delta = 0``, else ``Delta = c / (n (e^(eps/4) - 1)) - lambda`` and

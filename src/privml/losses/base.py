@@ -29,8 +29,8 @@ which for a matrix is its Frobenius norm.
 
 Constants. ``lipschitz``, ``smoothness``, ``hessian_rank``,
 ``coordinate_smoothness`` and ``coordinate_lipschitz`` are properties of the
-loss, not of any dataset: they assume every record has ``||x||_2 <= 1`` (SPEC,
-"Conventions"; the estimators project each record onto the unit ball), or, for
+loss, not of any dataset: they assume every record has ``||x||_2 <= 1`` (CMS11,
+Sec. 2; the estimators project each record onto the unit ball), or, for
 the coordinate constants, only the *public* per-feature bounds
 ``|x_j| <= b_j``. They therefore cost no privacy. For records with
 ``||x|| <= R`` instead, multiply ``lipschitz`` by R and ``smoothness`` by R^2.

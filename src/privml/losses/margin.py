@@ -1,6 +1,6 @@
 """Binary classification losses that depend on the margin ``z = y (w . x)``.
 
-With labels ``y in {-1, +1}`` (SPEC, "Conventions") a margin loss is
+With labels ``y in {-1, +1}`` (CMS11, Sec. 2) a margin loss is
 ``loss(w; x, y) = phi(y w.x)`` for a convex scalar function ``phi``. Its
 gradient is ``phi'(z) y x`` and its Hessian ``phi''(z) x x^T`` (``y^2 = 1``),
 so every constant follows from bounds on ``phi'`` and ``phi''`` alone:

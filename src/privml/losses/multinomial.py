@@ -6,8 +6,8 @@
 
 * gradient  ``x (p - e_y)^T``, a ``(d, k)`` matrix;
 * Hessian   ``(x x^T) kron A`` in the row-major ``vec(W)`` used throughout
-  :mod:`privml.losses`, where ``A = diag(p) - p p^T`` (the SPEC writes
-  ``A kron x x^T``: the same matrix for column-major ``vec``, same spectrum).
+  :mod:`privml.losses`, where ``A = diag(p) - p p^T`` (vdMH20, App. B,
+  write ``A kron x x^T``: the same matrix for column-major ``vec``, same spectrum).
 
 ``logsumexp`` and ``softmax`` subtract the largest score first, so scores of
 any magnitude neither overflow nor lose the loss to cancellation.
@@ -31,8 +31,8 @@ class MultinomialLogisticLoss(Loss):
     Parameters
     ----------
     n_classes : int
-        Number of classes k >= 2. A public input (SPEC, "Conventions"): pass
-        it, never infer it from the private labels.
+        Number of classes k >= 2. A public input (the class set is
+        part of the output space; diffprivlib warns likewise): pass it, never infer it from the private labels.
 
     Notes
     -----

@@ -1,6 +1,6 @@
 """The regularised ERM objective, ready for scipy's optimisers.
 
-SPEC, "Conventions": every ERM method minimises
+Every ERM method minimises (CMS11, Eq. 1; vdMH20, Eq. 1)
 ``J(w) = (lambda/2) ||w||^2 + (1/n) sum_i loss(w; x_i, y_i)``.
 Objective perturbation (CMS11 Alg. 2; KST12; vdMH20 Alg. 4) minimises
 ``J(w) + (1/n) b.w + (Delta/2) ||w||^2`` instead, so both extra terms are

@@ -3,7 +3,7 @@
 Its gradient ``(w.x - y) x`` grows without bound in ``w`` and ``y``, so it has
 no Lipschitz constant: a private method may use it only with per-example
 clipping (DP-SGD, DP-CD), never with output or objective perturbation, whose
-sensitivity analysis needs a finite Lipschitz constant (SPEC, "Losses").
+sensitivity analysis needs a finite Lipschitz constant (CMS11, Thm 6 and 9; vdMH20, Thm 1).
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ class SquaredLoss(Loss):
     @property
     def smoothness(self) -> float:
         """1.0. Derivation: the Hessian is ``x x^T`` whatever ``w``, with operator norm
-        ``||x||^2 <= 1`` (SPEC "Losses": ``||x||^2``), attained for ``||x|| = 1``.
+        ``||x||^2 <= 1`` (Mangold et al. 2022, Sec. 2), attained for ``||x|| = 1``.
         """
         return 1.0
 

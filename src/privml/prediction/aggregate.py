@@ -17,7 +17,8 @@ vote is the exponential mechanism (McSherry and Talwar 2007) at
 hence ``epsilon_q^2 / 8``-zCDP (Cesar and Rogers 2021, Lemma 3.2). The
 exponential mechanism of :mod:`privml.mechanisms` at ``epsilon_q`` with
 sensitivity 1 samples with exactly ``beta = epsilon_q / 2``: the reference code
-of vdMH20 used ``beta = epsilon_q``, which is ``2 epsilon_q``-DP (SPEC pitfalls).
+of vdMH20 used ``beta = epsilon_q``, which is ``2 epsilon_q``-DP (one record moves two
+counts; McSherry & Talwar 2007, Thm 6, with sensitivity 2 in the score difference).
 
 Only labels are released. The selection probabilities (or the votes) are
 deterministic functions of the private data and are not covered by the

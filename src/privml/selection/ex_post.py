@@ -26,7 +26,7 @@ delta``, so every set of outcomes stopping at ``t`` has probability at most
 ``e^(eps_AT + eps_t) P_D'[.] + delta``: the ex-post guarantee is ``(eps_AT +
 eps_t, delta)``. :class:`ExPostCost` records it. The failure outcome (no model
 passed, all ``T`` released) is an outcome like any other and costs
-``eps_AT + eps_T``: never "-1" (the pitfall of the reference scripts, SPEC).
+``eps_AT + eps_T``: never "-1" (the pitfall of Ligett et al.'s reference scripts).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Every class here claims a privacy guarantee it does not have. They exist so
 that the audits of :mod:`privml.audit.epsilon_lower_bound` can be shown to
 have power: an audit that never fails proves nothing until it has caught a
 planted bug. Each control reintroduces a bug seen in published reference
-code or a classic mistake (SPEC "Pitfalls"):
+code (facebookresearch/private_prediction, read against its paper) or a classic mistake:
 
 - :class:`PerTensorClippingDPSGD`: the weight and bias tensors are clipped
   to C each while the accountant assumes one clip of the whole gradient;
@@ -165,8 +165,8 @@ class UnhalvedSubsampleAggregate(SubsampleAndAggregate):
     changes one teacher's vote, moving one count down and another up, so the
     exponential mechanism's bound (McSherry and Talwar 2007, Thm 6) needs
     ``exp(epsilon_q votes_c / 2)``; the unhalved vote is ``2 epsilon_q``-DP
-    while the guarantee still claims ``epsilon_q`` per answer (SPEC
-    "Pitfalls"). Planted here by declaring the counts monotone, the one case
+    while the guarantee still claims ``epsilon_q`` per answer (the
+    reference code of vdMH20 does this). Planted here by declaring the counts monotone, the one case
     where the factor 2 may be dropped. Never use it.
     """
 

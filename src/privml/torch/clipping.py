@@ -6,7 +6,7 @@ the norm of the *whole* per-example gradient (every parameter tensor of the
 model flattened into one vector), adding or removing one example moves the
 sum by at most C (Abadi et al. 2016, Algorithm 1). Clipping each tensor to
 C separately would let one example move it by C sqrt(#tensors) (the
-reference code's bug, see SPEC "Pitfalls").
+bug of vdMH20's reference DP-SGD, facebookresearch/private_prediction).
 """
 
 from __future__ import annotations

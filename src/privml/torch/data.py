@@ -65,7 +65,7 @@ def load_images(
 
     Pixels are scaled to [0, 1] by the public range 255 and standardised with
     :data:`NORMALISATION`: per-record maps with fixed constants, so they cost
-    no privacy (unlike dividing by a norm found in the data; SPEC "Pitfalls").
+    no privacy (unlike dividing by a norm found in the data, as vdMH20's reference preprocessing does).
     """
     key = name.lower().replace("_", "-")
     if key not in NORMALISATION:
