@@ -35,3 +35,23 @@ def test_plot_trace_writes_a_png(tmp_path, metric: str, threshold: float) -> Non
     )
     path = plot_trace(result, tmp_path / f"{metric}.png")
     assert path.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_the_default_plot_shows_only_what_was_published(tmp_path) -> None:
+    import warnings
+
+    from privml.exceptions import PrivacyLeakWarning
+
+    result = select_output_perturbation(
+        np.ones(3), sensitivity=0.1, query=lambda w: float(np.mean(w)) - 0.2, query_sensitivity=0.01,
+        threshold=0.9, epsilons=[0.1, 0.5, 1.0, 5.0], at_epsilon=1.0, metric="error", target=0.1, random_state=0,
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PrivacyLeakWarning)
+        plot_trace(result, tmp_path / "public.png")  # ex-post costs and verdicts only: no warning
+    with pytest.warns(PrivacyLeakWarning, match="exact validation values"):
+        plot_trace(result, tmp_path / "owner.png", show_nonprivate=True)
+    with pytest.warns(PrivacyLeakWarning):
+        rows = result.trace(include_nonprivate=True)
+    assert all("nonprivate_value" in row for row in rows)
+    assert all("nonprivate_value" not in row for row in result.trace())
