@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -127,7 +128,9 @@ def _predict(args: argparse.Namespace) -> None:
     _, metadata = read_model_file(args.model)
     private_options = (args.method, args.epsilon, args.budget, args.ledger)
     if metadata.get("method") == "nonprivate" and all(option is None for option in private_options):
-        # The non-private baseline answers as before; its privacy_ says epsilon = inf.
+        # The non-private baseline answers as before; its privacy_ says epsilon = inf, and stderr says so.
+        print("warning: PrivacyLeakWarning: this is the non-private baseline (epsilon = inf): its answers are not "
+              "covered by any guarantee; serve it privately with --epsilon and --budget", file=sys.stderr)
         predictor = load_model(args.model)
         preprocess, class_names = model_pipeline(metadata)
     else:
