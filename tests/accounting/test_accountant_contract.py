@@ -13,6 +13,7 @@ from privml.accounting import (
     GaussianEvent,
     LaplaceEvent,
     PoissonSampledEvent,
+    SampledWithoutReplacementEvent,
     SelfComposedEvent,
     make_accountant,
 )
@@ -36,7 +37,8 @@ UNSUPPORTED = {
     "rdp": EpsilonDeltaEvent(1.0, 1e-6, neighbouring="add/remove-one"),
     "zcdp": PoissonSampledEvent(0.01, GaussianEvent(1.0)),
     "gdp": PoissonSampledEvent(0.01, GaussianEvent(1.0)),
-    "pld": None,  # supports every event type privml defines
+    # fixed-size sampling under replace-one has no symmetric dominating pair here (RDP only)
+    "pld": SampledWithoutReplacementEvent(10, 1000, GaussianEvent(1.0)),
 }
 DELTA = 1e-5
 

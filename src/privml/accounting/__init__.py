@@ -2,7 +2,8 @@
 
 Events (immutable, each with a neighbouring relation):
     GaussianEvent, LaplaceEvent, EpsilonDeltaEvent, ExponentialEvent,
-    PoissonSampledEvent, SelfComposedEvent, ComposedEvent, and ``dpsgd_event``.
+    PoissonSampledEvent (add/remove-one or replace-one), SampledWithoutReplacementEvent
+    (fixed-size batches, replace-one), SelfComposedEvent, ComposedEvent, and ``dpsgd_event``.
 
 Accountants (one interface: ``compose(event, count=1)``, ``get_epsilon(delta)``,
 ``get_delta(epsilon)``, ``supports(event)``):
@@ -19,6 +20,10 @@ gdp         GaussianDPAccountant            unsampled Gaussians, exact (Dong-Rot
 pld         PLDAccountant                   DP-SGD, tightest numerical bound
 ==========  ==============================  ==========================================
 
+``GroupPrivacyAccountant(inner)`` turns an add/remove-one accountant into a
+replace-one one by group privacy (the fallback and the yardstick of the tight
+replace-one analyses in ``pld`` and ``rdp``).
+
 ``calibrate_noise_multiplier`` finds the smallest noise for a target epsilon
 with any of them; ``make_accountant(name)`` builds one by name.
 """
@@ -28,7 +33,9 @@ from privml.accounting.advanced import AdvancedCompositionAccountant
 from privml.accounting.basic import BasicAccountant
 from privml.accounting.calibration import (
     ACCOUNTANTS,
+    DPSGD_METHODS,
     calibrate_dpsgd,
+    dpsgd_accountant,
     calibrate_noise_multiplier,
     make_accountant,
 )
@@ -40,9 +47,12 @@ from privml.accounting.events import (
     GaussianEvent,
     LaplaceEvent,
     PoissonSampledEvent,
+    SampledWithoutReplacementEvent,
     SelfComposedEvent,
+    add_remove_twin,
     dpsgd_event,
 )
+from privml.accounting.group import GroupPrivacyAccountant
 from privml.accounting.gdp import GaussianDPAccountant
 from privml.accounting.pld import PLDAccountant
 from privml.accounting.rdp import RDPAccountant
@@ -51,6 +61,7 @@ from privml.accounting.zcdp import ZCDPAccountant
 __all__ = [
     "ACCOUNTANTS",
     "AdvancedCompositionAccountant",
+    "DPSGD_METHODS",
     "BasicAccountant",
     "ComposedEvent",
     "DpEvent",
@@ -58,15 +69,19 @@ __all__ = [
     "ExponentialEvent",
     "GaussianDPAccountant",
     "GaussianEvent",
+    "GroupPrivacyAccountant",
     "LaplaceEvent",
     "PLDAccountant",
     "PoissonSampledEvent",
     "PrivacyAccountant",
     "RDPAccountant",
+    "SampledWithoutReplacementEvent",
     "SelfComposedEvent",
     "ZCDPAccountant",
+    "add_remove_twin",
     "calibrate_dpsgd",
     "calibrate_noise_multiplier",
+    "dpsgd_accountant",
     "dpsgd_event",
     "make_accountant",
 ]

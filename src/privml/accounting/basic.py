@@ -15,6 +15,7 @@ from privml.accounting.accountant import PrivacyAccountant, flatten
 from privml.accounting.composition import EpsilonDelta, basic_composition, poisson_amplification
 from privml.accounting.events import DpEvent, EpsilonDeltaEvent, PoissonSampledEvent, pure_epsilon
 from privml.exceptions import UnsupportedEventError
+from privml.neighbouring import Neighbouring
 
 
 def event_epsilon_delta(event: DpEvent) -> EpsilonDelta | None:
@@ -29,7 +30,8 @@ def event_epsilon_delta(event: DpEvent) -> EpsilonDelta | None:
     - :class:`~privml.accounting.events.PoissonSampledEvent` of an event with
       such a guarantee (Self/Composed events inside are composed basically):
       amplified by :func:`~privml.accounting.composition.poisson_amplification`
-      (add/remove-one; Balle, Barthe and Gaboardi 2018, Thm 8).
+      (add/remove-one; Balle, Barthe and Gaboardi 2018, Thm 8). Under
+      replace-one there is no such closed form here: None.
     - Self/Composed events: basic composition of their parts.
 
     Anything else (Gaussian noise in particular) gives None.
@@ -40,6 +42,8 @@ def event_epsilon_delta(event: DpEvent) -> EpsilonDelta | None:
     if isinstance(event, EpsilonDeltaEvent):
         return EpsilonDelta(event.epsilon, event.delta)
     if isinstance(event, PoissonSampledEvent):
+        if event.neighbouring is not Neighbouring.ADD_REMOVE_ONE:
+            return None  # the amplification theorem is an add/remove-one statement
         inner = event_epsilon_delta(event.event)
         if inner is None:
             return None

@@ -101,13 +101,25 @@ class PoissonSampledEvent(DpEvent):
     """``event`` run on a Poisson subsample: each record kept independently with
     probability ``sampling_probability``.
 
-    Amplification by Poisson subsampling is analysed under add/remove-one
-    neighbours (Mironov, Talwar, Zhang 2019; Zhu and Wang 2019), so the inner
-    event must be stated under add/remove-one and so is the result.
+    The inner event's noise is stated against the bound on *one record's
+    contribution* (its add/remove-one sensitivity, e.g. the clip norm C of a
+    clipped sum), so the inner event is always under add/remove-one. The
+    outer ``neighbouring`` is the relation the amplified guarantee is for:
+
+    - ``add/remove-one`` (default): one record added or removed (zero-out
+      view with n public); amplification of Mironov, Talwar and Zhang 2019 and
+      Zhu, Dong and Wang 2022, Theorem 11.
+    - ``replace-one``: one record replaced by another. The sum then moves by
+      up to twice the contribution bound, and only when the replaced record is
+      sampled; accountants that support it use the dominating pair derived in
+      :mod:`privml.accounting.pld` (Gaussian inner events only). Accountants
+      without a replace-one analysis refuse the event: none of them falls back
+      to the add/remove amplification silently.
     """
 
     sampling_probability: float
     event: DpEvent
+    neighbouring: Neighbouring = ADD_REMOVE
 
     def __post_init__(self) -> None:
         object.__setattr__(
@@ -117,13 +129,53 @@ class PoissonSampledEvent(DpEvent):
             raise TypeError(f"event must be a DpEvent, got {type(self.event).__name__}")
         if self.event.neighbouring is not ADD_REMOVE:
             raise ValueError(
-                "Poisson subsampling amplification is stated for add/remove-one neighbours; "
-                f"the inner event is under {self.event.neighbouring.value}"
+                "the inner event of a Poisson-sampled event states its noise against one record's contribution "
+                f"(add/remove-one); it is under {self.event.neighbouring.value}"
+            )
+        object.__setattr__(self, "neighbouring", _relation(self.neighbouring))
+
+
+@dataclass(frozen=True)
+class SampledWithoutReplacementEvent(DpEvent):
+    """``event`` run on ``sample_size`` records drawn uniformly without replacement from ``population``.
+
+    The fixed-size sampler of DP-SGD: every step uses a batch of exactly
+    b = ``sample_size`` distinct records out of n = ``population`` (both
+    public). As for :class:`PoissonSampledEvent`, the inner event's noise is
+    stated against one record's contribution (add/remove-one sensitivity, the
+    clip norm C), so a replaced record moves the batch sum by up to 2C.
+
+    The relation is always ``replace-one`` (same n): the subsampling analysis
+    is that of Wang, Balle and Kasiviswanathan 2019 (Theorem 9), which is
+    stated for replace-one neighbours; under add/remove the batch size or n
+    would change and the analysis does not apply.
+    """
+
+    sample_size: int
+    population: int
+    event: DpEvent
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "population", check_count(self.population, "population"))
+        object.__setattr__(
+            self, "sample_size", check_count(self.sample_size, "sample_size", maximum=self.population)
+        )
+        if not isinstance(self.event, DpEvent):
+            raise TypeError(f"event must be a DpEvent, got {type(self.event).__name__}")
+        if self.event.neighbouring is not ADD_REMOVE:
+            raise ValueError(
+                "the inner event of a sampled event states its noise against one record's contribution "
+                f"(add/remove-one); it is under {self.event.neighbouring.value}"
             )
 
     @property
+    def sampling_ratio(self) -> float:
+        """gamma = b / n, the probability that a given record is in the batch."""
+        return self.sample_size / self.population
+
+    @property
     def neighbouring(self) -> Neighbouring:  # type: ignore[override]
-        return ADD_REMOVE
+        return REPLACE_ONE
 
 
 @dataclass(frozen=True)
@@ -167,14 +219,99 @@ class ComposedEvent(DpEvent):
         return self.events[0].neighbouring if self.events else ADD_REMOVE
 
 
-def dpsgd_event(noise_multiplier: float, sample_rate: float, steps: int) -> DpEvent:
-    """The event of DP-SGD: ``steps`` Poisson-sampled Gaussian steps (add/remove-one)."""
+#: Samplers of DP-SGD: independent coins per record, or a fixed-size batch drawn without replacement.
+SAMPLINGS: tuple[str, ...] = ("poisson", "fixed-size")
+
+
+def fixed_batch_size(sample_rate: float, population: int) -> int:
+    """The batch size b = q n of fixed-size sampling; q n must be a whole number (within 1e-9 relative)."""
+    population = check_count(population, "population")
+    sample_rate = check_probability(sample_rate, "sample_rate")
+    size = round(sample_rate * population)
+    if size < 1 or abs(size - sample_rate * population) > 1e-9 * max(1.0, sample_rate * population):
+        raise ValueError(
+            f"fixed-size sampling needs a whole batch size: sample_rate * population = {sample_rate * population!r}"
+        )
+    return size
+
+
+def dpsgd_event(
+    noise_multiplier: float,
+    sample_rate: float,
+    steps: int,
+    *,
+    neighbouring: Neighbouring | str = ADD_REMOVE,
+    sampling: str = "poisson",
+    population: int | None = None,
+) -> DpEvent:
+    """The event of DP-SGD: ``steps`` sampled Gaussian steps.
+
+    Parameters
+    ----------
+    noise_multiplier:
+        s: each step adds N(0, s^2 C^2 I) to a sum of per-example gradients
+        clipped to L2 norm C (C is one record's contribution bound).
+    sample_rate:
+        q: the Poisson rate, or b / n for fixed-size sampling.
+    steps:
+        T, the number of (adaptively composed) steps.
+    neighbouring:
+        ``add/remove-one`` (default; Poisson only) or ``replace-one``.
+    sampling:
+        ``"poisson"`` (default) or ``"fixed-size"`` (b = q n records without
+        replacement each step; replace-one only, needs ``population`` = n).
+
+    Returns
+    -------
+    DpEvent
+        ``SelfComposedEvent`` of a :class:`PoissonSampledEvent` (or of a
+        :class:`SampledWithoutReplacementEvent`) of ``GaussianEvent(s)``;
+        with q = 1 under add/remove-one, of the plain ``GaussianEvent(s)``
+        (sensitivity C).
+    """
+    relation = _relation(neighbouring)
+    if sampling not in SAMPLINGS:
+        raise ValueError(f"sampling must be one of {', '.join(SAMPLINGS)}, got {sampling!r}")
+    check_positive(noise_multiplier, "noise_multiplier")
     step: DpEvent = GaussianEvent(noise_multiplier)
-    if sample_rate < 1:
-        step = PoissonSampledEvent(sample_rate, step)
+    if sampling == "fixed-size":
+        if relation is not REPLACE_ONE:
+            raise ValueError(
+                "fixed-size sampling is analysed under replace-one neighbours only "
+                "(Wang, Balle and Kasiviswanathan 2019); use neighbouring='replace-one' or Poisson sampling"
+            )
+        if population is None:
+            raise ValueError("fixed-size sampling needs the population size n (population=...)")
+        return SelfComposedEvent(
+            SampledWithoutReplacementEvent(fixed_batch_size(sample_rate, population), int(population), step), steps
+        )
+    if sample_rate < 1 or relation is REPLACE_ONE:
+        # (q = 1 under replace-one stays a sampled event: its noise is stated against C, not 2C)
+        step = PoissonSampledEvent(sample_rate, step, neighbouring=relation)
     else:
         check_probability(sample_rate, "sample_rate")
     return SelfComposedEvent(step, steps)
+
+
+def add_remove_twin(event: DpEvent) -> DpEvent | None:
+    """The same mechanism stated under add/remove-one, or None if it has no such statement here.
+
+    A Poisson-sampled event states its noise against one record's
+    contribution whatever the relation of its guarantee, so its twin is the
+    same event under add/remove-one; Self/Composed events map part by part.
+    Anything else (an unsampled event whose sensitivity was measured under
+    replace-one, a fixed-size sampled event) has no twin. Used by group
+    privacy (:class:`~privml.accounting.group.GroupPrivacyAccountant`).
+    """
+    if isinstance(event, PoissonSampledEvent):
+        return PoissonSampledEvent(event.sampling_probability, event.event, neighbouring=ADD_REMOVE)
+    if isinstance(event, SelfComposedEvent):
+        inner = add_remove_twin(event.event)
+        return None if inner is None else SelfComposedEvent(inner, event.count)
+    if isinstance(event, ComposedEvent):
+        parts = [add_remove_twin(e) for e in event.events]
+        return None if any(p is None for p in parts) else ComposedEvent(tuple(parts))  # type: ignore[arg-type]
+    return None
 
 
 def pure_epsilon(event: DpEvent) -> float | None:

@@ -21,7 +21,9 @@ How this module keeps the answer an upper bound
    product (ibid., Theorem 10), and Poisson subsampling at rate q under
    add/remove-one neighbours is dominated by ((1-q)Q + qP, Q) when removing and
    (Q, (1-q)Q + qP) when adding (ibid., Theorem 11). Both directions are kept
-   and the worse one is reported.
+   and the worse one is reported. Under replace-one neighbours the
+   Poisson-subsampled Gaussian has the symmetric pair of
+   :class:`_ReplaceOnePoissonGaussianPair` (derived there).
 2. *Connect the dots.* Losses live on the grid h*Z. The outputs with loss in
    (l_i, l_{i+1}] carry P-mass a and Q-mass b, computed exactly from the
    noise CDFs; they are replaced by P-mass alpha at l_i and beta at l_{i+1}
@@ -74,6 +76,7 @@ from privml.accounting.events import (
     LaplaceEvent,
     PoissonSampledEvent,
 )
+from privml.neighbouring import Neighbouring
 
 __all__ = ["PLDAccountant"]
 
@@ -292,22 +295,134 @@ def _epsilon_delta_pairs(epsilon: float, delta: float, q: float) -> tuple[_Finit
     return remove, add
 
 
-_Loss = _ShiftedNoisePair | _FinitePair
+@dataclass(frozen=True)
+class _ReplaceOnePoissonGaussianPair:
+    """Dominating pair of the Poisson-subsampled Gaussian under replace-one neighbours.
+
+    In units of one record's contribution bound C (noise std ``scale`` * C,
+    sampling rate q < 1):
+
+        P = (1-q) N(0, s^2) + q N(1, s^2),   Q = (1-q) N(0, s^2) + q N(-1, s^2).
+
+    Why it dominates. Neighbours D, D' differ in one record, x in D and x' in
+    D'; its clipped gradient is u in D and v in D' (||u||, ||v|| <= 1). The
+    other records are sampled by the same independent coins in both, so
+    their noisy sum is a common independent term: post-processing of the pair
+    A_u = (1-q) N(0, s^2 I) + q N(u, s^2 I) vs A_v. For gamma >= 1 the
+    advanced joint convexity identity of Balle, Barthe and Gaboardi 2018
+    (Theorem 2, an equality for mixtures with a common component) gives
+
+        H_gamma(A_u || A_v) = q H_g(N_u || (1 - b) N_0 + b N_v),  g = 1 + (gamma - 1) / q,  b = gamma / g.
+
+    Writing the right side under N_u, with z ~ N(0, I),
+    H_g = E[(1 - c1 X - c2 Y)_+] with c1 = g - gamma, c2 = gamma >= 0,
+    X = exp(-u.z/s - |u|^2/2s^2), Y = exp((v-u).z/s - |v-u|^2/2s^2), and for
+    any event S, P(S) - c1 E[X 1_S] - c2 E[Y 1_S] is at most
+    Phi(-t) - c1 Phi(-t - |u|/s) - c2 Phi(-t - |v-u|/s) where P(S) = Phi(-t)
+    (each expectation is smallest on the set of that probability where the
+    lognormal is smallest). That bound grows with |u| <= 1 and
+    |v - u| <= 2 and is attained at u = e, v = -e, where X and Y are both
+    decreasing in e.z: so H_gamma(A_u || A_v) <= H_gamma(P || Q) for every
+    gamma >= 1. For gamma < 1, H_gamma(A || B) = 1 - gamma + gamma
+    H_{1/gamma}(B || A), the family is closed under swapping u and v, and
+    P, Q are mirror images (H(P||Q) = H(Q||P)), so the bound holds for every
+    gamma >= 0: (P, Q) is a dominating pair in the sense of Zhu, Dong and Wang
+    2022 (Definition 7), it composes adaptively (ibid., Theorem 10), and it is
+    tight (attained when the replaced gradient flips from +C e to -C e). It
+    is the pair dp_accounting builds for its REPLACE adjacency with sampling
+    (its GaussianPrivacyLoss), and the substitution case discussed by Lebeda,
+    Regehr, Kamath and Steinke 2024.
+
+    The loss L(o) = log(1 + r e^(o/s^2)) - log(1 + r e^(-o/s^2)) with
+    r = q e^(-1/(2 s^2)) / (1 - q) is odd and increasing in the output o, so
+    every set {L > l} is a half-line and one direction suffices.
+    """
+
+    scale: float
+    sampling_probability: float
+
+    @property
+    def _log_r(self) -> float:
+        q, s = self.sampling_probability, self.scale
+        return math.log(q) - math.log1p(-q) - 0.5 / (s * s)
+
+    def loss(self, o: np.ndarray | float) -> np.ndarray:
+        """L(o), the log-likelihood ratio log(P/Q) at output o (odd in o)."""
+        o = np.asarray(o, dtype=np.float64)
+        u = np.abs(o) / self.scale**2
+        log_r = self._log_r
+        small = u < 30.0
+        us = np.where(small, u, 0.0)
+        r = math.exp(log_r)
+        with np.errstate(over="ignore"):
+            near = np.log1p(2.0 * r * np.sinh(us) / (1.0 + r * np.exp(-us)))
+        far = np.logaddexp(0.0, log_r + u) - np.log1p(np.exp(log_r - u))
+        return np.sign(o) * np.where(small, near, far)
+
+    def _output_at(self, losses: np.ndarray) -> np.ndarray:
+        """o with L(o) = l: the positive root w = e^(o/s^2) of r w^2 + (1 - e^l) w - r e^l = 0."""
+        log_r = self._log_r
+        l = np.asarray(losses, dtype=np.float64)
+        pos = l > 0
+        a = np.abs(l)
+        one_minus = -np.expm1(-a)  # 1 - e^-|l|
+        root = np.log(one_minus + np.sqrt(one_minus**2 + 4.0 * np.exp(2.0 * log_r - a)))
+        # l > 0: log w = l + root - log 2r;  l < 0: log w = log 2r + l - root (the other form of the root)
+        log_w = np.where(pos, a + root - math.log(2.0) - log_r, math.log(2.0) + log_r - a - root)
+        log_w = np.where(l == 0, 0.0, log_w)
+        return self.scale**2 * log_w
+
+    def tails(self, losses: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """P(L > l), P(L <= l), Q(L > l), Q(L <= l) at each grid loss l."""
+        q, s = self.sampling_probability, self.scale
+        x = self._output_at(losses)
+        sf_0, cdf_0 = _split_tails(x / s, ndtr(-np.abs(x / s)))
+        z_p, z_q = (x - 1.0) / s, (x + 1.0) / s
+        sf_p, cdf_p = _split_tails(z_p, ndtr(-np.abs(z_p)))
+        sf_q, cdf_q = _split_tails(z_q, ndtr(-np.abs(z_q)))
+        return (
+            (1.0 - q) * sf_0 + q * sf_p,
+            (1.0 - q) * cdf_0 + q * cdf_p,
+            (1.0 - q) * sf_0 + q * sf_q,
+            (1.0 - q) * cdf_0 + q * cdf_q,
+        )
+
+    def loss_range(self, tail: float) -> tuple[float, float]:
+        """P puts at most ``tail`` below -z s and above 1 + z s (both its components do)."""
+        z = -float(ndtri(tail))
+        low, high = self.loss(np.array([-z * self.scale, 1.0 + z * self.scale]))
+        return float(low), float(high)
+
+
+_Loss = _ShiftedNoisePair | _FinitePair | _ReplaceOnePoissonGaussianPair
 
 
 def _event_pairs(event: DpEvent) -> tuple[_Loss, _Loss] | None:
     """(remove-direction pair, add-direction pair) of a base event, or None if unsupported.
 
     Sensitivity is 1 in units of the event's noise multiplier; the pairs hold
-    under the event's own neighbouring relation (add/remove-one whenever
-    subsampled, which PoissonSampledEvent enforces). Nested Poisson subsampling
+    under the event's own neighbouring relation. Nested Poisson subsampling
     multiplies the rates (a record survives both independent coin flips with
-    probability q1 q2).
+    probability q1 q2). A Poisson-sampled event under replace-one has a
+    dominating pair here only for a Gaussian inner event
+    (:class:`_ReplaceOnePoissonGaussianPair`, symmetric, so both directions
+    are the same pair); fixed-size sampling without replacement has none
+    (its worst case is not symmetric, see :class:`PLDAccountant`).
     """
     q = 1.0
+    replace_one = False
     while isinstance(event, PoissonSampledEvent):
         q *= event.sampling_probability
+        replace_one = replace_one or event.neighbouring is Neighbouring.REPLACE_ONE
         event = event.event
+    if replace_one:
+        if not isinstance(event, GaussianEvent):
+            return None
+        if q == 1.0:  # every record used: the Gaussian with sensitivity 2 (a replaced gradient flips)
+            pair: _Loss = _GaussianPair(scale=event.noise_multiplier / 2.0, sampling_probability=1.0, remove=True)
+        else:
+            pair = _ReplaceOnePoissonGaussianPair(scale=event.noise_multiplier, sampling_probability=q)
+        return pair, pair
     if isinstance(event, (GaussianEvent, LaplaceEvent)):
         kind = _GaussianPair if isinstance(event, GaussianEvent) else _LaplacePair
         remove = kind(scale=event.noise_multiplier, sampling_probability=q, remove=True)
@@ -654,6 +769,17 @@ class PLDAccountant(PrivacyAccountant):
       the subsampled pairs of Zhu, Dong and Wang 2022, Theorem 11, under
       add/remove-one neighbours; the add and remove directions are accounted
       separately and the worse is reported.
+    - ``PoissonSampledEvent(q, GaussianEvent(s), neighbouring="replace-one")``:
+      the pair (1-q) N(0, s^2) + q N(1, s^2) vs (1-q) N(0, s^2) + q N(-1, s^2),
+      which dominates the replace-one mechanism for every hockey-stick order
+      and is attained (:class:`_ReplaceOnePoissonGaussianPair`; at q = 1, the
+      Gaussian with sensitivity 2). Other inner events under replace-one are
+      refused.
+    - ``SampledWithoutReplacementEvent`` is refused: under replace-one its
+      worst pair of neighbours is not symmetric (a batch member x' can be
+      swapped for x), so the two directions would need a symmetrised
+      dominating pair (Zhu, Dong and Wang 2022, Section 5; Lebeda et al. 2024),
+      which is not implemented; the RDP accountant covers it.
 
     Sensitivities are measured under the events' neighbouring relation, which
     the result inherits (the base class refuses to mix relations).

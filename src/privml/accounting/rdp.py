@@ -12,8 +12,11 @@ Conventions used by every function here:
 - Noise is a *noise multiplier*: the noise scale divided by the sensitivity,
   which is measured under the neighbouring relation the guarantee is stated
   for (see :mod:`privml.accounting.events`). A curve holds for whichever
-  relation the sensitivity was measured under, except the Poisson-sampled
-  Gaussian, which is an add/remove-one result.
+  relation the sensitivity was measured under, except the sampled
+  Gaussians, whose noise is stated against one record's contribution and
+  whose relation is the sampled event's (:func:`rdp_sampled_gaussian` is
+  add/remove-one; the replace-one curves are in
+  :mod:`privml.accounting.rdp_replace_one`).
 - ``orders`` are Rényi orders alpha > 1; ``inf`` is allowed and means the
   max-divergence (the alpha -> inf limit of D_alpha), i.e. a pure epsilon-DP
   bound.
@@ -40,7 +43,10 @@ from privml.accounting.events import (
     GaussianEvent,
     LaplaceEvent,
     PoissonSampledEvent,
+    SampledWithoutReplacementEvent,
 )
+from privml.accounting.rdp_replace_one import rdp_poisson_gaussian_replace_one, rdp_sampled_without_replacement_gaussian
+from privml.neighbouring import Neighbouring
 
 __all__ = [
     "DEFAULT_ORDERS",
@@ -720,7 +726,7 @@ def _supported_base(event: DpEvent) -> bool:
         return True
     if isinstance(event, EpsilonDeltaEvent):
         return event.delta == 0
-    if isinstance(event, PoissonSampledEvent):
+    if isinstance(event, (PoissonSampledEvent, SampledWithoutReplacementEvent)):
         return isinstance(event.event, GaussianEvent)
     return False
 
@@ -733,7 +739,16 @@ def _event_curve(event: DpEvent, orders: tuple[float, ...]) -> np.ndarray:
     elif isinstance(event, PoissonSampledEvent):
         inner = event.event
         assert isinstance(inner, GaussianEvent)
-        curve = rdp_sampled_gaussian(event.sampling_probability, inner.noise_multiplier, orders)
+        if event.neighbouring is Neighbouring.REPLACE_ONE:
+            curve = rdp_poisson_gaussian_replace_one(event.sampling_probability, inner.noise_multiplier, orders)
+        else:
+            curve = rdp_sampled_gaussian(event.sampling_probability, inner.noise_multiplier, orders)
+    elif isinstance(event, SampledWithoutReplacementEvent):
+        inner = event.event
+        assert isinstance(inner, GaussianEvent)
+        curve = rdp_sampled_without_replacement_gaussian(
+            event.sample_size, event.population, inner.noise_multiplier, orders
+        )
     elif isinstance(event, LaplaceEvent):
         curve = rdp_laplace(event.noise_multiplier, orders)
     elif isinstance(event, ExponentialEvent):
@@ -767,8 +782,12 @@ class RDPAccountant(PrivacyAccountant):
 
     - ``GaussianEvent``: :func:`rdp_gaussian` (Mironov 2017, Prop. 7);
     - ``PoissonSampledEvent`` of a ``GaussianEvent``: :func:`rdp_sampled_gaussian`
-      (Mironov, Talwar and Zhang 2019), add/remove-one only (the event class
-      enforces it);
+      (Mironov, Talwar and Zhang 2019) under add/remove-one; under
+      replace-one, :func:`~privml.accounting.rdp_replace_one.rdp_poisson_gaussian_replace_one`
+      (the Rényi divergence of the replace-one dominating pair);
+    - ``SampledWithoutReplacementEvent`` of a ``GaussianEvent`` (replace-one):
+      :func:`~privml.accounting.rdp_replace_one.rdp_sampled_without_replacement_gaussian`
+      (Wang, Balle and Kasiviswanathan 2019, Theorem 9 and its Gaussian refinement);
     - ``LaplaceEvent``: :func:`rdp_laplace` (Mironov 2017, Prop. 6);
     - ``ExponentialEvent``: :func:`rdp_exponential` (Cesar and Rogers 2021);
     - ``EpsilonDeltaEvent`` with ``delta == 0``: :func:`rdp_pure`;
@@ -825,7 +844,7 @@ class RDPAccountant(PrivacyAccountant):
         return self._curve[index].copy()
 
     def supports(self, event: DpEvent) -> bool:
-        """Gaussian, Poisson-sampled Gaussian, Laplace, exponential and pure (eps, 0) events, composed freely."""
+        """Gaussian, sampled Gaussian (Poisson or fixed-size), Laplace, exponential and pure (eps, 0) events."""
         return all(_supported_base(base) for base, _ in flatten(event))
 
     def _compose(self, event: DpEvent, count: int) -> None:
