@@ -122,3 +122,58 @@ def test_console_script_runs_in_a_subprocess():
     )
     assert bad.returncode == 2
     assert len(bad.stderr.strip().splitlines()) == 1
+
+
+# ------------------------------------------------------------ replace-one (issue 14)
+RO = ("--neighbouring", "replace-one")
+
+
+def test_dpsgd_replace_one_reports_its_relation_and_bound(capsys):
+    ar = run_json(capsys, "account", "dpsgd", "--noise-multiplier", "1.1", *MNIST)
+    tight = run_json(capsys, "account", "dpsgd", "--noise-multiplier", "1.1", *MNIST, *RO)
+    group = run_json(capsys, "account", "dpsgd", "--noise-multiplier", "1.1", *MNIST, *RO, "--method", "group")
+    assert tight["neighbouring"] == group["neighbouring"] == "replace-one"
+    assert tight["neighbouring_detail"] == "replace-one: same n, one record replaced by any other"
+    assert ar["neighbouring"] == "add/remove-one" and ar["method"] == "tight" and ar["sampling"] == "poisson"
+    assert "dominating pair" in tight["bound"] and "group privacy" in group["bound"]
+    assert tight["accountant"] == "pld" and group["accountant"] == "pld+group"
+    assert ar["epsilon"] < tight["epsilon"] < group["epsilon"]
+
+
+@pytest.mark.parametrize("extra", [(), ("--method", "group"), ("--accountant", "rdp")])
+def test_dpsgd_replace_one_calibration_round_trips(capsys, extra):
+    r = run_json(capsys, "account", "dpsgd", "--target-epsilon", "2.0", *MNIST, *RO, *extra)
+    assert 1.98 < r["epsilon"] <= 2.0
+    again = run_json(
+        capsys, "account", "dpsgd", "--noise-multiplier", repr(r["noise_multiplier"]), *MNIST, *RO, *extra
+    )
+    assert again["epsilon"] == pytest.approx(r["epsilon"], rel=1e-9)
+
+
+def test_dpsgd_fixed_size_sampling(capsys):
+    args = ("--batch-size", "256", "--population", "60000", "--steps", "14040", "--delta", "1e-5", *RO)
+    r = run_json(capsys, "account", "dpsgd", "--noise-multiplier", "2.0", *args, "--sampling", "fixed-size",
+                 "--accountant", "rdp")
+    assert r["sampling"] == "fixed-size" and r["batch_size"] == 256 and r["population"] == 60000
+    assert r["sample_rate"] == pytest.approx(256 / 60000)
+    assert "without replacement" in r["bound"]
+    poisson = run_json(capsys, "account", "dpsgd", "--noise-multiplier", "2.0", *args, "--accountant", "rdp")
+    assert poisson["sampling"] == "poisson" and poisson["epsilon"] < r["epsilon"]
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (("--method", "group"), "replace-one"),
+        (("--sampling", "fixed-size", "--population", "60000"), "replace-one only"),
+        (("--sampling", "fixed-size", *RO), "--population"),
+        (("--sampling", "fixed-size", "--population", "1000", *RO), "accountant rdp"),
+        (("--sampling", "fixed-size", "--population", "1000", *RO, "--accountant", "rdp", "--method", "group"),
+         "not available"),
+    ],
+)
+def test_dpsgd_bad_combinations_are_one_line_errors(capsys, extra, message):
+    code, out, err = run(capsys, "account", "dpsgd", "--noise-multiplier", "1.0", "--sample-rate", "0.01",
+                         "--steps", "10", "--delta", "1e-5", *extra)
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and message in err

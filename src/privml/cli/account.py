@@ -4,6 +4,8 @@ Forms (each takes ``--json``)::
 
     privml account dpsgd --noise-multiplier S --sample-rate Q --steps T --delta D [--accountant rdp|pld]
     privml account dpsgd --target-epsilon E --sample-rate Q --steps T --delta D [--accountant rdp|pld]
+        [--neighbouring add/remove-one|replace-one] [--method tight|group]
+        [--sampling poisson|fixed-size --batch-size B --population N]
     privml account gaussian --epsilon E --delta D --sensitivity S
     privml account compose --epsilon E --delta D --count K --delta-slack DS
 """
@@ -15,9 +17,10 @@ import time
 
 from privml._validation import check_count, check_delta, check_epsilon, check_positive, check_probability
 from privml.accounting.analytic_gaussian import analytic_gaussian_sigma, classic_gaussian_sigma
-from privml.accounting.calibration import calibrate_dpsgd, make_accountant
+from privml.accounting.calibration import DPSGD_METHODS, calibrate_dpsgd, dpsgd_accountant
 from privml.accounting.composition import advanced_composition, basic_composition, optimal_composition_epsilon
-from privml.accounting.events import dpsgd_event
+from privml.accounting.events import SAMPLINGS, dpsgd_event
+from privml.exceptions import UnsupportedEventError
 from privml.cli._common import add_json_flag, emit, finite_float, fmt, integer, table
 from privml.neighbouring import Neighbouring
 
@@ -37,17 +40,32 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "dpsgd",
         help="epsilon of DP-SGD, or the noise multiplier for a target epsilon",
         description=(
-            "DP-SGD with Poisson sampling (add/remove-one neighbours): give --noise-multiplier to get "
-            "epsilon, or --target-epsilon to get the smallest noise multiplier that meets it."
+            "DP-SGD: give --noise-multiplier to get epsilon, or --target-epsilon to get the smallest noise "
+            "multiplier that meets it. Poisson sampling under add/remove-one neighbours by default; "
+            "--neighbouring replace-one for the same-n, one-record-replaced relation (tight dominating pair, or "
+            "--method group: group privacy from add/remove-one), --sampling fixed-size for batches of exactly "
+            "--batch-size records drawn without replacement (replace-one, RDP)."
         ),
     )
     noise = dpsgd.add_mutually_exclusive_group(required=True)
     noise.add_argument("--noise-multiplier", type=finite_float, help="noise std / clipping norm")
     noise.add_argument("--target-epsilon", type=finite_float, help="calibrate the noise to this epsilon")
-    dpsgd.add_argument("--sample-rate", type=finite_float, required=True, help="Poisson sampling rate q in (0, 1]")
+    dpsgd.add_argument("--sample-rate", type=finite_float, help="sampling rate q in (0, 1] (b / n for fixed-size)")
     dpsgd.add_argument("--steps", type=integer, required=True, help="number of noisy steps")
     dpsgd.add_argument("--delta", type=finite_float, required=True, help="target delta in [0, 1)")
     dpsgd.add_argument("--accountant", choices=DPSGD_ACCOUNTANTS, default="pld", help="default: pld (tightest)")
+    dpsgd.add_argument(
+        "--neighbouring",
+        choices=[n.value for n in Neighbouring],
+        default=Neighbouring.ADD_REMOVE_ONE.value,
+        help="relation of the guarantee (default: add/remove-one)",
+    )
+    dpsgd.add_argument(
+        "--method", choices=DPSGD_METHODS, default="tight", help="replace-one bound: tight (default) or group"
+    )
+    dpsgd.add_argument("--sampling", choices=SAMPLINGS, default="poisson", help="default: poisson")
+    dpsgd.add_argument("--batch-size", type=integer, help="fixed-size sampling: records per batch b")
+    dpsgd.add_argument("--population", type=integer, help="fixed-size sampling: number of records n")
     add_json_flag(dpsgd)
     dpsgd.set_defaults(handler=_dpsgd, prog=dpsgd.prog)
 
@@ -75,33 +93,93 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     compose.set_defaults(handler=_compose, prog=compose.prog)
 
 
+#: What each (relation, sampling, method) accounts with, as reported in ``bound``.
+_BOUNDS = {
+    ("add/remove-one", "poisson", "tight"): "sampled Gaussian (Mironov, Talwar & Zhang 2019)",
+    ("replace-one", "poisson", "tight"): (
+        "replace-one dominating pair (1-q)N(0,s^2)+qN(1,s^2) vs (1-q)N(0,s^2)+qN(-1,s^2)"
+    ),
+    ("replace-one", "poisson", "group"): "group privacy from add/remove-one: (2 eps, (1 + e^eps) delta)",
+    ("replace-one", "fixed-size", "tight"): "sampling without replacement (Wang, Balle & Kasiviswanathan 2019)",
+}
+
+
+def _sampling(args: argparse.Namespace) -> tuple[float, int | None]:
+    """(q, n): the rate, and the population for fixed-size sampling; one-line errors for bad combinations."""
+    if args.sampling == "poisson":
+        if args.batch_size is not None or args.population is not None:
+            if args.sample_rate is not None or args.batch_size is None or args.population is None:
+                raise ValueError("give --sample-rate, or --batch-size with --population (q = b / n)")
+            return check_count(args.batch_size, "--batch-size") / check_count(args.population, "--population"), None
+        if args.sample_rate is None:
+            raise ValueError("--sample-rate is required")
+        return check_probability(args.sample_rate, "--sample-rate"), None
+    if args.neighbouring != Neighbouring.REPLACE_ONE.value:
+        raise ValueError("--sampling fixed-size is analysed under replace-one only: add --neighbouring replace-one")
+    if args.population is None:
+        raise ValueError("--sampling fixed-size needs --population (the number of records n)")
+    n = check_count(args.population, "--population")
+    if args.batch_size is not None:
+        if args.sample_rate is not None:
+            raise ValueError("give --batch-size or --sample-rate, not both")
+        return check_count(args.batch_size, "--batch-size", maximum=n) / n, n
+    if args.sample_rate is None:
+        raise ValueError("--sampling fixed-size needs --batch-size (or --sample-rate with q n a whole number)")
+    return check_probability(args.sample_rate, "--sample-rate"), n
+
+
 def _dpsgd(args: argparse.Namespace) -> None:
-    q = check_probability(args.sample_rate, "--sample-rate")
     steps = check_count(args.steps, "--steps")
     delta = check_delta(args.delta, "--delta")
     if delta == 0:
         raise ValueError("--delta must be > 0 for DP-SGD (the Gaussian mechanism is not pure DP)")
+    relation = Neighbouring.parse(args.neighbouring)
+    q, population = _sampling(args)
+    key = (relation.value, args.sampling, args.method)
+    if key not in _BOUNDS:
+        if args.method == "group" and relation is Neighbouring.ADD_REMOVE_ONE:
+            raise ValueError("--method group derives a replace-one guarantee: add --neighbouring replace-one")
+        raise ValueError(
+            f"--method {args.method} is not available with --sampling {args.sampling} "
+            "(group privacy needs an add/remove-one analysis, which fixed-size sampling lacks)"
+        )
+    options = {"neighbouring": relation, "sampling": args.sampling, "population": population}
+    event = dpsgd_event(1.0, q, steps, **options)  # bad combinations fail here, before any accounting
+    factory = dpsgd_accountant(args.accountant, neighbouring=relation, method=args.method)
+    if not factory().supports(event):
+        raise UnsupportedEventError(
+            f"the {args.accountant} accountant cannot account for {args.sampling} sampling under {relation.value} "
+            "neighbours" + ("; use --accountant rdp" if args.sampling == "fixed-size" else "")
+        )
     start = time.perf_counter()
     if args.target_epsilon is not None:
         target = check_epsilon(args.target_epsilon, "--target-epsilon")
-        calibrated = calibrate_dpsgd(target, sample_rate=q, steps=steps, delta=delta, accountant=args.accountant)
-        noise_multiplier, epsilon = calibrated.noise_multiplier, calibrated.epsilon
+        calibrated = calibrate_dpsgd(
+            target, sample_rate=q, steps=steps, delta=delta, accountant=args.accountant, method=args.method, **options
+        )
+        noise_multiplier, epsilon, name = calibrated.noise_multiplier, calibrated.epsilon, calibrated.accountant
     else:
         noise_multiplier = check_positive(args.noise_multiplier, "--noise-multiplier")
         target = None
-        accountant = make_accountant(args.accountant).compose(dpsgd_event(noise_multiplier, q, steps))
-        epsilon = accountant.get_epsilon(delta)
+        accountant = factory().compose(dpsgd_event(noise_multiplier, q, steps, **options))
+        epsilon, name = accountant.get_epsilon(delta), accountant.name
     result = {
         "epsilon": epsilon,
         "delta": delta,
         "noise_multiplier": noise_multiplier,
         "sample_rate": q,
         "steps": steps,
-        "accountant": args.accountant,
-        "neighbouring": Neighbouring.ADD_REMOVE_ONE.value,
-        "neighbouring_detail": Neighbouring.ADD_REMOVE_ONE.detail,
+        "accountant": name,
+        "neighbouring": relation.value,
+        "neighbouring_detail": relation.detail,
+        "sampling": args.sampling,
+        "method": args.method,
+        "bound": _BOUNDS[key],
         "seconds": time.perf_counter() - start,
     }
+    if population is not None:
+        result["batch_size"] = round(q * population)
+        result["population"] = population
     if target is not None:
         result["target_epsilon"] = target
     emit(result, as_json=args.json, render=_render_dpsgd)
@@ -115,8 +193,12 @@ def _render_dpsgd(r: dict) -> str:
         ("epsilon", fmt(r["epsilon"])),
         ("delta", fmt(r["delta"])),
         ("neighbouring", r["neighbouring_detail"]),
+        ("sampling", r["sampling"]),
+        ("bound", r["bound"]),
         ("accountant", r["accountant"]),
     ]
+    if "population" in r:
+        rows.insert(2, ("batch / population", f"{r['batch_size']} / {r['population']}"))
     if "target_epsilon" in r:
         rows.insert(0, ("target epsilon", fmt(r["target_epsilon"])))
     return table(rows)
