@@ -1,7 +1,7 @@
 """Canary exposure (Carlini, Liu, Erlingsson, Kos and Song 2019, "The Secret Sharer").
 
 Insert a random secret into the training data, then ask how highly the
-trained model ranks it among every secret it could have been:
+trained model ranks it among every secret it could have been::
 
     exposure = log2 |R| - log2 rank,
 
@@ -60,7 +60,7 @@ class ExposureResult:
     n_candidates : int
         ``|R|``.
     exposure : float
-        ``log2 |R| - log2 rank``, in [0, log2 |R|] bits.
+        ``log2 |R| - log2 rank``, in ``[0, log2 |R|]`` bits.
     max_exposure : float
         ``log2 |R|``.
     """

@@ -1,4 +1,4 @@
-"""``privml predict``: label new rows with a saved model.
+"""``privml predict``: label new rows with a saved model::
 
     privml predict --model model.npz --input rows.csv [--label-column label] [--proba] [--json]
     privml predict --model model.npz --input rows.csv --method prediction-sensitivity|subsample-aggregate

@@ -98,6 +98,7 @@ CATEGORIES: dict[str, tuple[str, ...]] = {
 }  # fmt: skip
 
 #: Public ranges of the numeric features used by :func:`featurize`, with their source:
+#:
 #: - age: ``adult.names`` extraction rule AAGE>16, and the 1994 CPS public-use
 #:   files top-code age at 90;
 #: - education-num: the rank of the 16 education levels listed in ``adult.names``;

@@ -29,7 +29,7 @@ F_D is strongly convex, so each b gives exactly one minimiser, and each w is
 the minimiser for exactly one b, namely ``b_D(w) = -(sum_i grad loss(w; z_i)
 + n Lambda w)``: ``b -> w`` is a bijection of R^p with inverse ``b_D``. With
 noise density ``nu``, the output density is (change of variables, CMS11
-Thm 9 proof)
+Thm 9 proof)::
 
     p_D(w) = nu(b_D(w)) |det grad b_D(w)|,  grad b_D(w) = -(C + H_z),
 

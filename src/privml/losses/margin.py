@@ -1,4 +1,4 @@
-"""Binary classification losses that depend on the margin ``z = y (w . x)``.
+"""Binary classification losses that depend on the margin ``z = y w.x``.
 
 With labels ``y in {-1, +1}`` (CMS11, Sec. 2) a margin loss is
 ``loss(w; x, y) = phi(y w.x)`` for a convex scalar function ``phi``. Its

@@ -21,14 +21,16 @@ class MechanismHalted(RuntimeError):
 class AboveThreshold(Mechanism):
     """Answer a stream of queries with False until a noisy answer exceeds a noisy threshold.
 
-    Parameters (keyword-only)
-    -------------------------
+    The parameters are keyword-only.
+
+    Parameters
+    ----------
     epsilon:
         Privacy parameter of the whole run, > 0.
     threshold:
         The public threshold T (finite).
     sensitivity:
-        Sensitivity ``Delta`` of every query: |f_i(D) - f_i(D')| <= Delta for
+        Sensitivity ``Delta`` of every query: ``|f_i(D) - f_i(D')| <= Delta`` for
         neighbours, for each (possibly adaptively chosen) query f_i.
     delta:
         Must be 0 (pure epsilon-DP).

@@ -24,14 +24,21 @@ class Mechanism(ABC):
     """Base class: validated (epsilon, delta, sensitivity), a random generator,
     and the per-call guarantee.
 
-    Parameters (keyword-only)
-    -------------------------
-    epsilon: privacy loss bound, > 0.
-    delta: failure probability in [0, 1); mechanisms that are pure DP require 0.
-    sensitivity: bound on how much f changes between neighbours, in the norm
-        the mechanism names (L1 for Laplace, L2 for Gaussian and L2-Laplace).
-    neighbouring: relation under which ``sensitivity`` holds.
-    random_state: None (OS entropy), an int seed, or a numpy Generator.
+    The parameters are keyword-only.
+
+    Parameters
+    ----------
+    epsilon:
+        Privacy loss bound, > 0.
+    delta:
+        Failure probability in [0, 1); mechanisms that are pure DP require 0.
+    sensitivity:
+        Bound on how much f changes between neighbours, in the norm the
+        mechanism names (L1 for Laplace, L2 for Gaussian and L2-Laplace).
+    neighbouring:
+        Relation under which ``sensitivity`` holds.
+    random_state:
+        None (OS entropy), an int seed, or a numpy Generator.
     """
 
     #: whether the mechanism needs delta > 0 (Gaussian) or requires delta == 0 (pure DP)

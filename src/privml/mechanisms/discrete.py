@@ -359,11 +359,11 @@ def sample_discrete_laplace(
 ) -> int | np.ndarray:
     """Exact samples of the discrete Laplace distribution DLap(scale).
 
-    P[Y = y] = tanh(1 / (2 scale)) exp(-|y| / scale) for y in Z, sampled by
+    ``P[Y = y] = tanh(1 / (2 scale)) exp(-|y| / scale)`` for y in Z, sampled by
     Algorithm 2 of CKS20 (Canonne, Kamath and Steinke 2020). Adding it to an integer
     query of L1 sensitivity Delta is (Delta / scale)-DP under whichever
     neighbouring relation Delta is stated for: the log-ratio of the pmf at y
-    and y + k is at most |k| / scale (the geometric mechanism of Ghosh,
+    and y + k is at most ``|k| / scale`` (the geometric mechanism of Ghosh,
     Roughgarden and Sundararajan 2009).
 
     Parameters
@@ -471,7 +471,7 @@ def _log_excess_upper(epsilon: float, sigma2: float, sensitivity: int) -> float:
 def discrete_gaussian_delta(epsilon: float, sigma2: float | Fraction, sensitivity: int = 1) -> float:
     """Smallest delta for which adding N_Z(0, sigma2) is (epsilon, delta)-DP (an upper bound on it).
 
-    CKS20 Theorem 7: for an integer-valued query with |f(D) - f(D')| <= Delta
+    CKS20 Theorem 7: for an integer-valued query with ``|f(D) - f(D')| <= Delta``
     (under the neighbouring relation Delta is stated for),
 
         delta = P[Y > eps sigma2/Delta - Delta/2] - e^eps P[Y > eps sigma2/Delta + Delta/2],
@@ -537,7 +537,7 @@ def calibrate_discrete_gaussian(epsilon: float, delta: float, sensitivity: int =
     checked again: the returned value always satisfies
     ``discrete_gaussian_delta(epsilon, sigma2, sensitivity) <= delta``.
     Neighbouring relation and sensitivity are as in
-    :func:`discrete_gaussian_delta` (integer query, |f(D) - f(D')| <= Delta).
+    :func:`discrete_gaussian_delta` (integer query, ``|f(D) - f(D')| <= Delta``).
 
     Examples
     --------
@@ -693,18 +693,20 @@ class DiscreteLaplaceMechanism(_DiscreteMechanism):
     by default. This is the geometric mechanism of Ghosh, Roughgarden and
     Sundararajan (2009): for integer vectors with ||f(D) - f(D')||_1 <= Delta_1
     the pmf ratio at any output is at most exp(||f(D) - f(D')||_1 / t) <= e^epsilon
-    (triangle inequality on |y - f(D)| / t per coordinate), so it is pure
+    (triangle inequality on ``|y - f(D)| / t`` per coordinate), so it is pure
     epsilon-DP under the ``neighbouring`` relation that Delta_1 is stated for.
 
-    Parameters (keyword-only)
-    -------------------------
+    The parameters are keyword-only.
+
+    Parameters
+    ----------
     epsilon:
         Privacy parameter, > 0. It is made rational *downwards*
         (denominator <= 10^6 when that loses nothing), so the noise scale
         ``noise_scale`` is never smaller than Delta_1 / epsilon.
     sensitivity:
         L1 sensitivity Delta_1. Without ``granularity``: a positive integer,
-        the bound on sum_j |f_j(D) - f_j(D')| of an integer-valued query.
+        the bound on ``sum_j |f_j(D) - f_j(D')|`` of an integer-valued query.
         With ``granularity``: a real bound, in the query's own units.
     granularity:
         None (integer queries) or g > 0: values are rounded to the nearest
@@ -781,7 +783,7 @@ class DiscreteGaussianMechanism(_DiscreteMechanism):
     numerically with a rigorous tail bound (:func:`discrete_gaussian_delta`),
     is at most ``delta``; it is not the continuous Gaussian's sigma reused.
 
-    Sensitivity assumption: for a scalar integer query, |f(D) - f(D')| <= Delta
+    Sensitivity assumption: for a scalar integer query, ``|f(D) - f(D')| <= Delta``
     under ``neighbouring``. For an array, neighbouring inputs may differ in
     **one coordinate** only, by at most Delta (e.g. a histogram under
     add/remove-one): the other coordinates' noise is then identically
@@ -789,8 +791,10 @@ class DiscreteGaussianMechanism(_DiscreteMechanism):
     several coordinates are not covered by this calibration; release the
     coordinates separately and compose their events.
 
-    Parameters (keyword-only)
-    -------------------------
+    The parameters are keyword-only.
+
+    Parameters
+    ----------
     epsilon, delta:
         Target guarantee; delta must be in (0, 1).
     sensitivity:

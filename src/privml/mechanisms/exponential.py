@@ -16,8 +16,10 @@ from privml.neighbouring import Neighbouring
 class ExponentialMechanism(Mechanism):
     """Pick index r of a utility vector with P(r) proportional to exp(epsilon u_r / (2 Delta_u)).
 
-    Parameters (keyword-only)
-    -------------------------
+    The parameters are keyword-only.
+
+    Parameters
+    ----------
     epsilon:
         Privacy parameter, > 0.
     delta:

@@ -24,8 +24,10 @@ _CALIBRATIONS: dict[str, Callable[[float, float, float], float]] = {
 class GaussianMechanism(Mechanism):
     """Add N(0, sigma^2) noise to every coordinate, sigma set from (epsilon, delta).
 
-    Parameters (keyword-only)
-    -------------------------
+    The parameters are keyword-only.
+
+    Parameters
+    ----------
     epsilon:
         Privacy parameter, > 0 (< 1 for ``calibration="classic"``).
     delta:

@@ -60,8 +60,10 @@ def sample_l2_laplace(dim: int, scale: float, size: int, rng: RandomState) -> np
 class L2LaplaceMechanism(Mechanism):
     """Add one noise vector with density proportional to exp(-epsilon ||z||_2 / Delta_2).
 
-    Parameters (keyword-only)
-    -------------------------
+    The parameters are keyword-only.
+
+    Parameters
+    ----------
     epsilon:
         Privacy parameter, > 0.
     delta:

@@ -12,8 +12,10 @@ from privml.mechanisms.base import Mechanism
 class LaplaceMechanism(Mechanism):
     """Add independent Laplace noise of scale ``sensitivity / epsilon`` to each coordinate.
 
-    Parameters (keyword-only)
-    -------------------------
+    The parameters are keyword-only.
+
+    Parameters
+    ----------
     epsilon:
         Privacy parameter, > 0.
     delta:

@@ -7,14 +7,14 @@ guarantee covers the whole budget of B answers (rows), is stated under
 :class:`~privml.ledger.BudgetLedger` *before* it is computed, and answer B + 1
 raises :class:`~privml.exceptions.BudgetExhausted` with nothing released.
 
-=============================  ======================================  ==================================
-estimator                      answer                                  per-query calibration
-=============================  ======================================  ==================================
-:class:`PredictionSensitivity` noisy logits of a non-private linear    L2-Laplace (delta = 0) or Gaussian:
-                               model (labels, probabilities)           basic / advanced / exact GDP
-:class:`SubsampleAndAggregate` a label drawn prop. to                  beta = eps_q / 2; eps_q by basic /
-                               exp(beta votes) of m teachers           advanced composition or zCDP
-=============================  ======================================  ==================================
+==============================  ======================================  ===================================
+estimator                       answer                                  per-query calibration
+==============================  ======================================  ===================================
+:class:`PredictionSensitivity`  noisy logits of a non-private linear    L2-Laplace (delta = 0) or Gaussian:
+                                model (labels, probabilities)           basic / advanced / exact GDP
+:class:`SubsampleAndAggregate`  a label drawn prop. to                  beta = eps_q / 2; eps_q by basic /
+                                exp(beta votes) of m teachers           advanced composition or zCDP
+==============================  ======================================  ===================================
 
 :mod:`privml.prediction.calibration` holds the per-query math as pure
 functions of (epsilon, delta, B); :func:`load_predictor` turns a model file

@@ -109,8 +109,10 @@ class IATOutcome:
 class InteractiveAboveThreshold:
     """The ex-post AboveThreshold of Ligett et al. (2017): check published models until one passes.
 
-    Parameters (keyword-only)
-    -------------------------
+    The parameters are keyword-only.
+
+    Parameters
+    ----------
     epsilon : float
         ``eps_AT``, the budget of all the checks together, > 0.
     threshold : float

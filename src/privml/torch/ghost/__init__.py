@@ -14,16 +14,16 @@ already in memory.
 One module per layer type, each registering a :class:`~privml.torch.ghost.base.LayerRule`
 whose ``prepare`` returns the per-example norms and the clipped sum:
 
-==============  ===================================  =================================
-layer           per-example squared norm             clipped sum
-==============  ===================================  =================================
-Linear          ||a||^2 ||g||^2, or the Gram trace    ``(c g)^T a``
-Conv1d/2d/3d    the same on unfolded input patches    the same, folded back
-                (per group, summed, when grouped)     (per group, stacked)
-GroupNorm       materialised (C numbers per example)  weighted sum
-LayerNorm       materialised                          weighted sum
-Embedding       Gram trace masked by equal indices    ``index_add`` of ``c g``
-==============  ===================================  =================================
+==============  ========================================  ========================
+layer           per-example squared norm                  clipped sum
+==============  ========================================  ========================
+Linear          ``||a||^2 ||g||^2``, or the Gram trace    ``(c g)^T a``
+Conv1d/2d/3d    the same on unfolded input patches        the same, folded back
+                (per group, summed, when grouped)         (per group, stacked)
+GroupNorm       materialised (C numbers per example)      weighted sum
+LayerNorm       materialised                              weighted sum
+Embedding       Gram trace masked by equal indices        ``index_add`` of ``c g``
+==============  ========================================  ========================
 """
 
 from __future__ import annotations
