@@ -16,7 +16,10 @@ design        batches                          neighbouring      accounting
 ``linear``    Poisson sample at rate q, T      add/remove-one    each step (eps_0, delta_0)-DP, amplified by
               steps                                              subsampling, composed linearly (Thm 3, 2.2)
 ``poisson``   Poisson sample at rate q, T      add/remove-one    sampled Gaussian, RDP or PLD accountant
-(default)     steps                                              (Abadi et al. 2016; Sec. 2.3)
+(default)     steps (or a fixed-size batch     or replace-one    (Abadi et al. 2016; Sec. 2.3); under
+              drawn without replacement)                         replace-one the tight pair of
+                                                                 :mod:`privml.accounting.pld` (Poisson) or
+                                                                 WBK19 (fixed-size), or group privacy
 ============  ===============================  ================  ==========================================
 
 Per-example gradients are never materialised. For a linear model with
@@ -62,7 +65,13 @@ from privml._validation import (
     check_probability,
 )
 from privml.accounting.analytic_gaussian import analytic_gaussian_sigma, gaussian_epsilon
-from privml.accounting.calibration import calibrate_dpsgd, calibrate_parameter, make_accountant
+from privml.accounting.calibration import (
+    DPSGD_METHODS,
+    calibrate_dpsgd,
+    calibrate_parameter,
+    dpsgd_accountant,
+    make_accountant,
+)
 from privml.accounting.events import (
     DpEvent,
     EpsilonDeltaEvent,
@@ -83,6 +92,8 @@ __all__ = [
     "DPSGDClassifier",
     "LR_SCHEDULES",
     "POISSON_ACCOUNTANTS",
+    "SAMPLINGS",
+    "fixed_size_sample",
     "clipped_gradient_sum",
     "learning_rate_schedule",
     "poisson_sample",
@@ -100,6 +111,8 @@ LR_SCHEDULES: tuple[str, ...] = ("constant", "cosine", "step", "inverse_sqrt")
 AVERAGING: tuple[str, ...] = ("none", "uniform", "tail", "ema")
 #: Accountants for the ``poisson`` design (those that account for a sampled Gaussian).
 POISSON_ACCOUNTANTS: tuple[str, ...] = ("pld", "rdp")
+#: Batch samplers of the ``poisson`` design: independent coins, or b records without replacement.
+SAMPLINGS: tuple[str, ...] = ("poisson", "fixed-size")
 
 #: Default expected batch size (see :class:`DPSGDClassifier` for how it was chosen).
 DEFAULT_BATCH_SIZE = 4096
@@ -148,6 +161,36 @@ def poisson_sample(n: int, sample_rate: float, rng: np.random.Generator) -> np.n
     n = check_count(n, "n")
     sample_rate = check_probability(sample_rate, "sample_rate")
     return np.flatnonzero(rng.random(n) < sample_rate)
+
+
+def fixed_size_sample(n: int, batch_size: int, rng: np.random.Generator) -> np.ndarray:
+    """Indices of a batch of exactly ``batch_size`` distinct records, uniform over all such batches.
+
+    Parameters
+    ----------
+    n:
+        Number of records, >= 1.
+    batch_size:
+        b in [1, n].
+    rng:
+        The generator to draw from.
+
+    Returns
+    -------
+    ndarray of int
+        Sorted indices of b records drawn without replacement.
+
+    Notes
+    -----
+    Privacy: the sampler of Wang, Balle and Kasiviswanathan 2019 (Theorem 9),
+    analysed under replace-one neighbours (n and b public). Every step draws
+    afresh, independently of the data: shuffling once and cutting the
+    permutation into batches is a different mechanism (Chua et al. 2024).
+    b is public, so normalising by it is post-processing.
+    """
+    n = check_count(n, "n")
+    batch_size = check_count(batch_size, "batch_size", maximum=n)
+    return np.sort(rng.choice(n, size=batch_size, replace=False))
 
 
 def clipped_gradient_sum(
@@ -281,10 +324,11 @@ class _Plan:
 
     design: str
     steps: int
-    sample_rate: float  # Poisson rate q (poisson, linear); share of the data per step (direct)
-    batch_size: float  # expected (poisson, linear) or mean (direct) batch size
+    sample_rate: float  # Poisson rate q (poisson, linear); b / n (fixed-size); share of the data per step (direct)
+    batch_size: float  # expected (Poisson), exact (fixed-size) or mean (direct) batch size
     epochs: float
     noise: _Noise
+    sampling: str = "poisson"  # "poisson", "fixed-size" (design poisson) or "partition" (direct)
 
 
 def _account(event: DpEvent, accountant: str, delta: float) -> PrivacyGuarantee:
@@ -301,27 +345,56 @@ def _check_budget(guarantee: PrivacyGuarantee, epsilon: float) -> None:
 
 
 def _poisson_noise(
-    epsilon: float, delta: float, noise_multiplier: float | None, q: float, steps: int, accountant: str
+    epsilon: float,
+    delta: float,
+    noise_multiplier: float | None,
+    q: float,
+    steps: int,
+    accountant: str,
+    *,
+    neighbouring: Neighbouring = Neighbouring.ADD_REMOVE_ONE,
+    sampling: str = "poisson",
+    population: int | None = None,
+    bound: str = "tight",
 ) -> _Noise:
     """DP-SGD of Abadi et al. (2016): T sampled Gaussian steps, tight accounting.
 
-    Each step adds N(0, s^2 C^2 I) to the clipped sum of a Poisson sample of
-    rate q. The clipped sum has L2 sensitivity C under add/remove-one, so a
-    step is the sampled Gaussian mechanism with noise multiplier s (Mironov,
-    Talwar and Zhang 2019, Section 3); the T steps compose adaptively. The
-    accountant is RDP (Mironov 2017, Prop. 1 for composition; Balle et al.
-    2020, Thm 21 for the conversion) or PLD (Koskela et al. 2020; Doroshenko
-    et al. 2022), via :func:`privml.accounting.dpsgd_event`; a missing ``s``
-    is the smallest one meeting (epsilon, delta), by
-    :func:`privml.accounting.calibrate_dpsgd`.
+    Each step adds N(0, s^2 C^2 I) to the clipped sum of a random batch: a
+    Poisson sample of rate q, or (``sampling="fixed-size"``) b = q n records
+    drawn without replacement. Every clipped term has norm <= C, so the sum
+    has L2 sensitivity C under add/remove-one and 2C under replace-one, the
+    latter only when the replaced record is in the batch.
+
+    - add/remove-one, Poisson: the sampled Gaussian mechanism with noise
+      multiplier s (Mironov, Talwar and Zhang 2019, Section 3).
+    - replace-one, Poisson: the dominating pair (1-q) N(0, s^2) + q N(1, s^2)
+      vs (1-q) N(0, s^2) + q N(-1, s^2) (proved in
+      :class:`privml.accounting.pld._ReplaceOnePoissonGaussianPair`, from
+      Balle, Barthe and Gaboardi 2018, Theorem 2; Zhu, Dong and Wang 2022),
+      or, with ``bound="group"``, group privacy from the add/remove-one
+      guarantee, (2 eps, (1 + e^eps) delta).
+    - replace-one, fixed-size: Wang, Balle and Kasiviswanathan 2019,
+      Theorem 9 (RDP only).
+
+    The T steps compose adaptively; the accountant is RDP (Mironov 2017,
+    Prop. 1; Balle et al. 2020, Thm 21 for the conversion) or PLD (Koskela
+    et al. 2020; Doroshenko et al. 2022), via
+    :func:`privml.accounting.dpsgd_event`; a missing ``s`` is the smallest one
+    meeting (epsilon, delta), by :func:`privml.accounting.calibrate_dpsgd`.
     """
+    options = {"neighbouring": neighbouring, "sampling": sampling, "population": population}
     if noise_multiplier is None:
         noise_multiplier = calibrate_dpsgd(
-            epsilon, sample_rate=q, steps=steps, delta=delta, accountant=accountant
+            epsilon, sample_rate=q, steps=steps, delta=delta, accountant=accountant, method=bound, **options
         ).noise_multiplier
-    event = dpsgd_event(noise_multiplier, q, steps)
-    guarantee = _account(event, accountant, delta)
-    return _Noise("gaussian", noise_multiplier, 1.0, event, guarantee)
+    event = dpsgd_event(noise_multiplier, q, steps, **options)
+    guarantee = dpsgd_accountant(accountant, neighbouring=neighbouring, method=bound)().compose(event).guarantee(delta)
+    info = {"sampling": sampling}
+    sensitivity = 1.0
+    if neighbouring is Neighbouring.REPLACE_ONE:
+        info["bound"] = bound
+        sensitivity = 2.0  # a replaced clipped gradient can flip from +C to -C
+    return _Noise("gaussian", noise_multiplier, sensitivity, event, guarantee, info)
 
 
 def _linear_noise(epsilon: float, delta: float, noise_multiplier: float | None, q: float, steps: int) -> _Noise:
@@ -481,6 +554,29 @@ class DPSGDClassifier(PrivateLinearClassifier):
     design:
         ``"poisson"`` (default), ``"direct"`` or ``"linear"``; see the module
         docstring and the Notes.
+    neighbouring:
+        The relation of the guarantee. None (default): the design's own,
+        add/remove-one (zero-out view, n public) for ``poisson`` and
+        ``linear``, replace-one for ``direct``. ``"replace-one"`` with the
+        ``poisson`` design: same n, one record replaced by any other; the
+        clipped sum then moves by up to 2C (a gradient can flip from +C to
+        -C), only when the record is sampled, and the step is accounted by
+        the tight replace-one dominating pair (PLD or RDP) or, with
+        ``replace_one_bound="group"``, by group privacy. ``linear`` has no
+        replace-one analysis and ``direct`` no add/remove-one one: asking for
+        them raises ``ValueError``.
+    sampling:
+        Batches of the ``poisson`` design: None or ``"poisson"`` (default;
+        independent coins at rate q, divided by the expected size q n) or
+        ``"fixed-size"`` (exactly b = ``batch_size`` (or round(q n)) records
+        drawn without replacement each step, divided by b; replace-one only,
+        accounted by RDP (Wang, Balle and Kasiviswanathan 2019): use
+        ``accountant="rdp"``).
+    replace_one_bound:
+        ``"tight"`` (default) or ``"group"``: how a replace-one guarantee of
+        the Poisson-sampled ``poisson`` design is derived (the dominating
+        pair, or (2 eps, (1 + e^eps) delta) from the add/remove-one one).
+        Ignored under add/remove-one.
     classes:
         The public class set. None: taken from ``y`` with a
         :class:`~privml.exceptions.PrivacyLeakWarning`.
@@ -498,14 +594,17 @@ class DPSGDClassifier(PrivateLinearClassifier):
     privacy_:
         The :class:`~privml.PrivacyGuarantee`: ``(epsilon spent, delta)``
         under add/remove-one (``poisson``, ``linear``) or replace-one
-        (``direct``) neighbours, with the accountant's name.
+        (``direct``, or ``neighbouring="replace-one"``) neighbours, with the
+        accountant's name (``"pld+group"`` etc. for group privacy).
     privacy_event_:
         The :class:`~privml.accounting.DpEvent` that was accounted for; compose
         it with another accountant to compare bounds.
     fit_info_:
-        Data-independent facts about the run: design, noise kind and
-        multiplier, noise standard deviation on the clipped sum, sensitivity,
-        steps, sample rate, expected batch size, epochs, accountant,
+        Data-independent facts about the run: design, sampling, noise kind and
+        multiplier, noise standard deviation on the clipped sum, sensitivity
+        (per record, under add/remove; twice it under replace-one), steps,
+        sample rate, expected batch size, epochs, accountant, the replace-one
+        bound,
         epsilon spent, delta (and per-step epsilon/delta for ``linear``).
         Nothing computed from the private records is reported (no losses,
         clipping rates or realised batch sizes: each would leak).
@@ -526,6 +625,20 @@ class DPSGDClassifier(PrivateLinearClassifier):
     add/remove-one guarantee of the mechanism with those constants fixed
     (equivalently, the "zero-out" relation of Kairouz et al. 2021, where a
     record is replaced by one with zero gradient and n does not change).
+
+    ``poisson`` with ``neighbouring="replace-one"``: the same steps, stated
+    for neighbours of the same size that differ in one record. A replaced
+    record changes the clipped sum by up to 2C, and only in steps that sample
+    it; with Poisson sampling the step is dominated by
+    (1-q) N(0, s^2) + q N(1, s^2) vs (1-q) N(0, s^2) + q N(-1, s^2) (proof and
+    citations in :class:`privml.accounting.pld._ReplaceOnePoissonGaussianPair`);
+    ``replace_one_bound="group"`` uses (2 eps, (1 + e^eps) delta) from the
+    add/remove-one guarantee instead (group privacy; looser). With
+    ``sampling="fixed-size"`` every step uses exactly b records drawn without
+    replacement and divides by b (public), accounted by the RDP bound of
+    Wang, Balle and Kasiviswanathan 2019, Theorem 9 (with its Gaussian
+    refinement); that bound is about four times the exact chi^2 term, so at
+    equal epsilon it needs more noise than Poisson sampling.
 
     ``direct`` (seed lecture Sec. 2.1; Song, Chaudhuri and Sarwate 2013): one
     pass over a random partition into disjoint batches, each step's noise
@@ -566,7 +679,7 @@ class DPSGDClassifier(PrivateLinearClassifier):
     released_info = frozenset({
         "design", "noise", "noise_multiplier", "noise_std", "noise_scale", "clip_norm", "sensitivity",
         "neighbouring", "steps", "sample_rate", "expected_batch_size", "epochs", "accountant", "step_epsilon",
-        "step_delta", "epsilon", "delta", "event",
+        "step_delta", "epsilon", "delta", "event", "sampling", "bound",
     })
 
     def __init__(
@@ -588,6 +701,9 @@ class DPSGDClassifier(PrivateLinearClassifier):
         ema_decay: float = 0.99,
         accountant: str = "pld",
         design: Design = "poisson",
+        neighbouring: str | None = None,
+        sampling: str | None = None,
+        replace_one_bound: str = "tight",
         classes: Any = None,
         random_state: RandomState = None,
         progress: bool = False,
@@ -608,6 +724,9 @@ class DPSGDClassifier(PrivateLinearClassifier):
         self.ema_decay = ema_decay
         self.accountant = accountant
         self.design = design
+        self.neighbouring = neighbouring
+        self.sampling = sampling
+        self.replace_one_bound = replace_one_bound
         self.classes = classes
         self.random_state = random_state
         self.progress = progress
@@ -624,6 +743,7 @@ class DPSGDClassifier(PrivateLinearClassifier):
             raise ValueError(f"design must be one of {', '.join(DESIGNS)}, got {self.design!r}")
         if self.accountant not in POISSON_ACCOUNTANTS:
             raise ValueError(f"accountant must be one of {', '.join(POISSON_ACCOUNTANTS)}, got {self.accountant!r}")
+        self._check_relation()
         check_epsilon(self.epsilon)
         delta = check_delta(self.delta)
         if self.design == "poisson":
@@ -666,6 +786,43 @@ class DPSGDClassifier(PrivateLinearClassifier):
     def _check_l2(self) -> float:
         return check_positive(self.l2, "l2", allow_zero=True)
 
+    def _check_relation(self) -> tuple[Neighbouring, str]:
+        """(relation, sampling) of the design; ValueError for a combination no analysis covers."""
+        if self.replace_one_bound not in DPSGD_METHODS:
+            raise ValueError(
+                f"replace_one_bound must be one of {', '.join(DPSGD_METHODS)}, got {self.replace_one_bound!r}"
+            )
+        own = Neighbouring.REPLACE_ONE if self.design == "direct" else Neighbouring.ADD_REMOVE_ONE
+        relation = own if self.neighbouring is None else Neighbouring.parse(self.neighbouring)
+        if relation is not own and self.design != "poisson":
+            raise ValueError(
+                f"the {self.design} design is analysed under {own.value} neighbours only; "
+                "use design='poisson' for the other relation"
+            )
+        if self.design == "direct":
+            if self.sampling is not None:
+                raise ValueError("the direct design partitions the data once: leave sampling unset")
+            return relation, "partition"
+        sampling = "poisson" if self.sampling is None else self.sampling
+        if sampling not in SAMPLINGS:
+            raise ValueError(f"sampling must be one of {', '.join(SAMPLINGS)}, got {sampling!r}")
+        if sampling == "fixed-size":
+            if self.design != "poisson":
+                raise ValueError("fixed-size sampling is available with design='poisson' only")
+            if relation is not Neighbouring.REPLACE_ONE:
+                raise ValueError(
+                    "fixed-size sampling is analysed under replace-one neighbours only (Wang, Balle and "
+                    "Kasiviswanathan 2019): set neighbouring='replace-one'"
+                )
+            if self.accountant != "rdp":
+                raise ValueError("fixed-size sampling is accounted by RDP only: set accountant='rdp'")
+            if self.replace_one_bound != "tight":
+                raise ValueError(
+                    "group privacy needs an add/remove-one analysis, which fixed-size sampling lacks: "
+                    "use replace_one_bound='tight'"
+                )
+        return relation, sampling
+
     def fit(self, X: Any, y: Any) -> "DPSGDClassifier":
         """Train on (X, y); sets ``weights_``, ``privacy_``, ``privacy_event_`` and ``fit_info_``.
 
@@ -688,7 +845,11 @@ class DPSGDClassifier(PrivateLinearClassifier):
     def _plan(self, n: int) -> _Plan:
         """Batches, noise and guarantee, from n and the hyper-parameters alone."""
         epsilon, delta = float(self.epsilon), float(self.delta)
+        relation, sampling = self._check_relation()
         q = self._sample_rate(n)
+        if sampling == "fixed-size":
+            size = int(self.batch_size) if self.batch_size is not None else max(1, round(q * n))
+            q = size / n
         if self.design == "direct":
             size = int(self.batch_size) if self.batch_size is not None else round(q * n)
             n_batches = n // size if size >= 1 else 0
@@ -703,10 +864,13 @@ class DPSGDClassifier(PrivateLinearClassifier):
                 epochs = DEFAULT_EPOCHS if self.epochs is None else float(self.epochs)
                 steps = max(1, round(epochs / q))
             if self.design == "poisson":
-                noise = _poisson_noise(epsilon, delta, self.noise_multiplier, q, steps, self.accountant)
+                noise = _poisson_noise(
+                    epsilon, delta, self.noise_multiplier, q, steps, self.accountant, neighbouring=relation,
+                    sampling=sampling, population=n, bound=self.replace_one_bound,
+                )
             else:
                 noise = _linear_noise(epsilon, delta, self.noise_multiplier, q, steps)
-            plan = _Plan(self.design, steps, q, q * n, steps * q, noise)
+            plan = _Plan(self.design, steps, q, q * n, steps * q, noise, sampling)
         _check_budget(plan.noise.guarantee, epsilon)
         return plan
 
@@ -767,6 +931,11 @@ class DPSGDClassifier(PrivateLinearClassifier):
             # A random partition drawn before, and independently of, the data values.
             for part in np.array_split(rng.permutation(n), plan.steps):
                 yield part, float(part.size)
+        elif plan.sampling == "fixed-size":
+            # b distinct records, drawn afresh each step; b is public, so it is the divisor.
+            size = round(plan.batch_size)
+            while True:
+                yield fixed_size_sample(n, size, rng), float(size)
         else:
             expected = plan.sample_rate * n
             while True:
