@@ -60,9 +60,25 @@ class BudgetedDouble:
         return self._model.predict_proba(self._spend(X, key))
 
 
+#: The transports the HTTP tests run against: the ASGI server (what ``privml serve`` runs) and
+#: the standard-library server (the benchmarks' baseline).
+TRANSPORTS = ("asgi", "stdlib")
+
+
 @contextmanager
-def running(service: PredictionService) -> Iterator[PredictionServer]:
+def running(service: PredictionService, transport: str = "asgi") -> Iterator[Any]:
     """``service`` served on a free loopback port in a background thread."""
+    if transport == "asgi":
+        from privml.serve.asgi_server import AsgiPredictionServer
+
+        asgi = AsgiPredictionServer(service, host="127.0.0.1", port=0)
+        asgi.start()
+        try:
+            yield asgi
+        finally:
+            asgi.stop()
+        return
+    assert transport == "stdlib", transport
     server = PredictionServer(service, host="127.0.0.1", port=0)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
@@ -101,7 +117,7 @@ def request(
         conn.close()
 
 
-def raw_exchange(server: PredictionServer, data: bytes, *, shutdown_write: bool = True, timeout: float = 20.0) -> bytes:
+def raw_exchange(server: Any, data: bytes, *, shutdown_write: bool = True, timeout: float = 20.0) -> bytes:
     """Send raw bytes on a new socket and return everything the server answers."""
     host, port = server.server_address[:2]
     with socket.create_connection((host, port), timeout=timeout) as sock:
@@ -161,9 +177,21 @@ def validate(value: Any, schema: dict, root: dict, where: str = "$") -> None:
     schema = _resolve(schema, root)
     unknown = set(schema) - {
         "type", "properties", "required", "additionalProperties", "items", "enum", "minimum", "maximum",
-        "minItems", "maxItems", "description", "default",
+        "minItems", "maxItems", "description", "default", "title", "anyOf", "const",
     }
     assert not unknown, f"checker does not understand {unknown} at {where}"
+    if "anyOf" in schema:
+        failures = []
+        for option in schema["anyOf"]:
+            try:
+                validate(value, option, root, where)
+                break
+            except AssertionError as exc:
+                failures.append(str(exc))
+        else:
+            raise AssertionError(f"{where}: {value!r} matches none of anyOf: {failures}")
+    if "const" in schema:
+        assert value == schema["const"], f"{where}: {value!r} != {schema['const']!r}"
     if "type" in schema:
         kinds = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
         assert any(_type_ok(value, k) for k in kinds), f"{where}: {value!r} is not {kinds}"

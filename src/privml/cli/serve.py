@@ -2,15 +2,17 @@
 
     privml serve --model model.npz [--method prediction-sensitivity|subsample-aggregate]
                  [--epsilon E] [--delta D] [--budget B] [--ledger PATH|URL]
-                 [--host 127.0.0.1] [--port 8000] [--api-keys FILE]
+                 [--host 127.0.0.1] [--port 8000] [--api-keys FILE] [--workers N]
                  [--max-rows N] [--max-body-bytes N] [--json]
 
 Endpoints: ``POST /predict``, ``GET /budget``, ``GET /healthz``,
 ``GET /openapi.json``. A private-prediction model needs ``--ledger`` (a
 SQLite file or ``postgresql://`` URL) so the count survives restarts; a
-privately trained model is served as is, without budget. On start one line
-(with ``--json`` one JSON object) gives the URL; SIGTERM or SIGINT stops the
-server after the requests in progress.
+privately trained model is served as is, without budget. The server is the
+ASGI application on uvicorn (``pip install 'privml[serve]'``); ``--workers N``
+runs N processes on one socket, all charging the one ledger. On start one
+line (with ``--json`` one JSON object) gives the URL; SIGTERM or SIGINT stops
+the server after the requests in progress.
 """
 
 from __future__ import annotations
@@ -18,11 +20,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from privml.cli._common import add_json_flag, emit, finite_float, fmt, integer
-from privml.serve import PredictionServer, PredictionService, ServeLimits, load_api_keys
-from privml.serve.model import open_served_model
+from privml.cli._common import CliError, add_json_flag, emit, finite_float, fmt, integer
+from privml.serve import PredictionServer, ServeLimits, load_api_keys
 
 PREDICTION_METHODS = ("prediction-sensitivity", "subsample-aggregate")
+SERVERS = ("uvicorn", "stdlib")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -47,22 +49,64 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=integer, default=8000, help="port (0 picks a free one; default 8000)")
     parser.add_argument("--api-keys", help="JSON file {key: quota}; requests then need an X-API-Key header")
+    parser.add_argument("--workers", type=integer, default=1,
+                        help="server processes sharing the socket and the ledger (default 1)")
+    parser.add_argument("--server", choices=SERVERS, default="uvicorn",
+                        help="uvicorn (default: the ASGI application) or stdlib (the standard-library server, "
+                             "one process, one thread per connection; kept as the benchmarks' baseline)")
     parser.add_argument("--max-rows", type=integer, default=ServeLimits.max_rows,
                         help=f"rows per request (default {ServeLimits.max_rows})")
     parser.add_argument("--max-body-bytes", type=integer, default=ServeLimits.max_body_bytes,
                         help=f"largest request body (default {ServeLimits.max_body_bytes})")
-    parser.add_argument("--seed", type=integer, help="noise seed, for tests only: a known seed lets anyone replay the noise (default: fresh OS entropy on every start; never read from the model file)")
+    parser.add_argument("--max-connections", type=integer,
+                        help="connections served at once per worker; beyond it 503 (default 1000; stdlib 64)")
+    parser.add_argument("--threads", type=integer, default=ServeLimits.threads,
+                        help=f"threads per worker that charge the ledger and compute answers "
+                             f"(default {ServeLimits.threads})")
+    parser.add_argument("--header-timeout", type=finite_float, default=ServeLimits.header_timeout,
+                        help=f"seconds to receive a whole request head (default {ServeLimits.header_timeout:g})")
+    parser.add_argument("--body-timeout", type=finite_float, default=ServeLimits.body_timeout,
+                        help=f"seconds to receive a whole body (default {ServeLimits.body_timeout:g})")
+    parser.add_argument("--idle-timeout", type=finite_float, default=ServeLimits.idle_timeout,
+                        help=f"seconds a kept-alive connection may idle (default {ServeLimits.idle_timeout:g})")
+    parser.add_argument("--seed", type=integer, help="noise seed, for tests only: a known seed lets anyone replay the noise (default: fresh OS entropy on every start and in every worker; never read from the model file; needs --workers 1)")
     parser.add_argument("--verbose", action="store_true", help="log every request on stderr")
     add_json_flag(parser)
     parser.set_defaults(handler=_serve, prog=parser.prog)
 
 
+def _require_extra() -> None:
+    """The ``serve`` extra, or a one-line error that says how to install it."""
+    try:
+        import privml.serve.asgi_server  # noqa: F401 - fastapi, pydantic, uvicorn, h11
+    except ImportError as exc:
+        missing = exc.name or str(exc)
+        raise CliError(f"serving needs the serve extra (missing {missing}): pip install 'privml[serve]'") from None
+
+
 def _serve(args: argparse.Namespace) -> None:
     # Everything that can be wrong is checked before the port is opened.
-    limits = ServeLimits(max_rows=args.max_rows, max_body_bytes=args.max_body_bytes)
-    api_keys = load_api_keys(args.api_keys) if args.api_keys else None
-    served = open_served_model(
-        args.model,
+    _require_extra()
+    from privml.serve.workers import ServeSpec, build_service, serve_workers
+
+    if args.workers < 1:
+        raise CliError(f"--workers must be >= 1, got {args.workers}")
+    if args.server == "stdlib" and args.workers != 1:
+        raise CliError("the stdlib server runs one process: --workers needs --server uvicorn")
+    if args.seed is not None and args.workers != 1:
+        raise CliError("a seed would give every worker the same noise, so answers could be averaged: "
+                       "--seed (for tests only) needs --workers 1")
+    limits = ServeLimits(
+        max_rows=args.max_rows,
+        max_body_bytes=args.max_body_bytes,
+        max_connections=args.max_connections,
+        threads=args.threads,
+        header_timeout=args.header_timeout,
+        body_timeout=args.body_timeout,
+        idle_timeout=args.idle_timeout,
+    )
+    spec = ServeSpec(
+        model=args.model,
         method=args.method,
         epsilon=args.epsilon,
         delta=args.delta,
@@ -70,41 +114,68 @@ def _serve(args: argparse.Namespace) -> None:
         accounting=args.accounting,
         ledger=args.ledger,
         ledger_name=args.ledger_name,
-        random_state=args.seed,
+        api_keys=load_api_keys(args.api_keys) if args.api_keys else None,
+        limits=limits,
+        seed=args.seed,
+        verbose=args.verbose,
     )
+    # The supervisor opens everything once too, so a bad model, ledger or key file is refused
+    # here, in one line, before any worker starts.
+    served, service = build_service(spec)
     try:
-        service = PredictionService(
-            served.predictor,
-            limits=limits,
-            api_keys=api_keys,
-            preprocess=served.preprocess,
-            class_names=served.class_names,
-        )
-        server = PredictionServer(service, host=args.host, port=args.port, verbose=args.verbose)
+        budget = service.budget()
+        if args.server == "stdlib":
+            server = PredictionServer(service, host=args.host, port=args.port, verbose=args.verbose)
+        else:
+            from privml.serve.asgi_server import AsgiPredictionServer, bind_socket
+
+            sock = bind_socket(args.host, args.port)
+            if args.workers == 1:
+                server = AsgiPredictionServer(service, sock=sock, verbose=args.verbose)
+            else:
+                server = None
+                if served.ledger is not None:
+                    served.ledger.close()  # each worker opens its own
     except BaseException:
         if served.ledger is not None:
             served.ledger.close()
         raise
-    budget = service.budget()
-    emit(
-        {
-            "url": server.url,
-            "model": args.model,
-            "method": served.method,
-            "epsilon": budget["epsilon"],
-            "delta": budget["delta"],
-            "budget": budget["budget"],
-            "spent": budget["spent"],
-            "ledger": getattr(served.ledger, "url", None) or (str(args.ledger) if args.ledger else None),
-            "api_keys": len(api_keys) if api_keys else 0,
-        },
-        as_json=args.json,
-        render=_render,
-    )
-    sys.stdout.flush()
-    received = server.serve_until_signal()
+    started = {
+        "url": server.url if server is not None else _url(sock),
+        "model": args.model,
+        "method": served.method,
+        "epsilon": budget["epsilon"],
+        "delta": budget["delta"],
+        "budget": budget["budget"],
+        "spent": budget["spent"],
+        "ledger": getattr(served.ledger, "url", None) or (str(args.ledger) if args.ledger else None),
+        "api_keys": len(spec.api_keys) if spec.api_keys else 0,
+        "server": args.server,
+        "workers": args.workers,
+    }
+
+    def announce() -> None:
+        emit(started, as_json=args.json, render=_render)
+        sys.stdout.flush()
+
+    if server is not None:
+        announce()
+        received = server.serve_until_signal()
+    else:
+        try:
+            received = serve_workers(spec, sock, args.workers, announce)
+        except RuntimeError as exc:
+            raise CliError(str(exc)) from None
+        finally:
+            sock.close()
     if received is not None:
         print(f"privml serve: stopped (signal {received})", file=sys.stderr)
+
+
+def _url(sock: object) -> str:
+    host, port = sock.getsockname()[:2]  # type: ignore[attr-defined]
+    host = f"[{host}]" if ":" in str(host) else host
+    return f"http://{host}:{port}"
 
 
 def _render(r: dict) -> str:
@@ -113,4 +184,5 @@ def _render(r: dict) -> str:
         cost = "no budget: privately trained, predictions are free"
     else:
         cost = f"{r['spent']} of {r['budget']} answers spent, ledger {r['ledger']}"
-    return f"privml serve: {r['model']} ({r['method']}, {guarantee}; {cost}) at {r['url']}"
+    workers = f"{r['workers']} workers" if r["workers"] != 1 else "1 worker"
+    return f"privml serve: {r['model']} ({r['method']}, {guarantee}; {cost}) at {r['url']} ({r['server']}, {workers})"

@@ -1,7 +1,13 @@
 """``privml serve``: private predictions over HTTP, with an enforced budget.
 
-The server is built on the standard library (:mod:`http.server`): no web
-framework is needed to run it.
+:class:`PredictionService` validates, charges the ledger and answers,
+independent of HTTP. Two transports serve it: the ASGI application
+(:mod:`privml.serve.asgi`, FastAPI) on uvicorn
+(:class:`~privml.serve.asgi_server.AsgiPredictionServer`, what ``privml
+serve`` runs, with ``--workers`` processes sharing one ledger), and the
+standard-library :class:`PredictionServer` (one thread per connection, kept as
+the benchmarks' baseline). Serving needs the ``serve`` extra
+(``pip install 'privml[serve]'``); the service itself does not.
 
 >>> from privml.serve import PredictionServer, PredictionService, ServeLimits
 """

@@ -1,4 +1,11 @@
-"""The threaded HTTP server: connection limits, startup and graceful shutdown."""
+"""The standard-library HTTP server: connection limits, startup and graceful shutdown.
+
+One thread per connection (:mod:`http.server`), one process. ``privml serve``
+runs the ASGI server (:mod:`privml.serve.asgi_server`) unless asked for this
+one with ``--server stdlib``; it is kept as the baseline of
+``benchmarks/serve.py``. It bounds each read of a request head but not the
+head as a whole, so a client trickling header lines holds a thread.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +19,7 @@ from http.server import ThreadingHTTPServer
 from typing import Any
 
 from privml.serve.handler import PredictionHandler
+from privml.serve.limits import STDLIB_MAX_CONNECTIONS
 from privml.serve.openapi import openapi_schema
 from privml.serve.service import PredictionService
 
@@ -58,7 +66,7 @@ class PredictionServer(ThreadingHTTPServer):
         self.limits = service.limits
         self.verbose = verbose
         self.openapi = openapi_schema(service)
-        self._slots = threading.BoundedSemaphore(self.limits.max_connections)
+        self._slots = threading.BoundedSemaphore(self.limits.connection_limit(STDLIB_MAX_CONNECTIONS))
         self._in_flight = 0
         self.stopping = False  # set on shutdown: late requests on open connections get 503
         self._idle = threading.Condition()
