@@ -12,13 +12,18 @@ name                                   what
 :class:`TramerBonehCNN`,               models (Tramer & Boneh 2021; a GroupNorm ResNet)
 :class:`GroupNormResNet`
 :class:`PoissonSampler`,               the sampling the accountant assumes (index
-:func:`poisson_batches`                batches; batches of a torch Dataset)
+:class:`FixedSizeSampler`,             batches: Poisson, or exactly b records without
+:func:`poisson_batches`                replacement; batches of a torch Dataset)
 :mod:`privml.torch.distributed`        data-parallel DP-SGD (torch.distributed)
 =====================================  ===================================================
 
-Privacy of everything here: add/remove-one neighbours, sensitivity C of the
-sum of per-example gradients each clipped *as a whole* to C (Abadi et al.
-2016), sampled Gaussian mechanism accounting (Mironov, Talwar and Zhang 2019).
+Privacy of everything here: sensitivity C of the sum of per-example gradients
+each clipped *as a whole* to C (Abadi et al. 2016); add/remove-one neighbours
+with sampled Gaussian mechanism accounting (Mironov, Talwar and Zhang 2019) by
+default, or replace-one neighbours (``neighbouring="replace-one"``: the clipped
+sum moves by up to 2C when the replaced record is sampled; the tight Poisson
+pair of :mod:`privml.accounting.pld`, group privacy, or, for fixed-size
+batches, Wang, Balle and Kasiviswanathan 2019).
 """
 
 from privml.torch.classifier import TorchClassifier
@@ -27,12 +32,13 @@ from privml.torch.dpsgd import DPSGD, cross_entropy_per_example
 from privml.torch.ghost import ghost_clipped_sum
 from privml.torch.models import GroupNormResNet, TramerBonehCNN, build_model
 from privml.torch.per_sample import per_example_gradients, vmap_clipped_sum
-from privml.torch.sampling import PoissonSampler, micro_batches, poisson_batches
+from privml.torch.sampling import FixedSizeSampler, PoissonSampler, micro_batches, poisson_batches
 from privml.torch.validation import UnsupportedModuleError, find_problems, fix_model, validate_model
 
 __all__ = [
     "DPSGD",
     "MODES",
+    "FixedSizeSampler",
     "GroupNormResNet",
     "PoissonSampler",
     "TorchClassifier",

@@ -55,6 +55,12 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         ``batch_size`` is the *expected* Poisson batch size, capped at n.
     noise_multiplier, accountant, mode, max_physical_batch_size, secure_noise:
         As in :class:`~privml.torch.DPSGD`.
+    neighbouring, sampling, replace_one_bound:
+        As in :class:`~privml.torch.DPSGD`: ``"add/remove-one"`` (default) or
+        ``"replace-one"``; ``"poisson"`` (default) or ``"fixed-size"``
+        (exactly ``batch_size`` records without replacement per step,
+        replace-one and ``accountant="rdp"`` only); ``"tight"`` (default) or
+        ``"group"``.
     random_state:
         Seed of the initial weights, sampling and noise (None: OS entropy).
     progress:
@@ -69,16 +75,18 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
     classes_:
         The class labels (column order of ``predict_proba``).
     privacy_:
-        (epsilon spent, delta) under add/remove-one neighbours.
+        (epsilon spent, delta) under ``neighbouring``.
     fit_info_:
         Data-independent facts about the run (:meth:`DPSGD.info`).
 
     Notes
     -----
     Privacy: (epsilon, delta)-DP under add/remove-one neighbours of the
-    training set, by DP-SGD (Abadi et al. 2016) with sensitivity C of the
-    clipped sum and the sampled Gaussian accounting of Mironov, Talwar and
-    Zhang (2019). Disjoint-part ensembles (subsample-and-aggregate) can fit
+    training set (default), by DP-SGD (Abadi et al. 2016) with sensitivity C
+    of the clipped sum and the sampled Gaussian accounting of Mironov, Talwar
+    and Zhang (2019); or under replace-one neighbours (sensitivity 2C when
+    the replaced record is sampled), by the analyses listed in
+    :mod:`privml.torch.dpsgd`. Disjoint-part ensembles (subsample-and-aggregate) can fit
     one TorchClassifier per part; prediction is post-processing.
     """
 
@@ -87,7 +95,7 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
     released_info = frozenset({
         "noise_multiplier", "noise_std", "clip_norm", "sample_rate", "expected_batch_size", "steps",
         "planned_steps", "epochs", "mode", "accountant", "epsilon", "delta", "neighbouring", "world_size",
-        "secure_noise",
+        "secure_noise", "sampling", "bound",
     })
 
     def __init__(
@@ -105,6 +113,9 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         clip_norm: float = DEFAULT_CLIP_NORM,
         noise_multiplier: float | None = None,
         accountant: str = "pld",
+        neighbouring: str = "add/remove-one",
+        sampling: str = "poisson",
+        replace_one_bound: str = "tight",
         mode: str = "auto",
         max_physical_batch_size: int | None = 256,
         secure_noise: bool = False,
@@ -124,6 +135,9 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         self.clip_norm = clip_norm
         self.noise_multiplier = noise_multiplier
         self.accountant = accountant
+        self.neighbouring = neighbouring
+        self.sampling = sampling
+        self.replace_one_bound = replace_one_bound
         self.mode = mode
         self.max_physical_batch_size = max_physical_batch_size
         self.secure_noise = secure_noise
@@ -187,12 +201,16 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
                     optimizer=optimizer,
                     n_samples=n,
                     clip_norm=self.clip_norm,
-                    batch_size=min(float(self.batch_size), float(n)),
+                    # fixed-size batches hold a whole number of records; Poisson's expected size need not
+                    batch_size=min(int(self.batch_size), n) if self.sampling == "fixed-size" else min(float(self.batch_size), float(n)),
                     epochs=self.epochs,
                     noise_multiplier=self.noise_multiplier,
                     target_epsilon=self.epsilon,
                     delta=self.delta,
                     accountant=self.accountant,
+                    neighbouring=self.neighbouring,
+                    sampling=self.sampling,
+                    replace_one_bound=self.replace_one_bound,
                     mode=self.mode,  # type: ignore[arg-type]
                     max_physical_batch_size=self.max_physical_batch_size,
                     secure_noise=self.secure_noise,
@@ -221,7 +239,7 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
             optimizer.zero_grad()
             torch.nn.functional.cross_entropy(module(X[idx]), y[idx]).backward()
             optimizer.step()
-        self.privacy_ = PrivacyGuarantee(float("inf"), 0.0, Neighbouring.ADD_REMOVE_ONE, "none")
+        self.privacy_ = PrivacyGuarantee(float("inf"), 0.0, Neighbouring.parse(self.neighbouring), "none")
         self.fit_info_ = {"steps": steps, "epochs": steps * batch / n, "epsilon": float("inf"), "noise_multiplier": 0.0}
 
     def predict_proba(self, X: Any) -> np.ndarray:

@@ -17,14 +17,24 @@
    optimiser as the gradient (one ``optimizer.step()``);
 6. counts one step for the accountant.
 
-Privacy: add/remove-one neighbours. The clipped sum has L2 sensitivity C
-(flat clipping of the whole per-example gradient), so each step is the
-sampled Gaussian mechanism with noise multiplier s (Mironov, Talwar and
-Zhang 2019); T steps compose adaptively and are accounted by RDP (Mironov
-2017; conversion of Balle et al. 2020, Thm 21) or PLD (Koskela et al. 2020),
-via :func:`privml.accounting.dpsgd_event`. Dividing by the realised batch
-size would release it, and it moves with the added record; dividing by
-``q n`` (n public, as in Abadi et al. and Opacus) is post-processing.
+Privacy: add/remove-one neighbours by default. The clipped sum has L2
+sensitivity C (flat clipping of the whole per-example gradient), so each
+step is the sampled Gaussian mechanism with noise multiplier s (Mironov,
+Talwar and Zhang 2019); T steps compose adaptively and are accounted by RDP
+(Mironov 2017; conversion of Balle et al. 2020, Thm 21) or PLD (Koskela et
+al. 2020), via :func:`privml.accounting.dpsgd_event`. Dividing by the
+realised batch size would release it, and it moves with the added record;
+dividing by ``q n`` (n public, as in Abadi et al. and Opacus) is
+post-processing.
+
+With ``neighbouring="replace-one"`` the guarantee is for datasets of the same
+n that differ in one record: a replaced record moves the clipped sum by up to
+2C, only in the steps that sample it. Poisson steps are then accounted by
+the dominating pair (1-q) N(0, s^2) + q N(1, s^2) vs (1-q) N(0, s^2) + q N(-1, s^2)
+(:class:`privml.accounting.pld._ReplaceOnePoissonGaussianPair`) or by group
+privacy (``replace_one_bound="group"``); ``sampling="fixed-size"`` draws
+exactly b records without replacement per step, divides by b, and is
+accounted by Wang, Balle and Kasiviswanathan 2019 (RDP).
 """
 
 from __future__ import annotations
@@ -41,7 +51,7 @@ from torch import nn
 
 from privml._progress import progress_bar
 from privml._validation import check_delta, check_epsilon, check_positive, check_positive_delta, check_probability
-from privml.accounting.calibration import calibrate_dpsgd, make_accountant
+from privml.accounting.calibration import DPSGD_METHODS, calibrate_dpsgd, dpsgd_accountant
 from privml.accounting.events import ComposedEvent, DpEvent, dpsgd_event
 from privml.exceptions import BudgetExhausted
 from privml.guarantee import PrivacyGuarantee
@@ -50,12 +60,14 @@ from privml.torch.clipping import MODES, Mode
 from privml.torch.ghost.engine import ghost_clipped_sum, ghost_modules
 from privml.torch.noise import gaussian_noise
 from privml.torch.per_sample import vmap_clipped_sum
-from privml.torch.sampling import PoissonSampler, micro_batches
+from privml.torch.sampling import FixedSizeSampler, PoissonSampler, micro_batches
 from privml.torch.validation import validate_model
 
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 #: Accountants that can account for the sampled Gaussian mechanism.
 DPSGD_ACCOUNTANTS: tuple[str, ...] = ("pld", "rdp")
+#: Batch samplers: independent coins (rate q), or exactly b records without replacement.
+SAMPLINGS: tuple[str, ...] = ("poisson", "fixed-size")
 
 
 def cross_entropy_per_example(outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -80,7 +92,8 @@ class DPSGD:
     clip_norm:
         C > 0, the bound on each example's whole gradient (all parameters).
     sample_rate, batch_size:
-        The Poisson rate q, or the expected batch size q n (give one).
+        The Poisson rate q, or the expected batch size q n (give one). For
+        ``sampling="fixed-size"``, b = q n must be a whole number.
     epochs, steps:
         The planned number of logical steps T (or epochs, T = round(epochs / q)).
         Needed with ``target_epsilon``; with only ``noise_multiplier`` the
@@ -95,7 +108,20 @@ class DPSGD:
     delta:
         delta > 0 of the guarantee.
     accountant:
-        ``"pld"`` (tightest; default) or ``"rdp"``.
+        ``"pld"`` (tightest; default) or ``"rdp"`` (the only one for
+        fixed-size sampling).
+    neighbouring:
+        ``"add/remove-one"`` (default; n public, zero-out view) or
+        ``"replace-one"`` (same n, one record replaced by any other).
+    sampling:
+        ``"poisson"`` (default) or ``"fixed-size"`` (replace-one only; not
+        with ``distributed``): each logical batch is exactly b = q n records
+        drawn without replacement (:class:`~privml.torch.sampling.FixedSizeSampler`),
+        and :meth:`step` refuses a batch of another size.
+    replace_one_bound:
+        ``"tight"`` (default) or ``"group"``: how a replace-one guarantee of
+        Poisson sampling is derived (the dominating pair, or group privacy
+        (2 eps, (1 + e^eps) delta) from add/remove-one).
     loss_fn:
         Per-example losses ``(B,)`` from outputs and targets (default
         cross-entropy). It must not average over the batch.
@@ -125,10 +151,12 @@ class DPSGD:
 
     Notes
     -----
-    Privacy: (epsilon, delta)-DP under add/remove-one neighbours for the
-    model after any number of steps up to T, by the sampled Gaussian
-    mechanism (Mironov, Talwar and Zhang 2019) composed over the steps taken.
-    Sensitivity: C, the clip of each example's whole flattened gradient.
+    Privacy: (epsilon, delta)-DP under ``neighbouring`` (add/remove-one by
+    default) for the model after any number of steps up to T, by the sampled
+    Gaussian mechanism (Mironov, Talwar and Zhang 2019) composed over the
+    steps taken, or under replace-one by the analyses in the module notes.
+    Sensitivity: C, the clip of each example's whole flattened gradient
+    (2C between replace-one neighbours).
     Only the noisy gradients leave a step: per-example norms, losses and the
     realised batch size are private and never reported.
 
@@ -161,6 +189,9 @@ class DPSGD:
         target_epsilon: float | None = None,
         delta: float = 1e-5,
         accountant: str = "pld",
+        neighbouring: str = "add/remove-one",
+        sampling: str = "poisson",
+        replace_one_bound: str = "tight",
         loss_fn: LossFn | None = None,
         mode: Mode = "auto",
         max_physical_batch_size: int | None = None,
@@ -181,6 +212,9 @@ class DPSGD:
         if accountant not in DPSGD_ACCOUNTANTS:
             raise ValueError(f"accountant must be one of {', '.join(DPSGD_ACCOUNTANTS)}, got {accountant!r}")
         self.accountant = accountant
+        self.neighbouring = Neighbouring.parse(neighbouring)
+        self.sampling = self._check_sampling(sampling, replace_one_bound, distributed)
+        self.replace_one_bound = replace_one_bound
         self.target_epsilon = None if target_epsilon is None else check_epsilon(target_epsilon, "target_epsilon")
         self.noise_multiplier = self._noise_multiplier(noise_multiplier)
         self.loss_fn = loss_fn or cross_entropy_per_example
@@ -216,6 +250,40 @@ class DPSGD:
             raise ValueError(f"batch_size={size} exceeds n_samples={self.n_samples}")
         return size / self.n_samples
 
+    def _check_sampling(self, sampling: str, bound: str, distributed: bool) -> str:
+        """Validate the sampler and the replace-one bound against the relation (before any computation)."""
+        if sampling not in SAMPLINGS:
+            raise ValueError(f"sampling must be one of {', '.join(SAMPLINGS)}, got {sampling!r}")
+        if bound not in DPSGD_METHODS:
+            raise ValueError(f"replace_one_bound must be one of {', '.join(DPSGD_METHODS)}, got {bound!r}")
+        if sampling == "fixed-size":
+            if self.neighbouring is not Neighbouring.REPLACE_ONE:
+                raise ValueError(
+                    "fixed-size sampling is analysed under replace-one neighbours only (Wang, Balle and "
+                    "Kasiviswanathan 2019): set neighbouring='replace-one'"
+                )
+            if self.accountant != "rdp":
+                raise ValueError("fixed-size sampling is accounted by RDP only: set accountant='rdp'")
+            if bound != "tight":
+                raise ValueError("group privacy needs an add/remove-one analysis, which fixed-size sampling lacks")
+            if distributed:
+                raise ValueError("fixed-size sampling draws one batch from all n records: not with distributed=True")
+            size = self.sample_rate * self.n_samples
+            if abs(size - round(size)) > 1e-9 * max(1.0, size) or round(size) < 1:
+                raise ValueError(f"fixed-size sampling needs a whole batch size b = q n, got {size!r}")
+        return sampling
+
+    def _event(self, noise_multiplier: float, steps: int) -> DpEvent:
+        """The accounted event: ``steps`` sampled Gaussian steps under the engine's relation and sampler."""
+        return dpsgd_event(
+            noise_multiplier,
+            self.sample_rate,
+            steps,
+            neighbouring=self.neighbouring,
+            sampling=self.sampling,
+            population=self.n_samples,
+        )
+
     def _planned_steps(self, epochs: float | None, steps: int | None) -> int | None:
         if epochs is not None and steps is not None:
             raise ValueError("give epochs or steps, not both")
@@ -241,6 +309,10 @@ class DPSGD:
                 steps=self.planned_steps,
                 delta=self.delta,
                 accountant=self.accountant,
+                neighbouring=self.neighbouring,
+                sampling=self.sampling,
+                method=self.replace_one_bound,
+                population=self.n_samples,
             ).noise_multiplier
         noise_multiplier = check_positive(noise_multiplier, "noise_multiplier")
         planned = self._guarantee(noise_multiplier, self.planned_steps)
@@ -278,21 +350,26 @@ class DPSGD:
 
     # ------------------------------------------------------------ privacy
     def _guarantee(self, noise_multiplier: float, steps: int) -> PrivacyGuarantee:
+        accountant = dpsgd_accountant(self.accountant, neighbouring=self.neighbouring, method=self._bound)()
         if steps == 0:
-            return PrivacyGuarantee(0.0, self.delta, Neighbouring.ADD_REMOVE_ONE, self.accountant)
-        event = dpsgd_event(noise_multiplier, self.sample_rate, steps)
-        return make_accountant(self.accountant).compose(event).guarantee(self.delta)
+            return PrivacyGuarantee(0.0, self.delta, self.neighbouring, accountant.name)
+        return accountant.compose(self._event(noise_multiplier, steps)).guarantee(self.delta)
+
+    @property
+    def _bound(self) -> str:
+        """The replace-one bound in use ("tight" under add/remove-one, where there is nothing to derive)."""
+        return self.replace_one_bound if self.neighbouring is Neighbouring.REPLACE_ONE else "tight"
 
     @property
     def privacy_event_(self) -> DpEvent:
         """The event accounted for so far: ``steps_taken`` sampled Gaussian steps (empty before the first)."""
         if self.steps_taken == 0:
             return ComposedEvent(())
-        return dpsgd_event(self.noise_multiplier, self.sample_rate, self.steps_taken)
+        return self._event(self.noise_multiplier, self.steps_taken)
 
     @property
     def privacy_(self) -> PrivacyGuarantee:
-        """(epsilon spent so far, delta) under add/remove-one neighbours, with the accountant's name."""
+        """(epsilon spent so far, delta) under the engine's neighbouring relation, with the accountant's name."""
         if self._guarantee_cache is None or self._guarantee_cache[0] != self.steps_taken:
             self._guarantee_cache = (self.steps_taken, self._guarantee(self.noise_multiplier, self.steps_taken))
         return self._guarantee_cache[1]
@@ -308,13 +385,28 @@ class DPSGD:
         return self.noise_multiplier * self.clip_norm
 
     # ------------------------------------------------------------ steps
-    def sampler(self, n_local: int | None = None, steps: int | None = None) -> PoissonSampler:
-        """A Poisson sampler over this rank's ``n_local`` records (default n) for the remaining planned steps."""
+    def sampler(self, n_local: int | None = None, steps: int | None = None) -> PoissonSampler | FixedSizeSampler:
+        """The batch sampler over this rank's ``n_local`` records (default n) for the remaining planned steps.
+
+        Poisson (:class:`~privml.torch.sampling.PoissonSampler`), or for
+        ``sampling="fixed-size"`` batches of exactly b = q n records drawn
+        without replacement (:class:`~privml.torch.sampling.FixedSizeSampler`).
+        """
         if steps is None:
             if self.planned_steps is None:
                 raise ValueError("no planned number of steps: pass steps")
             steps = self.planned_steps - self.steps_taken
         n = self.n_samples if n_local is None else n_local
+        if self.sampling == "fixed-size":
+            if n != self.n_samples:
+                raise ValueError(f"fixed-size batches are drawn from all n_samples={self.n_samples} records, not {n}")
+            return FixedSizeSampler(
+                n=n,
+                batch_size=round(self.expected_batch_size),
+                steps=steps,
+                generator=self._sampling_generator,
+                secure=self.secure_noise,
+            )
         return PoissonSampler(
             n=n, sample_rate=self.sample_rate, steps=steps, generator=self._sampling_generator, secure=self.secure_noise
         )
@@ -379,6 +471,9 @@ class DPSGD:
             when the planned steps of a budgeted run (``target_epsilon``) are
             all taken; nothing is computed or released.
         """
+        if self.sampling == "fixed-size" and x.shape[0] != round(self.expected_batch_size):
+            # b is public and the accounting assumes exactly b records: refuse anything else, before computing
+            raise ValueError(f"fixed-size sampling: a batch must hold exactly {round(self.expected_batch_size)} records, got {x.shape[0]}")
         if self.target_epsilon is not None and self.planned_steps is not None and self.steps_taken >= self.planned_steps:
             raise BudgetExhausted(
                 f"all {self.planned_steps} planned steps are taken (epsilon={self.epsilon:.4g} of "
@@ -441,6 +536,8 @@ class DPSGD:
             "epsilon": guarantee.epsilon,
             "delta": guarantee.delta,
             "neighbouring": guarantee.neighbouring.value,
+            "sampling": self.sampling,
+            **({"bound": self._bound} if self.neighbouring is Neighbouring.REPLACE_ONE else {}),
             "world_size": self.world_size,
             "secure_noise": self.secure_noise,
         }

@@ -1,8 +1,9 @@
-"""Poisson sampling of logical batches and their split into physical micro-batches."""
+"""Sampling of logical batches (Poisson, or fixed-size without replacement) and their split into micro-batches."""
 
 from __future__ import annotations
 
 import os
+import random
 from collections.abc import Iterator
 from typing import Any
 
@@ -77,6 +78,70 @@ class PoissonSampler:
             yield self.sample()
 
 
+class FixedSizeSampler:
+    """Each logical batch is ``batch_size`` distinct indices out of ``n``, uniform over all such sets.
+
+    Iterating yields ``steps`` sorted index tensors of exactly b = ``batch_size``
+    elements, drawn afresh (without replacement within a batch, independently
+    across batches). This is the sampler of Wang, Balle and Kasiviswanathan
+    (2019), analysed under replace-one neighbours with n and b public; DP-SGD
+    divides by b. Shuffling once and cutting the permutation into batches is
+    a different mechanism (Chua et al. 2024) and is not what this does.
+
+    Parameters
+    ----------
+    n:
+        Number of records (public).
+    batch_size:
+        b in [1, n] (public).
+    steps:
+        Number of batches to yield.
+    generator:
+        A seeded :class:`torch.Generator` for reproducible runs; fresh OS
+        entropy otherwise.
+    secure:
+        Draw the batches with :class:`random.SystemRandom` (the OS's CSPRNG)
+        instead of ``generator``.
+    """
+
+    def __init__(
+        self,
+        *,
+        n: int,
+        batch_size: int,
+        steps: int,
+        generator: torch.Generator | None = None,
+        secure: bool = False,
+    ) -> None:
+        if not (isinstance(n, int) and n >= 1):
+            raise ValueError(f"n must be a positive int, got {n!r}")
+        if not (isinstance(batch_size, int) and 1 <= batch_size <= n):
+            raise ValueError(f"batch_size must be an int in [1, n={n}], got {batch_size!r}")
+        if not (isinstance(steps, int) and steps >= 0):
+            raise ValueError(f"steps must be a non-negative int, got {steps!r}")
+        self.n, self.batch_size, self.steps, self.secure = n, batch_size, steps, secure
+        if generator is None:
+            generator = torch.Generator()
+            generator.seed()
+        self.generator = generator
+        self._system = random.SystemRandom() if secure else None
+
+    def __len__(self) -> int:
+        return self.steps
+
+    def sample(self) -> torch.Tensor:
+        """One logical batch: a sorted int64 tensor of ``batch_size`` distinct indices."""
+        if self._system is not None:
+            chosen = torch.tensor(self._system.sample(range(self.n), self.batch_size), dtype=torch.int64)
+        else:
+            chosen = torch.randperm(self.n, generator=self.generator)[: self.batch_size]
+        return torch.sort(chosen).values
+
+    def __iter__(self) -> Iterator[torch.Tensor]:
+        for _ in range(self.steps):
+            yield self.sample()
+
+
 def micro_batches(indices: torch.Tensor, size: int | None) -> list[torch.Tensor]:
     """Split a logical batch into physical micro-batches of at most ``size`` (one if ``size`` is None).
 
@@ -89,7 +154,7 @@ def micro_batches(indices: torch.Tensor, size: int | None) -> list[torch.Tensor]
     return list(torch.split(indices, size))
 
 
-def poisson_batches(dataset: Any, sampler: PoissonSampler) -> Iterator[Any]:
+def poisson_batches(dataset: Any, sampler: "PoissonSampler | FixedSizeSampler") -> Iterator[Any]:
     """Logical batches of a map-style ``torch.utils.data.Dataset`` drawn by ``sampler``.
 
     Each batch is the default collation of the sampled records; an empty
