@@ -353,7 +353,7 @@ class AsgiPredictionServer:
             loop="asyncio",
             interface="asgi3",
             log_config=None,
-            log_level="info" if verbose else "critical",
+            log_level="info" if verbose else "error",  # warnings (each malformed request) only with --verbose
             access_log=verbose,
             proxy_headers=False,
             server_header=False,
