@@ -617,7 +617,7 @@ class DPSGDClassifier(PrivateLinearClassifier):
     per-example gradient to C, add N(0, s^2 C^2 I) to the sum, divide by the
     *expected* batch size q n, add ``l2 W`` and step. The clipped sum has
     sensitivity C under add/remove-one. Dividing by the realised batch size
-    |B| instead would release |B| along with the noisy sum; |B| grows by one
+    ``|B|`` instead would release it along with the noisy sum; ``|B|`` grows by one
     exactly when the added record is sampled, which the sampled-Gaussian
     analysis does not cover. The dataset size n is treated as public, as in
     Abadi et al. and the DP-SGD libraries: it fixes q (when ``batch_size``
