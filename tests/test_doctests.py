@@ -11,7 +11,8 @@ import pytest
 
 import privml
 
-OPTIONAL = {"privml.torch": "torch"}  # packages whose modules need an extra
+#: modules that need an extra, and the package that tells whether it is installed
+OPTIONAL = {"privml.torch": "torch", "privml.serve.asgi": "fastapi", "privml.serve.asgi_server": "uvicorn"}
 
 
 def _modules() -> list[str]:
