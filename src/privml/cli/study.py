@@ -3,13 +3,19 @@
     privml study list [--json]
     privml study run PRESET|SPEC_FILE --out DIR [--jobs N] [--executor local|dask://HOST:PORT]
                      [--dataset NAME|csv:PATH [--label-column COL]] [--selection MODE]
-                     [--repeats R] [--sweeps NAME ...] [--no-progress] [--json]
+                     [--repeats R] [--sweeps NAME ...] [--no-cache | --clear-cache] [--no-progress] [--json]
+    privml study status DIR [--spec-hash H] [--json]
     privml study report RESULTS --out DIR [--json]
     privml study recommend RESULTS [--epsilon E] [--delta D] [--budget B] [--n N] [--d D] [--k K] [--json]
 
 ``run`` prints where the results store and the HTML report went; re-running
 it with the same ``--out`` resumes (finished runs are skipped and failed ones
-retried). Exit status of ``run``: 0 when every run finished; 1 when some
+retried), and prints per method how often the shared cache (``DIR/cache``:
+non-private minimisers, private data, see :mod:`privml.study.cache`) was hit
+and the time that saved. ``status`` says what is done, running, failed and
+left, per sweep and method, while a study runs or after.
+
+Exit status of ``run``: 0 when every run finished; 1 when some
 failed (stderr says how many and each distinct error once, one line each;
 ``--json`` carries ``failed`` and ``errors``; the report lists them at the
 top); 2 for bad input (an unknown preset, dataset or option), before any run.
@@ -58,10 +64,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--sweeps", nargs="+", metavar="NAME",
                      help="run only these sweeps of the study (e.g. budget-pure budget); finished runs are "
                           "reused by a later full run of the same --out")
+    cached = run.add_mutually_exclusive_group()
+    cached.add_argument("--no-cache", action="store_true",
+                        help="compute everything in every run (no shared cache; the results are the same)")
+    cached.add_argument("--clear-cache", action="store_true",
+                        help="delete DIR/cache (the non-private minimisers the runs share: private data) first")
     run.add_argument("--no-report", action="store_true", help="do not write the HTML report")
     run.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     add_json_flag(run)
     run.set_defaults(handler=_run, prog=run.prog)
+
+    status = sub.add_parser("status", help="what a study has done, is running, failed and has left, per sweep")
+    status.add_argument("folder", metavar="DIR", help="the study's --out folder (or its results.sqlite)")
+    status.add_argument("--spec-hash", help="which study of the store (default: the last one run)")
+    add_json_flag(status)
+    status.set_defaults(handler=_status, prog=status.prog)
 
     report = sub.add_parser("report", help="write the HTML report of a results store")
     report.add_argument("results", metavar="RESULTS", help="results.sqlite (or the folder holding it)")
@@ -137,7 +154,7 @@ def _run(args: argparse.Namespace) -> int:
               f"rows) and timings in {args.out} are not covered by any privacy guarantee; do not publish the "
               "results store or the report", file=sys.stderr)
     outcome = run_study(spec, args.out, executor=executor, progress=not args.no_progress, report=not args.no_report,
-                        check_data=False)
+                        check_data=False, cache=not args.no_cache, clear_cache=args.clear_cache)
     emit({"study": spec.name, "dataset": spec.dataset, "selection": spec.selection.mode, **outcome.to_dict()},
          as_json=args.json, render=_render_run)
     return report_failures(args.prog, outcome.failed, outcome.planned - outcome.skipped, outcome.errors)
@@ -151,7 +168,39 @@ def _render_run(r: dict) -> str:
             ("results", r["results"])]
     if r["report"]:
         rows.append(("report", r["report"] + (" (failed runs listed at the top)" if r["failed"] else "")))
+    for c in r.get("cache") or []:
+        if c["hits"] or c["misses"]:
+            rate = "" if c["hit_rate"] is None else f" ({100 * c['hit_rate']:.0f}% hits)"
+            rows.append((f"cache {c['method']}", f"{c['hits']} hits, {c['misses']} misses{rate}; "
+                                                 f"{_seconds(c['seconds_saved'])} saved, "
+                                                 f"{_seconds(c['seconds_computed'])} computing"))
     rows += [("note", n) for n in r["notes"]]
+    return table(rows)
+
+
+def _seconds(value: float) -> str:
+    return f"{value:.1f} s" if value < 120 else f"{value / 60:.1f} min"
+
+
+def _status(args: argparse.Namespace) -> None:
+    from privml.study.status import study_status
+
+    emit(study_status(args.folder, spec_hash=args.spec_hash), as_json=args.json, render=_render_status)
+
+
+def _render_status(r: dict) -> str:
+    def counts(c: dict) -> str:
+        return f"{c['done']} done, {c['running']} running, {c['failed']} failed, {c['left']} left"
+
+    rows = [("study", f"{r['study']} ({r['spec_hash']}){' - running now' if r['active'] else ''}"),
+            ("runs", counts(r["total"]))]
+    for sweep in r["sweeps"]:
+        rows.append((f"sweep {sweep['sweep']}", counts(sweep["total"])))
+        rows += [(f"  {m}", counts(c)) for m, c in sweep["methods"].items()]
+    if r["run_seconds_left"] is not None and (r["total"]["left"] or r["total"]["running"] or r["total"]["failed"]):
+        rows.append(("time left", f"about {_seconds(r['run_seconds_left'])} of run time (divide by the workers; "
+                                  "from the mean time of the finished runs of each method)"))
+    rows += [("error", f"{e['error']} ({e['count']} runs)") for e in r["errors"]]
     return table(rows)
 
 

@@ -23,7 +23,7 @@ from privml.linear.solvers import (
     DEFAULT_TOL,
     check_l2_setting,
     check_solver_settings,
-    minimise_objective,
+    solve_nonprivate,
 )
 from privml.losses import RegularisedObjective
 from privml.neighbouring import Neighbouring
@@ -120,7 +120,7 @@ class NonPrivateClassifier(PrivateLinearClassifier):
         tol, max_iter = check_solver_settings(self.tol, self.max_iter)
         n = X.shape[0]
         l2 = 1.0 / n if given is None else given
-        result = minimise_objective(RegularisedObjective(loss, X, y, l2), tol=tol, max_iter=max_iter)
+        result = solve_nonprivate(RegularisedObjective(loss, X, y, l2), tol=tol, max_iter=max_iter)
         guarantee = PrivacyGuarantee(math.inf, 0.0, Neighbouring.REPLACE_ONE, accountant="none")
         info = {
             # n is public under replace-one, and prediction sensitivity (2L/(n lambda)) needs it.

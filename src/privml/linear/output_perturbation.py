@@ -30,7 +30,7 @@ from privml.linear.solvers import (
     DEFAULT_TOL,
     check_l2_setting,
     check_solver_settings,
-    minimise_objective,
+    solve_nonprivate,
 )
 from privml.losses import Loss, RegularisedObjective
 from privml.mechanisms import GaussianMechanism, L2LaplaceMechanism
@@ -202,7 +202,7 @@ class OutputPerturbationClassifier(PrivateLinearClassifier):
             noise, scale = "l2-laplace", mechanism.scale
         # The solve reaches tol whatever the data (a certified phase backs up the capped fast
         # path), so the sensitivity's 2 tol / lambda slack always holds and no failure leaks.
-        result = minimise_objective(RegularisedObjective(loss, X, y, l2), tol=tol, max_iter=max_iter)
+        result = solve_nonprivate(RegularisedObjective(loss, X, y, l2), tol=tol, max_iter=max_iter)
         weights = mechanism.randomise(result.weights)
         info = {
             "l2": l2,

@@ -33,8 +33,13 @@ rounding blurs its curvature pairs.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import hashlib
 import math
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -56,7 +61,11 @@ __all__ = [
     "certified_steps",
     "check_l2_setting",
     "check_solver_settings",
+    "MinimiserCache",
     "minimise_objective",
+    "minimiser_key",
+    "sharing_minimisers",
+    "solve_nonprivate",
 ]
 
 #: Default bound on ``||grad J(w)||_2``. With ``n`` records, objective
@@ -375,3 +384,93 @@ def _newton(
             break  # no progress possible at this precision: report as is
         w, value, grad, grad_norm = candidate, new_value, new_grad, new_norm
     return w, float(value), grad_norm, steps
+
+
+# ------------------------------------------------------------------ sharing non-private minimisers
+class MinimiserCache(Protocol):
+    """Where :func:`solve_nonprivate` may find a minimiser solved before (e.g. the study's cache).
+
+    ``minimiser(key, compute, accept)`` returns the result stored under
+    ``key`` when ``accept(result)`` holds, else ``compute()`` (which it may
+    store under ``key``). An implementation shared by several processes
+    must let one compute a key while the others wait and reuse it.
+    """
+
+    def minimiser(
+        self, key: str, compute: Callable[[], SolverResult], accept: Callable[[SolverResult], bool]
+    ) -> SolverResult: ...
+
+
+_ACTIVE_CACHE: contextvars.ContextVar[MinimiserCache | None] = contextvars.ContextVar("privml_minimiser_cache",
+                                                                                      default=None)
+# Domain separation of the key (bumped when the solver's output for given inputs may change).
+_KEY_VERSION = "privml-nonprivate-minimiser-v1"
+
+
+@contextlib.contextmanager
+def sharing_minimisers(cache: MinimiserCache | None) -> Iterator[None]:
+    """Let :func:`solve_nonprivate` reuse minimisers from ``cache`` inside the block (None: no sharing).
+
+    The trade-off study enters it around each run (:mod:`privml.study.cache`),
+    so runs that differ only in their noise solve each non-private objective
+    once. A cached minimiser is a non-private function of the training data:
+    the cache is as private as the data.
+    """
+    token = _ACTIVE_CACHE.set(cache)
+    try:
+        yield
+    finally:
+        _ACTIVE_CACHE.reset(token)
+
+
+def minimiser_key(objective: RegularisedObjective, tol: float, max_iter: int) -> str:
+    """Content hash of everything the non-private minimiser of ``objective`` depends on.
+
+    The loss (its repr names its class and constants), the bytes, shape and
+    dtype of ``X`` and ``y``, lambda, ``tol`` and ``max_iter`` (exact
+    binary values). Two solves with equal keys return identical results.
+    """
+    if objective.linear.any() or objective.extra_l2 != 0:
+        raise ValueError("minimiser_key is for non-private objectives (no linear term, no extra l2)")
+    digest = hashlib.sha256()
+    header = (f"{_KEY_VERSION}|{objective.loss!r}|l2={float(objective.l2).hex()}|tol={float(tol).hex()}"
+              f"|max_iter={int(max_iter)}")
+    digest.update(header.encode())
+    for name, array in (("X", objective.X), ("y", objective.y)):
+        contiguous = np.ascontiguousarray(array)
+        digest.update(f"|{name}:{contiguous.dtype.str}:{contiguous.shape}|".encode())
+        digest.update(memoryview(contiguous).cast("B"))
+    return digest.hexdigest()
+
+
+def solve_nonprivate(objective: RegularisedObjective, *, tol: float, max_iter: int) -> SolverResult:
+    """:func:`minimise_objective` of a non-private objective, reused from the active cache when one is set.
+
+    Without a cache (:func:`sharing_minimisers`) this is exactly
+    ``minimise_objective(objective, tol=tol, max_iter=max_iter)``. With one,
+    the result is looked up by :func:`minimiser_key` and a stored result is
+    used only after it is checked against this very objective: the right
+    parameter shape, finite weights, and a gradient norm recomputed here
+    that meets ``tol``. A minimiser of any other data or lambda fails
+    that check, so it is solved afresh instead: the certified
+    ``||grad J|| <= tol`` that the sensitivity bounds rely on holds for
+    whatever this returns. Output perturbation, the non-private baseline,
+    prediction sensitivity and every teacher of subsample-and-aggregate
+    solve through here; the noise is drawn by the caller, after, from its
+    own generator, so a reused minimiser leaves every release unchanged.
+    """
+    cache = _ACTIVE_CACHE.get()
+    if cache is None:
+        return minimise_objective(objective, tol=tol, max_iter=max_iter)
+    key = minimiser_key(objective, tol, max_iter)
+
+    def accept(result: SolverResult) -> bool:
+        weights = np.asarray(result.weights)
+        if weights.shape != tuple(objective.parameter_shape) or not np.all(np.isfinite(weights)):
+            return False
+        # Strict: a stored result is used only where it certifies tol for this objective (a solve
+        # that stopped above tol, or a norm that rounds above it here, is solved afresh: the same
+        # deterministic solve, so the same result, only not shared).
+        return float(np.linalg.norm(objective.gradient(weights))) <= tol
+
+    return cache.minimiser(key, lambda: minimise_objective(objective, tol=tol, max_iter=max_iter), accept)

@@ -27,6 +27,11 @@ guarantee, so :meth:`SubsampleAndAggregate.predict_proba` refuses.
 
 from __future__ import annotations
 
+import collections
+import contextlib
+import contextvars
+import hashlib
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -46,7 +51,7 @@ from privml.neighbouring import Neighbouring
 from privml.prediction._base import BudgetedPredictor, check_ledger
 from privml.prediction.calibration import VoteCalibration, calibrate_vote_epsilon
 
-__all__ = ["SubsampleAndAggregate", "random_partition"]
+__all__ = ["SubsampleAndAggregate", "random_partition", "sharing_votes"]
 
 
 def random_partition(n: int, n_parts: int, rng: np.random.Generator) -> list[np.ndarray]:
@@ -80,6 +85,52 @@ def _teacher_record(teachers: list[Any]) -> dict[str, Any]:
 
 def _fit_teacher(estimator: Any, X: np.ndarray, y: np.ndarray) -> Any:
     return estimator.fit(X, y)
+
+
+def _plain_linear(teacher: Any) -> bool:
+    """Whether ``teacher`` predicts as every privml linear classifier does (argmax of projected rows times weights)."""
+    kind = type(teacher)
+    return (isinstance(teacher, PrivateLinearClassifier) and hasattr(teacher, "weights_")
+            and kind.predict is PrivateLinearClassifier.predict
+            and kind.decision_function is PrivateLinearClassifier.decision_function
+            and kind._validate_X is PrivateLinearClassifier._validate_X)
+
+
+_VOTE_MEMO: contextvars.ContextVar[collections.OrderedDict[str, np.ndarray] | None] = contextvars.ContextVar(
+    "privml_vote_memo", default=None)
+#: Vote arrays a memo keeps (least recently used go first).
+_VOTE_MEMO_SIZE = 64
+
+
+@contextlib.contextmanager
+def sharing_votes(memo: collections.OrderedDict[str, np.ndarray] | None) -> Iterator[None]:
+    """Reuse vote counts of identical teachers on identical rows inside the block (None: no sharing).
+
+    The counts are a non-private function of the training data: ``memo``
+    must stay in memory, with the same protection as the teachers. The
+    trade-off study keeps one per worker (:mod:`privml.study.cache`). Only
+    the counts are shared; every answer still draws its own noise.
+    """
+    token = _VOTE_MEMO.set(memo)
+    try:
+        yield
+    finally:
+        _VOTE_MEMO.reset(token)
+
+
+def _votes_key(teachers: list[Any], classes: np.ndarray, X: Any) -> str | None:
+    """Content hash of (teachers' weights, class set, rows); None when the teachers are not plain linear models."""
+    if not teachers or not all(_plain_linear(t) for t in teachers):
+        return None
+    digest = hashlib.sha256(f"privml-votes-v1|{classes.tolist()!r}".encode())
+    for teacher in teachers:
+        weights = np.ascontiguousarray(teacher.weights_)
+        digest.update(f"|{type(teacher).__name__}:{teacher.classes_.tolist()!r}:{weights.shape}|".encode())
+        digest.update(memoryview(weights).cast("B"))
+    rows = np.ascontiguousarray(X)
+    digest.update(f"|X:{rows.dtype.str}:{rows.shape}|".encode())
+    digest.update(memoryview(rows).cast("B"))
+    return digest.hexdigest()
 
 
 class SubsampleAndAggregate(BudgetedPredictor):
@@ -270,12 +321,42 @@ class SubsampleAndAggregate(BudgetedPredictor):
 
     # --------------------------------------------------------------- answers
     def _votes(self, X: np.ndarray) -> np.ndarray:
-        """Vote counts, shape (n, k). Not private: only ever fed to the mechanism."""
+        """Vote counts, shape (n, k). Not private: only ever fed to the mechanism.
+
+        Inside :func:`sharing_votes` (the trade-off study, where every
+        setting of B and epsilon of a repeat asks the same teachers about the
+        same records) counts already computed for the same teachers and rows
+        are reused: looked up by a content hash of the teachers' weights and
+        the rows, so only identical inputs share.
+        """
+        memo = _VOTE_MEMO.get()
+        key = _votes_key(self.teachers_, self.classes_, X) if memo is not None else None
+        if key is not None and key in memo:
+            memo.move_to_end(key)
+            return memo[key].copy()
+        votes = self._count_votes(X)
+        if key is not None:
+            memo[key] = votes.copy()
+            while len(memo) > _VOTE_MEMO_SIZE:
+                memo.popitem(last=False)
+        return votes
+
+    def _count_votes(self, X: np.ndarray) -> np.ndarray:
         votes = np.zeros((X.shape[0], self.classes_.size), dtype=np.int64)
         rows = np.arange(X.shape[0])
+        projected = None
         for teacher in self.teachers_:
+            if _plain_linear(teacher) and np.array_equal(teacher.classes_, self.classes_):
+                # What teacher.predict computes, with the rows checked and projected once for all
+                # teachers instead of once per teacher (the same bits: the projection is per row).
+                if projected is None:
+                    projected = teacher._validate_X(X, fitted=True)
+                scores = projected @ teacher.weights_
+                index = (scores > 0).astype(np.int64) if scores.ndim == 1 else np.argmax(scores, axis=1)
+            else:
+                index = encode_labels(teacher.predict(X), self.classes_)
             # One vote per row per teacher, so the fancy-indexed increment has no repeated index.
-            votes[rows, encode_labels(teacher.predict(X), self.classes_)] += 1
+            votes[rows, index] += 1
         return votes
 
     def predict(self, X: Any, *, key: str | None = None) -> np.ndarray:
@@ -286,8 +367,8 @@ class SubsampleAndAggregate(BudgetedPredictor):
         when they do not fit); ``key`` charges an API key's quota too.
         """
         X = self._spend(X, key)
-        index = [self._vote_mechanism.select(row) for row in self._votes(X)]
-        return self.classes_[np.asarray(index, dtype=np.int64)]
+        # One vectorised draw: the same Gumbel variates, row after row, as selecting row by row.
+        return self.classes_[self._vote_mechanism.select_rows(self._votes(X))]
 
     def predict_proba(self, X: Any, *, key: str | None = None) -> np.ndarray:
         """Refused: subsample-and-aggregate releases labels only.

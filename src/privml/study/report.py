@@ -142,8 +142,11 @@ def _failures(results: StudyResults) -> str:
         by_error.setdefault(f["error"] or "unknown error", []).append(f)
     errors = sorted(by_error.items(), key=lambda item: -len(item[1]))
     total = len(failures) + results.n_runs
+    # Methods in the study's order (the order runs finished in depends on the workers).
+    order = {m: i for i, m in enumerate(results.spec.methods)}
     rows = "".join(
-        f"<tr><td>{len(runs)}</td><td>{_e(', '.join(dict.fromkeys(r['method'] for r in runs)))}</td>"
+        f"<tr><td>{len(runs)}</td>"
+        f"<td>{_e(', '.join(sorted(dict.fromkeys(r['method'] for r in runs), key=lambda m: order.get(m, len(order)))))}</td>"
         f"<td><code>{_e(error)}</code></td></tr>"
         for error, runs in errors
     )

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import sys
 import time
 import traceback
 import warnings
@@ -30,7 +31,10 @@ from typing import Any
 
 from privml import __version__
 from privml._progress import progress_bar
+from privml.study.cache import CACHE_DIR, describe, get_cache, merge_stats
 from privml.study.executors import DaskExecutor, Executor, make_executor
+from privml.linear.solvers import sharing_minimisers
+from privml.prediction.aggregate import sharing_votes
 from privml.study.methods import get_method
 from privml.study.prepare import prepare
 from privml.study.selection import select_and_run
@@ -39,6 +43,12 @@ from privml.study.store import ResultStore
 
 RESULTS_FILE = "results.sqlite"
 LOCK_FILE = ".privml-study.lock"
+#: Folder of one empty file per run a worker is executing now (``privml study status``).
+RUNNING_DIR = ".running"
+#: Methods whose runs share non-private minimisers (on the same data, split and lambda).
+_SHARE_MINIMISERS = ("output", "prediction-sensitivity", "nonprivate")
+#: Methods whose runs share teachers (one ensemble per m and seed).
+_SHARE_TEACHERS = ("subsample-aggregate",)
 
 
 @dataclass(frozen=True)
@@ -74,6 +84,11 @@ class StudyRun:
     errors : list of dict
         One entry per distinct error of the runs that failed now, most
         frequent first: ``{"error": "Type: message", "count": runs, "methods": [...]}``.
+    cache : list of dict
+        Per method, what the shared cache (:mod:`privml.study.cache`) did in
+        this call: ``hits``, ``misses``, ``hit_rate``, ``seconds_computed``
+        (by the misses) and ``seconds_saved`` (the compute time of the
+        entries the hits reused). Empty with ``cache=False``.
     """
 
     results: Path
@@ -87,6 +102,7 @@ class StudyRun:
     notes: list[str]
     report: Path | None = None
     errors: list[dict[str, Any]] = field(default_factory=list)
+    cache: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -146,6 +162,8 @@ def run_study(
     progress: bool = True,
     report: bool = True,
     check_data: bool = True,
+    cache: bool = True,
+    clear_cache: bool = False,
 ) -> StudyRun:
     """Run every unfinished job of ``spec``, storing results in ``out/results.sqlite``.
 
@@ -168,6 +186,13 @@ def run_study(
         Write the HTML report after the runs.
     check_data : bool
         Check the dataset first (:func:`check_dataset`; ``False`` when the caller did).
+    cache : bool
+        Compute what runs share once (:mod:`privml.study.cache`, in
+        ``out/cache``): results are identical bit for bit either way.
+        ``False`` makes every run compute everything itself.
+    clear_cache : bool
+        Delete ``out/cache`` first (it holds non-private minimisers of the
+        training data; see :mod:`privml.study.cache`).
 
     Raises
     ------
@@ -184,7 +209,11 @@ def run_study(
         check_dataset(spec, local=not isinstance(runner, DaskExecutor))
     out = Path(out)
     with folder_lock(out):
-        return _run_locked(spec, out, runner, progress=progress, report=report)
+        if clear_cache:
+            from privml.study.cache import clear_cache as clear
+
+            clear(out)
+        return _run_locked(spec, out, runner, progress=progress, report=report, cache=cache)
 
 
 @contextlib.contextmanager
@@ -216,7 +245,7 @@ def folder_lock(out: Path) -> Iterator[None]:
         handle.close()
 
 
-def _run_locked(spec: StudySpec, out: Path, runner: Any, *, progress: bool, report: bool) -> StudyRun:
+def _run_locked(spec: StudySpec, out: Path, runner: Any, *, progress: bool, report: bool, cache: bool) -> StudyRun:
     store = ResultStore(out / RESULTS_FILE)
     started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     store.save_spec(spec.spec_hash, spec.to_dict(), started)
@@ -225,23 +254,40 @@ def _run_locked(spec: StudySpec, out: Path, runner: Any, *, progress: bool, repo
     done = store.finished_keys()
     pending = [job for job in todo if job.key not in done]
     context = _context(spec)
+    if cache:
+        (out / CACHE_DIR).mkdir(parents=True, exist_ok=True)
+        context["cache_dir"] = str((out / CACHE_DIR).resolve())
+    running = out / RUNNING_DIR
+    running.mkdir(parents=True, exist_ok=True)
+    for stale in running.iterdir():  # left by an interrupted study: nothing runs now (we hold the lock)
+        stale.unlink(missing_ok=True)
+    context["running_dir"] = str(running.resolve())
     finished = failed = 0
     errors: Counter[str] = Counter()
     methods: dict[str, list[str]] = {}
+    cache_stats: dict[str, dict[str, float]] = {}
+    batches = dispatch_batches(pending, grouped=isinstance(runner, DaskExecutor))
+    tracker = ProgressTracker(spec, pending, workers=_workers(runner))
     start = time.perf_counter()
     with progress_bar(len(pending), desc=f"study {spec.name}", unit="run", enabled=progress) as bar:
-        for record in runner.map_unordered(execute_job, [(context, asdict(job)) for job in pending]):
-            store.put(record)
-            if record["status"] == "ok":
-                finished += 1
-            else:
-                failed += 1
-                error = record["error"] or "unknown error"
-                errors[error] += 1
-                if record["method"] not in methods.setdefault(error, []):
-                    methods[error].append(record["method"])
-            bar.update(1)
-            bar.set_postfix_str(f"{record['method']} {record['status']}")
+        for records in runner.map_unordered(execute_batch, [(context, [asdict(job) for job in batch])
+                                                             for batch in batches]):
+            for record in records:
+                store.put(record)
+                merge_stats(cache_stats, record["method"], record.get("cache"))
+                if record["status"] == "ok":
+                    finished += 1
+                else:
+                    failed += 1
+                    error = record["error"] or "unknown error"
+                    errors[error] += 1
+                    if record["method"] not in methods.setdefault(error, []):
+                        methods[error].append(record["method"])
+                lines = tracker.finish(record)
+                bar.set_postfix_str(tracker.postfix(record), refresh=False)
+                bar.update(1)
+                for line in lines:
+                    _say(bar, line)
     seconds = time.perf_counter() - start
     report_path = None
     if report:
@@ -251,7 +297,132 @@ def _run_locked(spec: StudySpec, out: Path, runner: Any, *, progress: bool, repo
     return StudyRun(results=store.path, spec_hash=spec.spec_hash, planned=len(todo), skipped=len(todo) - len(pending),
                     finished=finished, failed=failed, seconds=seconds, executor=runner.description,
                     notes=store.notes(spec.spec_hash), report=report_path,
-                    errors=[{"error": e, "count": n, "methods": methods[e]} for e, n in errors.most_common()])
+                    # Methods in the study's order, whatever order the workers finished in.
+                    errors=[{"error": e, "count": n, "methods": sorted(methods[e], key=spec.methods.index)}
+                            for e, n in errors.most_common()],
+                    cache=describe(cache_stats) if cache else [])
+
+
+def _workers(runner: Any) -> int:
+    return int(getattr(runner, "n_jobs", 1) or 1)
+
+
+def _say(bar: Any, line: str) -> None:
+    """A line above the progress bar (tqdm's write keeps the bar intact)."""
+    if hasattr(bar, "write"):
+        bar.write(line, file=sys.stderr)
+    elif hasattr(bar, "total"):  # the plain bar; a disabled bar has no total and prints nothing
+        sys.stderr.write("\n" + line + "\n")
+
+
+def share_group(job: Job) -> tuple[Any, ...] | None:
+    """What a job shares with others: ``(kind, n, d, k, repeat)``, or None when it shares nothing.
+
+    Runs of the methods in one kind at the same data point and repeat solve
+    the same non-private objectives (the validation split depends on the
+    repeat's seed; the teachers' partitions too), whatever their epsilon,
+    delta and B. Runs at other points or repeats share nothing with them.
+    """
+    if job.method in _SHARE_MINIMISERS and job.method != "nonprivate":
+        kind = "minimisers"
+    elif job.method in _SHARE_TEACHERS:
+        kind = "teachers"
+    else:
+        return None
+    p = job.params
+    return (kind, p.get("n"), p.get("d"), p.get("k"), job.repeat)
+
+
+def dispatch_batches(jobs: list[Job], *, grouped: bool) -> list[list[Job]]:
+    """The order (and, for Dask, the grouping) in which the pending jobs are sent to workers.
+
+    Local workers share one cache folder and take a per-key lock, so any
+    order is correct; this one keeps them from waiting on each other. The
+    first run of each sharing group (:func:`share_group`) goes first, the
+    most expensive kinds first (the teachers of subsample-and-aggregate,
+    then the minimisers), so the quantities a group shares are computed
+    while the runs that share nothing (DP-SGD, objective perturbation, the
+    baseline) keep the other workers busy; the rest of each group comes
+    after, and reuses. ``grouped`` (Dask, whose workers may not share a
+    folder): every sharing group is one batch, run by one worker in order,
+    so a shared quantity is computed once, not raced.
+    """
+    groups: dict[tuple[Any, ...], list[Job]] = {}
+    alone: list[Job] = []
+    for job in jobs:
+        group = share_group(job)
+        if group is None:
+            alone.append(job)
+        else:
+            groups.setdefault(group, []).append(job)
+    if grouped:
+        return sorted(groups.values(), key=len, reverse=True) + [[job] for job in alone]
+    # The leader of each group: output before prediction sensitivity (fewer runs wait on it).
+    leaders, followers = [], []
+    for members in groups.values():
+        members = sorted(members, key=lambda j: j.method != "output")
+        leaders.append(members[0])
+        followers.extend(members[1:])
+    leaders.sort(key=lambda j: j.method not in _SHARE_TEACHERS)
+    return [[job] for job in (*leaders, *alone, *followers)]
+
+
+class ProgressTracker:
+    """Per-sweep counts and an ETA that learns from the runs finished so far.
+
+    The ETA is the sum, over the runs left, of the mean wall time of the
+    finished runs of the same method (of all finished runs, for a method
+    none of whose runs has finished yet), divided by the workers. It starts
+    unknown and sharpens as runs finish; with the cache, later runs of a
+    method are cheaper than its first, which the running mean follows.
+    """
+
+    def __init__(self, spec: StudySpec, pending: list[Job], *, workers: int) -> None:
+        self.workers = max(1, workers)
+        self.left_by_method = Counter(job.method for job in pending)
+        self.total_by_sweep = Counter(name for job in pending for name in job.sweeps)
+        self.done_by_sweep: Counter[str] = Counter()
+        self.seconds_by_method: dict[str, list[float]] = {}
+        self.order = [sweep.name for sweep in spec.sweeps if sweep.name in self.total_by_sweep]
+        self.sweeps_of = {job.key: job.sweeps for job in pending}
+
+    def finish(self, record: dict[str, Any]) -> list[str]:
+        """Count a finished record; lines to print (a sweep that has just completed)."""
+        self.left_by_method[record["method"]] -= 1
+        if record.get("wall_seconds") is not None:
+            self.seconds_by_method.setdefault(record["method"], []).append(float(record["wall_seconds"]))
+        lines = []
+        for name in self.sweeps_of.get(record["key"], ()):
+            self.done_by_sweep[name] += 1
+            if self.done_by_sweep[name] == self.total_by_sweep[name]:
+                lines.append(f"sweep {name}: all {self.total_by_sweep[name]} runs done")
+        return lines
+
+    def eta_seconds(self) -> float | None:
+        """Estimated seconds left (None until a run has finished)."""
+        every = [s for seconds in self.seconds_by_method.values() for s in seconds]
+        if not every:
+            return None
+        overall = sum(every) / len(every)
+        left = 0.0
+        for method, count in self.left_by_method.items():
+            seen = self.seconds_by_method.get(method)
+            left += max(count, 0) * (sum(seen) / len(seen) if seen else overall)
+        return left / self.workers
+
+    def postfix(self, record: dict[str, Any]) -> str:
+        eta = self.eta_seconds()
+        sweeps = " ".join(f"{name} {self.done_by_sweep[name]}/{self.total_by_sweep[name]}" for name in self.order)
+        left = "" if eta is None else f"; eta {_duration(eta)} (from finished runs)"
+        return f"{record['method']} {record['status']}{left}; {sweeps}"
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 def check_dataset(spec: StudySpec, *, local: bool = True) -> None:
@@ -291,10 +462,24 @@ def _context(spec: StudySpec) -> dict[str, Any]:
     return dict(spec.run_context)
 
 
+def execute_batch(payload: tuple[dict[str, Any], list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Run a batch of jobs in one worker, in order, and return their store records.
+
+    Module-level so that joblib and Dask can pickle it. Locally a batch is
+    one job; on Dask it is a sharing group (:func:`dispatch_batches`).
+    """
+    context, jobs = payload
+    return [execute_job((context, job)) for job in jobs]
+
+
 def execute_job(payload: tuple[dict[str, Any], dict[str, Any]]) -> dict[str, Any]:
     """Run one job in a worker and return its store record; errors are returned, not raised.
 
-    Module-level so that joblib and Dask can pickle it.
+    Module-level so that joblib and Dask can pickle it. With a cache folder
+    in the context (``cache_dir``) the run's non-private solves go through
+    the study cache (:mod:`privml.study.cache`) and the record carries the
+    run's cache statistics under ``cache`` (not stored: the store keeps its
+    columns only).
     """
     context, job = payload
     params = job["params"]
@@ -305,32 +490,57 @@ def execute_job(payload: tuple[dict[str, Any], dict[str, Any]]) -> dict[str, Any
         "delta": None, "train_seconds": None, "predict_seconds": None, "wall_seconds": None, "selection": None,
         "info": None, "error": None, "version": __version__,
     }
-    try:
-        data = prepare(context["dataset"], n=params.get("n"), d=params.get("d"), k=params.get("k"),
-                       public_size=context["public_size"], seed=context["data_seed"],
-                       label_column=context["label_column"], images=get_method(job["method"]).inputs == "images")
-        sel = context["selection"]
-        selection = Selection(mode=sel["mode"], validation_fraction=sel["validation_fraction"],
-                              stop_probability=sel["stop_probability"],
-                              grids={m: {p: tuple(v) for p, v in g.items()} for m, g in sel["grids"].items()})
-        full = {"epsilon": None, "delta": None, "budget": None, "l2": None, "m": None, **params}
-        chosen = select_and_run(get_method(job["method"]), data, full, seed=job["seed"], selection=selection)
-        r = chosen.result
-        record.update(
-            accuracy=r.accuracy, epsilon=r.epsilon, delta=r.delta, train_seconds=r.train_seconds,
-            predict_seconds=r.predict_seconds, info={**r.info, "n_train": int(data.y_train.size),
-                                                      "n_test": int(data.y_test.size),
-                                                      "n_features": data.n_features, "data_steps": list(data.steps)},
-            selection={"mode": chosen.mode, "chosen": chosen.chosen, "candidates": chosen.candidates,
-                       "leaky": chosen.leaky, "note": chosen.note},
-        )
-    except Exception as exc:  # noqa: BLE001 - a failed run is data: stored with its error, retried next time
-        lines = str(exc).splitlines()
-        record.update(status="error", error=f"{type(exc).__name__}: {lines[0] if lines else ''}",
-                      info={"traceback": traceback.format_exc(limit=6)})
+    cache = get_cache(context["cache_dir"]) if context.get("cache_dir") else None
+    if cache is not None:
+        cache.take_stats()  # what earlier runs of this worker did is theirs
+    with (_running(context.get("running_dir"), job["key"]), sharing_minimisers(cache),
+          sharing_votes(None if cache is None else cache.votes)):
+        try:
+            data = prepare(context["dataset"], n=params.get("n"), d=params.get("d"), k=params.get("k"),
+                           public_size=context["public_size"], seed=context["data_seed"],
+                           label_column=context["label_column"],
+                           images=get_method(job["method"]).inputs == "images")
+            sel = context["selection"]
+            selection = Selection(mode=sel["mode"], validation_fraction=sel["validation_fraction"],
+                                  stop_probability=sel["stop_probability"],
+                                  grids={m: {p: tuple(v) for p, v in g.items()} for m, g in sel["grids"].items()})
+            full = {"epsilon": None, "delta": None, "budget": None, "l2": None, "m": None, **params}
+            chosen = select_and_run(get_method(job["method"]), data, full, seed=job["seed"], selection=selection)
+            r = chosen.result
+            record.update(
+                accuracy=r.accuracy, epsilon=r.epsilon, delta=r.delta, train_seconds=r.train_seconds,
+                predict_seconds=r.predict_seconds, info={**r.info, "n_train": int(data.y_train.size),
+                                                          "n_test": int(data.y_test.size),
+                                                          "n_features": data.n_features,
+                                                          "data_steps": list(data.steps)},
+                selection={"mode": chosen.mode, "chosen": chosen.chosen, "candidates": chosen.candidates,
+                           "leaky": chosen.leaky, "note": chosen.note},
+            )
+        except Exception as exc:  # noqa: BLE001 - a failed run is data: stored with its error, retried next time
+            lines = str(exc).splitlines()
+            record.update(status="error", error=f"{type(exc).__name__}: {lines[0] if lines else ''}",
+                          info={"traceback": traceback.format_exc(limit=6)})
     record["wall_seconds"] = time.perf_counter() - start
     record["finished"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    if cache is not None:
+        record["cache"] = cache.take_stats()
     return record
+
+
+@contextlib.contextmanager
+def _running(folder: str | None, key: str) -> Iterator[None]:
+    """Mark ``key`` as running (an empty file in ``folder``) while the block runs; skipped if the folder is not here."""
+    marker = None
+    if folder is not None and Path(folder).is_dir():
+        marker = Path(folder) / key
+        with contextlib.suppress(OSError):
+            marker.touch()
+    try:
+        yield
+    finally:
+        if marker is not None:
+            with contextlib.suppress(OSError):
+                marker.unlink()
 
 
 def _note(notes: list[str], note: str) -> None:

@@ -174,10 +174,11 @@ def _validation(
     train: np.ndarray, val: np.ndarray, seed: int,
 ) -> Selected:
     candidates = []
+    # The two parts are cut once for every candidate (the same arrays each time).
+    X_fit, y_fit, X_val, y_val = data.X_train[train], data.y_train[train], data.X_train[val], data.y_train[val]
     for i, candidate in enumerate(grid):
-        r = method.run(data.X_train[train], data.y_train[train], data.X_train[val], data.y_train[val],
-                       params={**params, **candidate}, n_classes=data.n_classes, seed=seed + 1 + i,
-                       image_shape=data.image_shape)
+        r = method.run(X_fit, y_fit, X_val, y_val, params={**params, **candidate}, n_classes=data.n_classes,
+                       seed=seed + 1 + i, image_shape=data.image_shape)
         candidates.append({"params": candidate, "score": r.accuracy})
     # Ties go to the first candidate: grids are listed from most to least regularised or as given.
     best = max(range(len(grid)), key=lambda i: candidates[i]["score"])
