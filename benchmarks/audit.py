@@ -51,9 +51,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import machine, write_json  # noqa: E402
 
 from privml.audit import audit_epsilon, likelihood_ratio_attack, loss_threshold_attack  # noqa: E402
-from privml.testing.negative_controls import CONTROLS, audit_control, control_data  # noqa: E402
 from privml.cli.train import build_estimator  # noqa: E402
 from privml.data import load_dataset  # noqa: E402
+from privml.testing.negative_controls import CONTROLS, audit_control, control_data  # noqa: E402
 
 METHODS = ("output", "objective", "dpsgd", "dpcd")
 EPSILONS = (1.0, 4.0)

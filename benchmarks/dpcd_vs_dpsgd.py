@@ -62,7 +62,7 @@ import time
 import warnings
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -192,7 +192,7 @@ def run_dpcd(X, y, bounds, *, epsilon, delta, clip, gamma, passes, clipping, pen
     return reg.fit(X, y).weights_
 
 
-@lru_cache(maxsize=None)
+@cache
 def dpsgd_noise(epsilon: float, delta: float, rate: float, steps: int) -> float:
     """Smallest RDP-certified noise multiplier of ``steps`` Poisson-sampled Gaussian steps."""
     return calibrate_dpsgd(epsilon, sample_rate=rate, steps=steps, delta=delta, accountant="rdp").noise_multiplier

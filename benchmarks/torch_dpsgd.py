@@ -30,7 +30,6 @@ Run in the peers venv (Opacus importable)::
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import os
 import statistics
@@ -337,7 +336,7 @@ def render(data: dict) -> str:
                        f"| {min(accs) * 100:.2f}% | {statistics.mean(r['train_seconds'] for r in rs) / 60:.1f} min |")
         targets = {"mnist": 0.98, "fashion-mnist": 0.86}
         verdicts = []
-        for (dataset, eps, n, _, epochs), rs in sorted(groups.items()):
+        for (dataset, eps, _n, _, epochs), rs in sorted(groups.items()):
             if dataset in targets and eps == 3 and epochs >= 40:
                 accs = [r["test_accuracy"] for r in rs]
                 verdicts.append(f"{dataset} at epsilon = 3, 40 epochs: mean {statistics.mean(accs) * 100:.2f}% over "

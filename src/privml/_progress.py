@@ -51,7 +51,7 @@ class _PlainBar:
         sys.stderr.write("\n")
         sys.stderr.flush()
 
-    def __enter__(self) -> "_PlainBar":
+    def __enter__(self) -> _PlainBar:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -70,7 +70,7 @@ class _NoBar:
     def close(self) -> None:
         return None
 
-    def __enter__(self) -> "_NoBar":
+    def __enter__(self) -> _NoBar:
         return self
 
     def __exit__(self, *exc: object) -> None:

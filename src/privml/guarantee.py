@@ -43,7 +43,7 @@ class PrivacyGuarantee:
         return out
 
     @classmethod
-    def from_dict(cls, data: dict) -> "PrivacyGuarantee":
+    def from_dict(cls, data: dict) -> PrivacyGuarantee:
         return cls(
             epsilon=float(data["epsilon"]),
             delta=float(data["delta"]),

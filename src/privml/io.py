@@ -130,7 +130,8 @@ def read_model_file(path: str | Path) -> tuple[dict[str, np.ndarray], dict]:
             raise ValueError(f"{path} is not a privml model file (it needs pickle to load: refused)") from exc
         raise ValueError(f"{path} is not a privml model file ({_one_line(exc)})") from exc
     except (zipfile.BadZipFile, EOFError, OSError, KeyError) as exc:  # truncated, empty or unreadable
-        raise ValueError(f"{path} is not a readable privml model file ({type(exc).__name__}: {_one_line(exc)})") from exc
+        reason = f"{type(exc).__name__}: {_one_line(exc)}"
+        raise ValueError(f"{path} is not a readable privml model file ({reason})") from exc
     if _METADATA_KEY not in arrays:
         raise ValueError(f"{path} is not a privml model file (no metadata)")
     try:

@@ -43,7 +43,7 @@ class Neighbouring(str, Enum):
                 "that contributes nothing")
 
     @classmethod
-    def parse(cls, value: "Neighbouring | str") -> "Neighbouring":
+    def parse(cls, value: Neighbouring | str) -> Neighbouring:
         """Accept an enum member or its string value (``"replace-one"``, ``"add/remove-one"``)."""
         if isinstance(value, cls):
             return value

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from privml.audit.epsilon_lower_bound import audit_epsilon
-from privml.testing.negative_controls import control_data
 from privml.cli.train import build_estimator
 from privml.data import load_dataset
+from privml.testing.negative_controls import control_data
 
 PRIVATE_METHODS = ("output", "objective", "dpsgd", "dpcd")
 # DP-SGD re-runs its PLD accountant in every fit (about 20 ms): fewer trials keep the default suite fast.

@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 
 import privml.audit
-from privml.testing import negative_controls as nc
 from privml.linear import DPSGDClassifier, OutputPerturbationClassifier
 from privml.linear.dpsgd import clipped_gradient_sum
 from privml.losses import LogisticLoss
 from privml.mechanisms import AboveThreshold
 from privml.prediction import SubsampleAndAggregate
+from privml.testing import negative_controls as nc
 
 FAST = [name for name in nc.CONTROLS if name != "per-tensor-clipping"]
 

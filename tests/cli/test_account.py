@@ -10,7 +10,6 @@ import pytest
 
 from tests.cli_runner import run, run_json
 
-
 MNIST = ("--sample-rate", str(256 / 60000), "--steps", "14040", "--delta", "1e-5")
 
 

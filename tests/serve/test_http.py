@@ -274,7 +274,7 @@ def test_the_openapi_document_describes_every_route(budgeted):
     for ref in _refs(document):
         name = ref.removeprefix("#/components/schemas/")
         assert name in document["components"]["schemas"], ref
-    for path, operations in document["paths"].items():
+    for _path, operations in document["paths"].items():
         for operation in operations.values():
             for status, response in operation["responses"].items():
                 assert response["description"] and status.isdigit()

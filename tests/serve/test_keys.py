@@ -3,7 +3,6 @@ from __future__ import annotations
 import json
 
 import numpy as np
-
 import pytest
 
 from privml.serve import load_api_keys

@@ -6,7 +6,6 @@ import json
 import sys
 
 import numpy as np
-
 import pytest
 
 torch = pytest.importorskip("torch")

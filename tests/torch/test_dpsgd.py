@@ -53,7 +53,7 @@ def test_clipping_is_flat_not_per_tensor():
     # One factor scales every tensor of an example: the clipped gradient is parallel to the raw one.
     model, x, y = single_layer("groupnorm")
     engine = engine_for(model, clip_norm=1e-3, mode="ghost")
-    from privml.torch import per_example_gradients, cross_entropy_per_example
+    from privml.torch import cross_entropy_per_example, per_example_gradients
 
     raw = per_example_gradients(model, cross_entropy_per_example, x[:1], y[:1])
     clipped, norms = engine.clipped_sum(x[:1], y[:1])
@@ -65,7 +65,7 @@ def test_clipping_is_flat_not_per_tensor():
 def test_small_gradients_are_not_changed():
     model, x, y = single_layer("linear")
     engine = engine_for(model, clip_norm=1e6)
-    from privml.torch import per_example_gradients, cross_entropy_per_example
+    from privml.torch import cross_entropy_per_example, per_example_gradients
 
     raw = per_example_gradients(model, cross_entropy_per_example, x, y)
     clipped, _ = engine.clipped_sum(x, y)

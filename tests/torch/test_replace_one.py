@@ -11,7 +11,7 @@ from scipy import stats  # noqa: E402
 
 from privml.accounting import GroupPrivacyAccountant, dpsgd_event, make_accountant  # noqa: E402
 from privml.neighbouring import Neighbouring  # noqa: E402
-from privml.torch import DPSGD, FixedSizeSampler, PoissonSampler, TorchClassifier  # noqa: E402
+from privml.torch import DPSGD, FixedSizeSampler, PoissonSampler  # noqa: E402
 from tests.torch._models import single_layer  # noqa: E402
 from tests.torch.test_classifier import blobs, small  # noqa: E402
 

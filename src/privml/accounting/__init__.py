@@ -35,8 +35,8 @@ from privml.accounting.calibration import (
     ACCOUNTANTS,
     DPSGD_METHODS,
     calibrate_dpsgd,
-    dpsgd_accountant,
     calibrate_noise_multiplier,
+    dpsgd_accountant,
     make_accountant,
 )
 from privml.accounting.events import (
@@ -52,8 +52,8 @@ from privml.accounting.events import (
     add_remove_twin,
     dpsgd_event,
 )
-from privml.accounting.group import GroupPrivacyAccountant
 from privml.accounting.gdp import GaussianDPAccountant
+from privml.accounting.group import GroupPrivacyAccountant
 from privml.accounting.pld import PLDAccountant
 from privml.accounting.rdp import RDPAccountant
 from privml.accounting.zcdp import ZCDPAccountant

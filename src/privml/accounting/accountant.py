@@ -47,7 +47,7 @@ class PrivacyAccountant(ABC):
     def _compose(self, event: DpEvent, count: int) -> None:
         """Add ``count`` runs of a supported ``event`` to the internal state."""
 
-    def compose(self, event: DpEvent, count: int = 1) -> "PrivacyAccountant":
+    def compose(self, event: DpEvent, count: int = 1) -> PrivacyAccountant:
         """Record ``count`` adaptive runs of ``event``; return ``self`` for chaining.
 
         Raises

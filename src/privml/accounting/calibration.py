@@ -269,7 +269,7 @@ def _bracket_and_bisect(
     return ParameterCalibration(value=value, objective=state.values[state.good], iterations=len(state.values))
 
 
-def _interpolate(state: "_Bracket", target: float, tolerance: float, aim_feasible: bool) -> float | None:
+def _interpolate(state: _Bracket, target: float, tolerance: float, aim_feasible: bool) -> float | None:
     """Next point by log-log interpolation between the bracket ends, nudged by a
     quarter of the tolerance toward the side we want to land on next (so a
     feasible and an infeasible point close in on the threshold from both sides).
@@ -653,7 +653,8 @@ def calibrate_dpsgd(
     if not probe.supports(make_event(1.0)):
         raise UnsupportedEventError(
             f"the {probe.name} accountant cannot account for DP-SGD with {sampling} sampling under "
-            f"{relation.value} neighbours" + (" (fixed-size sampling: use accountant='rdp')" if sampling == "fixed-size" else "")
+            f"{relation.value} neighbours"
+            + (" (fixed-size sampling: use accountant='rdp')" if sampling == "fixed-size" else "")
         )
     if method == "group" and accountant == "pld" and lower is None and upper is None:
         # the RDP version of the same bound is looser (more noise): a cheap bracket for the PLD search

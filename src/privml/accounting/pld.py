@@ -362,14 +362,14 @@ class _ReplaceOnePoissonGaussianPair:
     def _output_at(self, losses: np.ndarray) -> np.ndarray:
         """o with L(o) = l: the positive root w = e^(o/s^2) of r w^2 + (1 - e^l) w - r e^l = 0."""
         log_r = self._log_r
-        l = np.asarray(losses, dtype=np.float64)
-        pos = l > 0
-        a = np.abs(l)
-        one_minus = -np.expm1(-a)  # 1 - e^-|l|
+        level = np.asarray(losses, dtype=np.float64)
+        pos = level > 0
+        a = np.abs(level)
+        one_minus = -np.expm1(-a)  # 1 - e^-|level|
         root = np.log(one_minus + np.sqrt(one_minus**2 + 4.0 * np.exp(2.0 * log_r - a)))
-        # l > 0: log w = l + root - log 2r;  l < 0: log w = log 2r + l - root (the other form of the root)
+        # level > 0: log w = level + root - log 2r; level < 0: log w = log 2r + level - root (the other root form)
         log_w = np.where(pos, a + root - math.log(2.0) - log_r, math.log(2.0) + log_r - a - root)
-        log_w = np.where(l == 0, 0.0, log_w)
+        log_w = np.where(level == 0, 0.0, log_w)
         return self.scale**2 * log_w
 
     def tails(self, losses: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -591,7 +591,7 @@ class _LogMgf:
     parts: tuple[tuple[np.ndarray, np.ndarray, int], ...]  # (losses, masses > 0, count)
 
     @classmethod
-    def of(cls, terms: Sequence[tuple[_DiscretePLD, int]]) -> "_LogMgf":
+    def of(cls, terms: Sequence[tuple[_DiscretePLD, int]]) -> _LogMgf:
         parts = []
         for pld, count in terms:
             keep = pld.probs > 0

@@ -20,8 +20,8 @@ from privml.accounting.analytic_gaussian import analytic_gaussian_sigma, classic
 from privml.accounting.calibration import DPSGD_METHODS, calibrate_dpsgd, dpsgd_accountant
 from privml.accounting.composition import advanced_composition, basic_composition, optimal_composition_epsilon
 from privml.accounting.events import SAMPLINGS, dpsgd_event
-from privml.exceptions import UnsupportedEventError
 from privml.cli._common import add_json_flag, emit, finite_float, fmt, integer, table
+from privml.exceptions import UnsupportedEventError
 from privml.neighbouring import Neighbouring
 
 DPSGD_ACCOUNTANTS = ("pld", "rdp")

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 
-
 from privml.cli._common import add_json_flag, emit, report_failures
 from privml.data import list_datasets
 from privml.data.errors import DatasetFetchError, DatasetNotAvailable

@@ -76,7 +76,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     private.add_argument("--ledger", help="SQLite file or postgresql:// URL counting the answers across runs "
                          "(default: this run only)")
     private.add_argument("--ledger-name", default="default", help="budget name inside the ledger (default: default)")
-    private.add_argument("--seed", type=integer, help="noise seed, for tests only: a known seed lets anyone replay the noise (default: fresh OS entropy on every run; never read from the model file)")
+    private.add_argument(
+        "--seed", type=integer,
+        help="noise seed, for tests only: a known seed lets anyone replay the noise "
+             "(default: fresh OS entropy on every run; never read from the model file)",
+    )
     add_json_flag(parser)
     parser.set_defaults(handler=_predict, prog=parser.prog)
 

@@ -28,6 +28,7 @@ from privml.cli._common import (
     CliError,
     add_json_flag,
     add_nonprivate_flag,
+    check_output_path,
     emit,
     finite_float,
     fmt,
@@ -35,7 +36,6 @@ from privml.cli._common import (
     integer,
     nonprivate_block,
     parse_classes,
-    check_output_path,
     table,
 )
 from privml.data import load_dataset

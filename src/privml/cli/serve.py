@@ -69,7 +69,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help=f"seconds to receive a whole body (default {ServeLimits.body_timeout:g})")
     parser.add_argument("--idle-timeout", type=finite_float, default=ServeLimits.idle_timeout,
                         help=f"seconds a kept-alive connection may idle (default {ServeLimits.idle_timeout:g})")
-    parser.add_argument("--seed", type=integer, help="noise seed, for tests only: a known seed lets anyone replay the noise (default: fresh OS entropy on every start and in every worker; never read from the model file; needs --workers 1)")
+    parser.add_argument(
+        "--seed", type=integer,
+        help="noise seed, for tests only: a known seed lets anyone replay the noise (default: fresh OS entropy on "
+             "every start and in every worker; never read from the model file; needs --workers 1)",
+    )
     parser.add_argument("--verbose", action="store_true", help="log every request on stderr")
     add_json_flag(parser)
     parser.set_defaults(handler=_serve, prog=parser.prog)

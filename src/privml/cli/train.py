@@ -36,10 +36,10 @@ from privml._validation import check_count, check_delta, check_epsilon, check_po
 from privml.cli._common import (
     add_json_flag,
     add_nonprivate_flag,
+    check_output_path,
     emit,
     finite_float,
     fmt,
-    check_output_path,
     held_out_is_public,
     integer,
     nonprivate_block,

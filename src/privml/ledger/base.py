@@ -150,10 +150,11 @@ class BudgetLedger(ABC):
     def spent(self) -> int:
         return self.state().spent
 
-    def close(self) -> None:
+    def close(self) -> None:  # a hook with a default: in-memory ledgers hold nothing to release
         """Release resources (files, connections); the record itself persists."""
+        return None
 
-    def __enter__(self) -> "BudgetLedger":
+    def __enter__(self) -> BudgetLedger:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -36,8 +36,8 @@ from privml._validation import check_delta, check_epsilon, check_finite_array, c
 from privml.data.preprocessing import project_to_unit_ball
 from privml.exceptions import PrivacyLeakWarning
 from privml.guarantee import PrivacyGuarantee
-from privml.release import partition_info
 from privml.losses import HuberHingeLoss, LogisticLoss, Loss, MultinomialLogisticLoss
+from privml.release import partition_info
 
 
 def check_classes(classes: Any, y: np.ndarray) -> np.ndarray:
@@ -139,7 +139,7 @@ class PrivateLinearClassifier(ClassifierMixin, BaseEstimator):
         return project_to_unit_ball(X)
 
     # ------------------------------------------------------------------- fit
-    def fit(self, X: Any, y: Any) -> "PrivateLinearClassifier":
+    def fit(self, X: Any, y: Any) -> PrivateLinearClassifier:
         """Train privately on (X, y); sets ``privacy_`` to the guarantee of the release.
 
         All validation happens before any noise is drawn.

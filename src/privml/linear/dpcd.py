@@ -1279,7 +1279,7 @@ class DPCDClassifier(_DPCDMixin, PrivateLinearClassifier):
         self.random_state = random_state
         self.progress = progress
 
-    def fit(self, X: Any, y: Any) -> "DPCDClassifier":
+    def fit(self, X: Any, y: Any) -> DPCDClassifier:
         """Train privately on (X, y); every check runs before any noise is drawn."""
         self._dpcd_settings()
         return super().fit(X, y)  # type: ignore[return-value]
@@ -1383,7 +1383,7 @@ class DPCDRegressor(_DPCDMixin, RegressorMixin, BaseEstimator):
             raise ValueError(f"X has {X.shape[1]} features, but the model was fitted with {self.n_features_in_}")
         return project_to_unit_ball(X)
 
-    def fit(self, X: Any, y: Any) -> "DPCDRegressor":
+    def fit(self, X: Any, y: Any) -> DPCDRegressor:
         """Train privately on (X, y); every check runs before any noise is drawn."""
         self._dpcd_settings()
         X = self._validate_X(X, fitted=False)

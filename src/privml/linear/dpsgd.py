@@ -823,7 +823,7 @@ class DPSGDClassifier(PrivateLinearClassifier):
                 )
         return relation, sampling
 
-    def fit(self, X: Any, y: Any) -> "DPSGDClassifier":
+    def fit(self, X: Any, y: Any) -> DPSGDClassifier:
         """Train on (X, y); sets ``weights_``, ``privacy_``, ``privacy_event_`` and ``fit_info_``.
 
         Every argument and hyper-parameter is checked, and the noise and the

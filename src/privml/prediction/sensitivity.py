@@ -248,7 +248,7 @@ class PredictionSensitivity(BudgetedPredictor):
         return calibrate_prediction_noise(epsilon, delta, budget, self.accounting)
 
     # ------------------------------------------------------------------- fit
-    def fit(self, X: Any, y: Any) -> "PredictionSensitivity":
+    def fit(self, X: Any, y: Any) -> PredictionSensitivity:
         """Train the non-private model on (X, y) and fix the per-query noise.
 
         Nothing is released by fitting; all settings are validated first.
@@ -285,7 +285,7 @@ class PredictionSensitivity(BudgetedPredictor):
         accounting: str = "auto",
         ledger: BudgetLedger | None = None,
         random_state: RandomState = None,
-    ) -> "PredictionSensitivity":
+    ) -> PredictionSensitivity:
         """Serve an already fitted :class:`~privml.linear.NonPrivateClassifier` privately.
 
         The sensitivity needs the model's training-set size and lambda, read

@@ -347,7 +347,9 @@ def select_output_perturbation(
             chain = gaussian_noise_reduction(w, epsilons=grid, delta=delta, sensitivity=sensitivity, random_state=rng)
         else:
             # Laplace needs the L1 sensitivity: ||z||_1 <= sqrt(d) ||z||_2.
-            chain = laplace_noise_reduction(w, epsilons=grid, sensitivity=math.sqrt(w.size) * sensitivity, random_state=rng)
+            chain = laplace_noise_reduction(
+                w, epsilons=grid, sensitivity=math.sqrt(w.size) * sensitivity, random_state=rng
+            )
         releases = noise_reduction_releases(chain)
     else:
         releases = independent_releases(w, epsilons=grid, sensitivity=sensitivity, delta=delta, rng=rng,
@@ -360,7 +362,9 @@ def select_output_perturbation(
     )
     outcome = iat.run(releases, query)
     steps = tuple(
-        SelectionStep(s.index, grid[s.index], at_epsilon + s.prefix_epsilon, s.prefix_delta, s.passed, s.nonprivate_value)
+        SelectionStep(
+            s.index, grid[s.index], at_epsilon + s.prefix_epsilon, s.prefix_delta, s.passed, s.nonprivate_value
+        )
         for s in outcome.steps
     )
     released = tuple(np.array(r) for r in outcome.released)
@@ -564,7 +568,11 @@ class AccuracyFirstClassifier(PrivateLinearClassifier):
         n_train, d = X_train.shape
         dim = loss.n_parameters(d)
         given = check_l2_setting(self.l2)
-        l2 = auto_l2(n_train, dim, reference_epsilon(float(self.epsilon_min), float(self.epsilon_max)), delta, loss.lipschitz) if given is None else given
+        if given is None:
+            reference = reference_epsilon(float(self.epsilon_min), float(self.epsilon_max))
+            l2 = auto_l2(n_train, dim, reference, delta, loss.lipschitz)
+        else:
+            l2 = given
         objective = RegularisedObjective(loss, X_train, y_train, l2)
         solution = minimise_objective(objective, tol=tol, max_iter=max_iter)
         sensitivity = erm_sensitivity(loss.lipschitz, n_train, l2, grad_tol=tol)

@@ -208,7 +208,7 @@ async def _read_body(request: Request, length: int, timeout: float) -> bytes:
             raise RequestError(408, f"body not received within {timeout:g} s")
         try:
             message = await asyncio.wait_for(request.receive(), left)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise RequestError(408, f"body not received within {timeout:g} s") from None
         if message["type"] == "http.disconnect":
             raise RequestError(400, f"body ended after {received} of {length} bytes")
@@ -296,7 +296,9 @@ def create_app(service: PredictionService) -> FastAPI:
             if length is None:
                 raise RequestError(411, "missing Content-Length header")
             if length > limits.max_body_bytes:
-                raise RequestError(413, f"body of {length} bytes is larger than the limit of {limits.max_body_bytes} bytes")
+                raise RequestError(
+                    413, f"body of {length} bytes is larger than the limit of {limits.max_body_bytes} bytes"
+                )
             body = await _read_body(request, length, limits.body_timeout)
             close = False
             return _json(200, await transport.run(service.predict, body, key))

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import socket
 import sys
 import time
 import traceback
@@ -77,7 +76,7 @@ class PredictionHandler(BaseHTTPRequestHandler):
             self._route()
         except RequestError as exc:
             self._fail(exc.status, exc.message)
-        except (ConnectionError, TimeoutError, socket.timeout):
+        except (ConnectionError, TimeoutError):
             self.close_connection = True
         except Exception:  # a bug, not the client's fault: say so, keep serving
             sys.stderr.write(f"privml serve: internal error on {self.command} {self.path}\n{traceback.format_exc()}")
@@ -173,7 +172,7 @@ class PredictionHandler(BaseHTTPRequestHandler):
             while received < length:
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise socket.timeout
+                    raise TimeoutError
                 self.connection.settimeout(left)
                 chunk = self.rfile.read1(min(length - received, _READ_CHUNK))
                 if not chunk:
@@ -181,7 +180,7 @@ class PredictionHandler(BaseHTTPRequestHandler):
                     raise RequestError(400, f"body ended after {received} of {length} bytes")
                 chunks.append(chunk)
                 received += len(chunk)
-        except (socket.timeout, TimeoutError):
+        except TimeoutError:
             self.close_connection = True
             raise RequestError(408, f"body not received within {self.server.limits.body_timeout:g} s") from None
         finally:

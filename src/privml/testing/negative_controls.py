@@ -304,7 +304,7 @@ def _reused_threshold(broken: bool, trials: int, random_state: RandomState, n_jo
 class _RecordLabel(ClassifierMixin, BaseEstimator):
     """Teacher that predicts the label of its first training record (one record per part here)."""
 
-    def fit(self, X: np.ndarray, y: np.ndarray) -> "_RecordLabel":
+    def fit(self, X: np.ndarray, y: np.ndarray) -> _RecordLabel:
         self.classes_ = np.unique(y)
         self.label_ = np.asarray(y)[0]
         return self

@@ -178,7 +178,7 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         return _ThreadLimit(self.threads)
 
     # ------------------------------------------------------------ sklearn API
-    def fit(self, X: Any, y: Any) -> "TorchClassifier":
+    def fit(self, X: Any, y: Any) -> TorchClassifier:
         """Train a fresh model on (X, y) with DP-SGD; returns ``self``."""
         X_t = self._images(X)
         classes, y_t = self._labels(y)
@@ -202,7 +202,8 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
                     n_samples=n,
                     clip_norm=self.clip_norm,
                     # fixed-size batches hold a whole number of records; Poisson's expected size need not
-                    batch_size=min(int(self.batch_size), n) if self.sampling == "fixed-size" else min(float(self.batch_size), float(n)),
+                    batch_size=(min(int(self.batch_size), n) if self.sampling == "fixed-size"
+                                else min(float(self.batch_size), float(n))),
                     epochs=self.epochs,
                     noise_multiplier=self.noise_multiplier,
                     target_epsilon=self.epsilon,
@@ -225,7 +226,9 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         self.n_features_in_ = int(np.prod(self.input_shape))
         return self
 
-    def _fit_nonprivate(self, module: torch.nn.Module, optimizer: torch.optim.Optimizer, X: torch.Tensor, y: torch.Tensor, n: int) -> None:
+    def _fit_nonprivate(
+        self, module: torch.nn.Module, optimizer: torch.optim.Optimizer, X: torch.Tensor, y: torch.Tensor, n: int
+    ) -> None:
         """Shuffled fixed-size mini-batches, no clipping, no noise: the baseline."""
         generator = torch.Generator().manual_seed(0 if self.random_state is None else int(self.random_state))
         batch = int(min(self.batch_size, n))

@@ -473,8 +473,12 @@ class DPSGD:
         """
         if self.sampling == "fixed-size" and x.shape[0] != round(self.expected_batch_size):
             # b is public and the accounting assumes exactly b records: refuse anything else, before computing
-            raise ValueError(f"fixed-size sampling: a batch must hold exactly {round(self.expected_batch_size)} records, got {x.shape[0]}")
-        if self.target_epsilon is not None and self.planned_steps is not None and self.steps_taken >= self.planned_steps:
+            raise ValueError(
+                f"fixed-size sampling: a batch must hold exactly {round(self.expected_batch_size)} records, "
+                f"got {x.shape[0]}"
+            )
+        planned = self.planned_steps
+        if self.target_epsilon is not None and planned is not None and self.steps_taken >= planned:
             raise BudgetExhausted(
                 f"all {self.planned_steps} planned steps are taken (epsilon={self.epsilon:.4g} of "
                 f"target {self.target_epsilon:g}); another step would exceed the budget"
@@ -493,8 +497,8 @@ class DPSGD:
         y: torch.Tensor,
         *,
         progress: bool = False,
-        on_epoch: Callable[[int, "DPSGD"], Any] | None = None,
-    ) -> "DPSGD":
+        on_epoch: Callable[[int, DPSGD], Any] | None = None,
+    ) -> DPSGD:
         """Run the remaining planned steps on this rank's records ``(X, y)``.
 
         The progress bar (stderr) advances by steps and shows, after each

@@ -28,7 +28,9 @@ def per_example_gradients(
     params = {name: p.detach() for name, p in model.named_parameters() if p.requires_grad}
     buffers = {name: b.detach() for name, b in model.named_buffers()}
 
-    def loss_of_one(p: dict[str, torch.Tensor], b: dict[str, torch.Tensor], xi: torch.Tensor, yi: torch.Tensor) -> torch.Tensor:
+    def loss_of_one(
+        p: dict[str, torch.Tensor], b: dict[str, torch.Tensor], xi: torch.Tensor, yi: torch.Tensor
+    ) -> torch.Tensor:
         out = functional_call(model, (p, b), (xi.unsqueeze(0),))
         return loss_fn(out, yi.unsqueeze(0)).sum()
 

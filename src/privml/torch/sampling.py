@@ -154,7 +154,7 @@ def micro_batches(indices: torch.Tensor, size: int | None) -> list[torch.Tensor]
     return list(torch.split(indices, size))
 
 
-def poisson_batches(dataset: Any, sampler: "PoissonSampler | FixedSizeSampler") -> Iterator[Any]:
+def poisson_batches(dataset: Any, sampler: PoissonSampler | FixedSizeSampler) -> Iterator[Any]:
     """Logical batches of a map-style ``torch.utils.data.Dataset`` drawn by ``sampler``.
 
     Each batch is the default collation of the sampled records; an empty

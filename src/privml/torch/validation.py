@@ -12,7 +12,6 @@ buffers, released with the model without clipping or noise.
 
 from __future__ import annotations
 
-
 from torch import nn
 
 _BATCH_NORMS = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.SyncBatchNorm)

@@ -34,8 +34,9 @@ class LayerRule(ABC):
     def prepare(self, module: nn.Module, activation: torch.Tensor, grad_output: torch.Tensor) -> Prepared:
         """The per-example norms and the means to form the clipped sum for this micro-batch."""
 
-    def check(self, module: nn.Module) -> None:
+    def check(self, module: nn.Module) -> None:  # a hook with a default: most rules accept every configuration
         """Raise :class:`ValueError` for a configuration this rule cannot handle."""
+        return None
 
 
 class OuterProduct(Prepared):

@@ -19,7 +19,9 @@ class EmbeddingRule(LayerRule):
         if module.max_norm is not None or module.scale_grad_by_freq or module.sparse:
             raise ValueError("ghost clipping supports Embedding without max_norm, scale_grad_by_freq or sparse")
 
-    def _flatten(self, module: nn.Module, indices: torch.Tensor, grad_output: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def _flatten(
+        self, module: nn.Module, indices: torch.Tensor, grad_output: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         batch = indices.shape[0]
         keys = indices.reshape(batch, -1)
         g = grad_output.reshape(batch, keys.shape[1], -1)

@@ -43,7 +43,9 @@ class _AffineNormRule(LayerRule):
     def _reduce_dims(self, module: nn.Module, activation: torch.Tensor) -> tuple[int, ...]:
         """Dimensions summed to get one gradient entry per affine parameter."""
 
-    def _per_example(self, module: nn.Module, activation: torch.Tensor, grad_output: torch.Tensor) -> dict[str, torch.Tensor]:
+    def _per_example(
+        self, module: nn.Module, activation: torch.Tensor, grad_output: torch.Tensor
+    ) -> dict[str, torch.Tensor]:
         dims = self._reduce_dims(module, activation)
         out: dict[str, torch.Tensor] = {}
         if trainable(module, "weight"):

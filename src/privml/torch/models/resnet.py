@@ -49,7 +49,9 @@ class GroupNormResNet(nn.Module):
         GroupNorm groups (must divide ``width``; default 4).
     """
 
-    def __init__(self, *, in_channels: int = 1, n_classes: int = 10, width: int = 16, blocks: int = 1, groups: int = 4) -> None:
+    def __init__(
+        self, *, in_channels: int = 1, n_classes: int = 10, width: int = 16, blocks: int = 1, groups: int = 4
+    ) -> None:
         super().__init__()
         self.stem = nn.Sequential(
             nn.Conv2d(in_channels, width, 3, padding=1, bias=False), nn.GroupNorm(groups, width), nn.Tanh()
