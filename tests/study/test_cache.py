@@ -335,3 +335,17 @@ def test_cli_prints_cache_use_clears_it_and_runs_without_it(capsys, tmp_path):
     assert r3["cache"] == [] and not (tmp_path / "out3" / CACHE_DIR).exists()
     code, _, err = run(capsys, "study", "run", str(spec_file), "--out", str(out), "--no-cache", "--clear-cache")
     assert code == 2 and "not allowed with" in err
+
+
+@pytest.mark.slow
+def test_quick_ci_budget_sweeps_are_identical_with_and_without_the_cache(tmp_path):
+    """The acceptance check on a preset: every method of quick-ci, the two budget sweeps, 2 workers."""
+    from privml.study import load_preset
+
+    full = load_preset("quick-ci")
+    spec = full.with_overrides(sweeps=[s for s in full.to_dict()["sweeps"] if s["name"] in ("budget-pure", "budget")])
+    alone = run_study(spec, tmp_path / "alone", jobs=2, progress=False, report=False, cache=False)
+    shared = run_study(spec, tmp_path / "shared", jobs=2, progress=False, report=False)
+    assert alone.failed == shared.failed == 0 and alone.finished == shared.finished == alone.planned
+    assert stored(shared) == stored(alone)
+    assert totals(shared)["hits"] > totals(shared)["misses"]

@@ -45,8 +45,9 @@ RESULTS_FILE = "results.sqlite"
 LOCK_FILE = ".privml-study.lock"
 #: Folder of one empty file per run a worker is executing now (``privml study status``).
 RUNNING_DIR = ".running"
-#: Methods whose runs share non-private minimisers (on the same data, split and lambda).
-_SHARE_MINIMISERS = ("output", "prediction-sensitivity", "nonprivate")
+#: Methods whose runs share non-private minimisers (on the same data, split and lambda). The
+#: baseline solves through the cache too, but at lambda = 1/n, which no other run shares.
+_SHARE_MINIMISERS = ("output", "prediction-sensitivity")
 #: Methods whose runs share teachers (one ensemble per m and seed).
 _SHARE_TEACHERS = ("subsample-aggregate",)
 
@@ -323,7 +324,7 @@ def share_group(job: Job) -> tuple[Any, ...] | None:
     repeat's seed; the teachers' partitions too), whatever their epsilon,
     delta and B. Runs at other points or repeats share nothing with them.
     """
-    if job.method in _SHARE_MINIMISERS and job.method != "nonprivate":
+    if job.method in _SHARE_MINIMISERS:
         kind = "minimisers"
     elif job.method in _SHARE_TEACHERS:
         kind = "teachers"
