@@ -8,7 +8,7 @@ from privml.study.aggregate import Cell, Curve, StudyResults
 from privml.study.findings import findings
 from privml.study.recommend import recommend, recommendations
 from privml.study.spec import spec_from_dict
-from privml.study.summary import trend, tradeoff_table
+from privml.study.summary import tradeoff_table, trend
 
 BASE = {"epsilon": 1.0, "delta": 0.0, "budget": 100, "n": 1000, "d": 10, "k": 10}
 

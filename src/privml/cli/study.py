@@ -53,7 +53,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     run = sub.add_parser("run", help="run a preset or a spec file (TOML, or YAML with pyyaml)")
     run.add_argument("study", metavar="PRESET|SPEC_FILE", help="a preset name (see `privml study list`) or a file")
-    run.add_argument("--out", required=True, help="output folder (results.sqlite, report/index.html, report/figures/*.png)")
+    run.add_argument("--out", required=True,
+                     help="output folder (results.sqlite, report/index.html, report/figures/*.png, cache/)")
     run.add_argument("--jobs", type=integer, default=1, help="local worker processes (default 1)")
     run.add_argument("--executor", default="local", help="local (default) or dask://HOST:PORT")
     run.add_argument("--dataset", help="run the study on this dataset instead: a built-in name or csv:PATH")
@@ -139,7 +140,8 @@ def _run(args: argparse.Namespace) -> int:
         names = [sweep.name for sweep in spec.sweeps]
         unknown = sorted(set(args.sweeps) - set(names))
         if unknown:
-            raise ValueError(f"--sweeps: {', '.join(unknown)} not in study {spec.name} (its sweeps: {', '.join(names)})")
+            raise ValueError(f"--sweeps: {', '.join(unknown)} not in study {spec.name} "
+                             f"(its sweeps: {', '.join(names)})")
         changes["sweeps"] = [sweep for sweep in spec.to_dict()["sweeps"] if sweep["name"] in args.sweeps]
     if changes:
         spec = spec.with_overrides(**changes)

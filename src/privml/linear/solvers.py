@@ -47,8 +47,8 @@ from scipy.linalg import cho_factor, cho_solve
 from scipy.optimize import OptimizeResult, minimize
 from scipy.sparse.linalg import LinearOperator, cg
 
-from privml.exceptions import ConvergenceError
 from privml._validation import check_count, check_positive
+from privml.exceptions import ConvergenceError
 from privml.losses import RegularisedObjective
 
 __all__ = [

@@ -41,8 +41,6 @@ from sklearn.base import BaseEstimator, clone
 from privml._random import RandomState, check_random_state
 from privml._validation import MAX_BUDGET, check_count, check_delta, check_epsilon, check_finite_array
 from privml.guarantee import PrivacyGuarantee
-from privml.registry import estimator_class
-from privml.release import strip_seeds
 from privml.ledger import BudgetLedger
 from privml.linear.base import PrivateLinearClassifier, check_classes, encode_labels
 from privml.linear.nonprivate import NonPrivateClassifier
@@ -50,6 +48,8 @@ from privml.mechanisms.exponential import ExponentialMechanism
 from privml.neighbouring import Neighbouring
 from privml.prediction._base import BudgetedPredictor, check_ledger
 from privml.prediction.calibration import VoteCalibration, calibrate_vote_epsilon
+from privml.registry import estimator_class
+from privml.release import strip_seeds
 
 __all__ = ["SubsampleAndAggregate", "random_partition", "sharing_votes"]
 
@@ -255,7 +255,7 @@ class SubsampleAndAggregate(BudgetedPredictor):
         return base
 
     # ------------------------------------------------------------------- fit
-    def fit(self, X: Any, y: Any) -> "SubsampleAndAggregate":
+    def fit(self, X: Any, y: Any) -> SubsampleAndAggregate:
         """Partition (X, y) at random, train one teacher per part (in parallel), fix the vote.
 
         Nothing is released by fitting; all settings are validated first.

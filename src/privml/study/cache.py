@@ -86,7 +86,8 @@ class StudyCache:
         self._memory: collections.OrderedDict[str, tuple[SolverResult, float]] = collections.OrderedDict()
         self._held = 0
         self._stats: dict[str, float] = _empty()
-        #: Vote counts of subsample-and-aggregate teachers (memory only; :func:`privml.prediction.aggregate.sharing_votes`).
+        #: Vote counts of subsample-and-aggregate teachers, in memory only
+        #: (:func:`privml.prediction.aggregate.sharing_votes`).
         self.votes: collections.OrderedDict[str, np.ndarray] = collections.OrderedDict()
 
     # ------------------------------------------------------------ the solver's interface

@@ -136,7 +136,7 @@ def perturbation_competitive_at_small_d(results: StudyResults) -> list[Finding]:
         curves = _private(results.curves.get(sweep.name, []))
         lo, hi = sweep.values[0], sweep.values[-1]
 
-        def gap(value: object) -> float | None:
+        def gap(value: object, curves: list = curves) -> float | None:
             ours = _best([c for c in curves if c.method in ("output", "objective")], value)
             others = _best([c for c in curves if c.method not in ("output", "objective")], value)
             return None if ours is None or others is None else ours[1] - others[1]

@@ -197,7 +197,7 @@ class Fitted:
     info: dict[str, Any]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _missing(target: str) -> str | None:
     """What is missing for ``"module:Class"`` (None: importable). Cached: a plan asks once per cell."""
     module_name, class_name = target.split(":")

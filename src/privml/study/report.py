@@ -114,8 +114,9 @@ def render_html(results: StudyResults, *, figures: dict[str, bytes] | None = Non
         parts.append(f'<section id="sweep-{_e(sweep.name)}"><h2>{_e(sweep.title or sweep.name)}</h2>')
         if curves:
             parts.append(f'<figure><img alt="{_e(sweep.title or sweep.name)}" src="data:image/png;base64,'
-                         f'{base64.b64encode(figures[sweep.name]).decode("ascii")}"><figcaption>Mean test accuracy over repeats, '
-                         "band: ±1 standard deviation; dashed: non-private.</figcaption></figure>")
+                         f'{base64.b64encode(figures[sweep.name]).decode("ascii")}"><figcaption>'
+                         "Mean test accuracy over repeats, band: ±1 standard deviation; dashed: non-private."
+                         "</figcaption></figure>")
             parts.append(_curve_table(results, sweep.name))
         elif failed_by_sweep[sweep.name]:
             parts.append(f'<p class="bad">No finished runs for this sweep: {failed_by_sweep[sweep.name]} runs '
@@ -144,9 +145,12 @@ def _failures(results: StudyResults) -> str:
     total = len(failures) + results.n_runs
     # Methods in the study's order (the order runs finished in depends on the workers).
     order = {m: i for i, m in enumerate(results.spec.methods)}
+
+    def methods(runs: list[dict[str, Any]]) -> str:
+        return ", ".join(sorted(dict.fromkeys(r["method"] for r in runs), key=lambda m: order.get(m, len(order))))
+
     rows = "".join(
-        f"<tr><td>{len(runs)}</td>"
-        f"<td>{_e(', '.join(sorted(dict.fromkeys(r['method'] for r in runs), key=lambda m: order.get(m, len(order)))))}</td>"
+        f"<tr><td>{len(runs)}</td><td>{_e(methods(runs))}</td>"
         f"<td><code>{_e(error)}</code></td></tr>"
         for error, runs in errors
     )

@@ -24,17 +24,17 @@ import time
 import traceback
 import warnings
 from collections import Counter
-from dataclasses import asdict, dataclass, field
 from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from privml import __version__
 from privml._progress import progress_bar
-from privml.study.cache import CACHE_DIR, describe, get_cache, merge_stats
-from privml.study.executors import DaskExecutor, Executor, make_executor
 from privml.linear.solvers import sharing_minimisers
 from privml.prediction.aggregate import sharing_votes
+from privml.study.cache import CACHE_DIR, describe, get_cache, merge_stats
+from privml.study.executors import DaskExecutor, Executor, make_executor
 from privml.study.methods import get_method
 from privml.study.prepare import prepare
 from privml.study.selection import select_and_run
@@ -248,7 +248,7 @@ def folder_lock(out: Path) -> Iterator[None]:
 
 def _run_locked(spec: StudySpec, out: Path, runner: Any, *, progress: bool, report: bool, cache: bool) -> StudyRun:
     store = ResultStore(out / RESULTS_FILE)
-    started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    started = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
     store.save_spec(spec.spec_hash, spec.to_dict(), started)
     todo, notes = plan(spec)
     store.add_notes(spec.spec_hash, notes)
@@ -522,7 +522,7 @@ def execute_job(payload: tuple[dict[str, Any], dict[str, Any]]) -> dict[str, Any
             record.update(status="error", error=f"{type(exc).__name__}: {lines[0] if lines else ''}",
                           info={"traceback": traceback.format_exc(limit=6)})
     record["wall_seconds"] = time.perf_counter() - start
-    record["finished"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    record["finished"] = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
     if cache is not None:
         record["cache"] = cache.take_stats()
     return record
