@@ -11,11 +11,16 @@ Prints, and writes as JSON with ``--out``:
    dp_accounting's RdpAccountant(REPLACE_ONE) with SampledWithoutReplacementDpEvent;
 5. noise multipliers at q = 256/60000, 40 epochs, delta = 1e-5 for epsilon
    0.1, 1, 10: add/remove-one, replace-one tight, replace-one by group privacy
-   (PLD and RDP), and fixed-size sampling (RDP).
+   (PLD and RDP), and fixed-size sampling (RDP);
+6. with ``--accuracy``: MNIST test accuracy of linear DP-SGD (``DPSGDClassifier``
+   with its defaults, PLD) at the same epsilons under add/remove-one,
+   replace-one tight and replace-one by group privacy, ``--seeds`` seeds each.
 
 Run in the dev venv (dp_accounting and mpmath are test extras)::
 
-    .venv/bin/python benchmarks/replace_one.py --out benchmarks/results/replace_one.json
+    .venv/bin/python benchmarks/replace_one.py --accuracy --seeds 2 --out benchmarks/results/replace_one.json
+
+:func:`render` turns the JSON into the BENCHMARKS.md section.
 """
 
 from __future__ import annotations
@@ -169,9 +174,44 @@ def noise_table() -> list[dict]:
     return rows
 
 
+RELATIONS = {  # label -> DPSGDClassifier settings
+    "add/remove-one": {},
+    "replace-one (tight)": {"neighbouring": "replace-one", "replace_one_bound": "tight"},
+    "replace-one (group privacy)": {"neighbouring": "replace-one", "replace_one_bound": "group"},
+}
+
+
+def accuracy(seeds: int) -> list[dict]:
+    """MNIST test accuracy of linear DP-SGD at epsilon 0.1, 1, 10 under each relation (defaults otherwise)."""
+    from privml.data import load_dataset
+    from privml.linear import DPSGDClassifier
+
+    data = load_dataset("mnist", bias=0.5, random_state=0)
+    rows = []
+    for eps in (0.1, 1.0, 10.0):
+        for label, settings in RELATIONS.items():
+            scores, multiplier, seconds = [], None, 0.0
+            for seed in range(seeds):
+                start = time.perf_counter()
+                model = DPSGDClassifier(epsilon=eps, delta=1e-5, classes=range(10), random_state=seed, **settings)
+                model.fit(data.X_train, data.y_train)
+                seconds += time.perf_counter() - start
+                scores.append(float(model.score(data.X_test, data.y_test)))
+                multiplier = float(model.fit_info_["noise_multiplier"])
+                guarantee = model.privacy_
+            rows.append({"epsilon": eps, "relation": label, "noise_multiplier": multiplier,
+                         "guarantee": str(guarantee), "accuracy_mean": float(np.mean(scores)),
+                         "accuracy_std": float(np.std(scores)), "seeds": seeds, "seconds_per_fit": seconds / seeds})
+            print(f"   eps={eps:<4g} {label:<28} noise {multiplier:.4f}  accuracy {100 * np.mean(scores):.2f}%",
+                  file=sys.stderr)
+    return rows
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", help="write the results as JSON here")
+    parser.add_argument("--accuracy", action="store_true", help="also train linear DP-SGD on MNIST (minutes)")
+    parser.add_argument("--seeds", type=int, default=2, help="seeds per accuracy point (default 2)")
     args = parser.parse_args(argv)
     start = time.perf_counter()
     results = {
@@ -181,6 +221,8 @@ def main(argv: list[str]) -> int:
         "fixed_size_rdp_vs_dp_accounting": wor_vs_dp_accounting(),
         "noise": noise_table(),
     }
+    if args.accuracy:
+        results["accuracy"] = accuracy(args.seeds)
     print("1. PLD, Poisson, replace-one: privml vs dp_accounting (REPLACE_ONE PLD of the same pair)")
     for r in results["pld_vs_dp_accounting"]:
         print(f"   s={r['noise_multiplier']:<4} q={r['q']:.5f} T={r['steps']:<6} delta={r['delta']:g}: "
@@ -206,8 +248,70 @@ def main(argv: list[str]) -> int:
                   f"{r[f'{acct}_group']:8.4f}  {r[f'{acct}_tight'] / r[f'{acct}_group']:11.4f}  {fixed}")
     print(f"({time.perf_counter() - start:.0f} s)")
     if args.out:
-        write_json(args.out, {"machine": machine(), **results})
+        command = ".venv/bin/python benchmarks/replace_one.py" + (f" --accuracy --seeds {args.seeds}" if args.accuracy
+                                                                  else "")
+        write_json(args.out, {"machine": machine(), "command": command, "seconds": time.perf_counter() - start,
+                              **results})
     return 0
+
+
+def render(data: dict) -> str:
+    m = data["machine"]
+    out = [
+        "## Replace-one accounting for DP-SGD (issue 14)",
+        "",
+        f"Command: `{data.get('command', '.venv/bin/python benchmarks/replace_one.py')}`.  ",
+        f"Machine: {m['cpu']}, {m['cores']} cores, Python {m['python']}, commit {m['commit']}, {m['date']}.",
+        "",
+        "Checks of the new accountants against their oracles (ratio of privml's epsilon to the oracle's):",
+        "",
+        "| check | settings | ratio range |",
+        "|---|---|---|",
+    ]
+
+    def span(rows: list[dict], key: str = "ratio") -> str:
+        values = [r[key] for r in rows]
+        return f"{min(values):.9f} to {max(values):.9f}"
+
+    out += [
+        f"| PLD, Poisson, replace-one vs dp_accounting's REPLACE_ONE PLD | {len(data['pld_vs_dp_accounting'])} "
+        f"| {span(data['pld_vs_dp_accounting'])} |",
+        f"| PLD vs the dominating pair's exact curve, 1 step (mpmath) | {len(data['pld_vs_direct_curve'])} "
+        f"| {span(data['pld_vs_direct_curve'], 'ratio_1')} |",
+        f"| PLD vs the pair's curve, 2 steps (quadrature) | {len(data['pld_vs_direct_curve'])} "
+        f"| {span(data['pld_vs_direct_curve'], 'ratio_2')} |",
+        f"| RDP of the pair vs mpmath quadrature | {len(data['rdp_vs_quadrature'])} "
+        f"| {span(data['rdp_vs_quadrature'])} |",
+        f"| RDP, fixed-size without replacement vs dp_accounting (WBK19) "
+        f"| {len(data['fixed_size_rdp_vs_dp_accounting'])} | {span(data['fixed_size_rdp_vs_dp_accounting'])} |",
+        "",
+        "Noise multiplier for DP-SGD at q = 256/60000, 40 epochs (9375 steps), delta = 1e-5:",
+        "",
+        "| epsilon | accountant | add/remove-one | replace-one, tight | replace-one, group privacy | tight / group "
+        "| fixed-size, replace-one (RDP) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in data["noise"]:
+        for acct in ("pld", "rdp"):
+            fixed = f"{r['rdp_fixed_size']:.4f}" if acct == "rdp" else ""
+            out.append(f"| {r['epsilon']:g} | {acct} | {r[f'{acct}_add_remove']:.4f} | {r[f'{acct}_tight']:.4f} "
+                       f"| {r[f'{acct}_group']:.4f} | {r[f'{acct}_tight'] / r[f'{acct}_group']:.4f} | {fixed} |")
+    out += ["", "The tight replace-one noise is strictly below group privacy's at every epsilon.", ""]
+    if "accuracy" in data:
+        seeds = data["accuracy"][0]["seeds"]
+        out += [
+            f"MNIST test accuracy of linear DP-SGD (`DPSGDClassifier` defaults, PLD, delta = 1e-5; mean ± std over "
+            f"{seeds} seeds) under each relation. At the same nominal epsilon replace-one is the stronger promise, "
+            "so it costs noise and accuracy:",
+            "",
+            "| epsilon | relation | noise multiplier | accuracy |",
+            "|---|---|---|---|",
+        ]
+        for r in data["accuracy"]:
+            out.append(f"| {r['epsilon']:g} | {r['relation']} | {r['noise_multiplier']:.4f} "
+                       f"| {100 * r['accuracy_mean']:.2f} ± {100 * r['accuracy_std']:.2f}% |")
+        out.append("")
+    return "\n".join(out)
 
 
 if __name__ == "__main__":
