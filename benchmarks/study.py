@@ -14,7 +14,17 @@ of training records times the dimension of each run::
 
     .venv/bin/python benchmarks/study.py --out benchmarks/results/study.json [--parts quick paper]
 
-A part not run keeps its previous results in the JSON file.
+A part not run keeps its previous results in the JSON file. Parts are measured
+with the shared cache (``privml.study.cache``; ``--paper-no-cache`` measures
+every run computing everything itself) and record the cache's hits and the
+seconds it saved per method, the wall time, the CPU time of the process and
+its workers (less sensitive than wall time to other load on a shared
+machine) and the load average before and after.
+
+``--record-before DIR --before-wall S [--before-cpu S] --before-load A B
+--before-commit C --before-command CMD`` records a part measured elsewhere
+(e.g. the same sweeps run by an earlier commit, timed by ``/usr/bin/time``)
+from its study folder, as the "before" of the comparison.
 
 ``render(data)`` turns the JSON into the BENCHMARKS.md section.
 """
@@ -25,6 +35,7 @@ import argparse
 import json
 import math
 import os
+import resource
 import statistics
 import sys
 import tempfile
@@ -34,7 +45,7 @@ from typing import Any
 
 from _common import machine, write_json
 
-from privml.study import ResultStore, collect, load_preset, plan, run_study
+from privml.study import ResultStore, collect, load_preset, plan, run_study, spec_from_dict
 from privml.study.findings import findings
 from privml.study.methods import get_method
 
@@ -43,12 +54,17 @@ MNIST_TRAIN = 60_000
 MNIST_N, MNIST_D = MNIST_TRAIN - 5_000, 784
 
 
-def run_once(preset: str, workers: int, root: Path) -> tuple[float, Any]:
+def run_once(preset: str, workers: int, root: Path) -> tuple[float, Any, float]:
+    """Wall seconds, outcome and CPU seconds (this process and its workers) of ``preset`` from scratch."""
     spec = load_preset(preset)
     out = root / f"{preset}-{workers}"
+    stop_workers()
+    cpu_before = cpu_seconds()
     start = time.perf_counter()
     outcome = run_study(spec, out, jobs=workers, progress=True)
-    return time.perf_counter() - start, outcome
+    seconds = time.perf_counter() - start
+    stop_workers()
+    return seconds, outcome, cpu_seconds() - cpu_before
 
 
 def default_point(outcome: Any) -> dict[str, dict[str, float]]:
@@ -151,27 +167,66 @@ def extrapolate_cnn(preset: str, torch_results: dict, linear_rate: dict[str, flo
                      "methods at their full-scale paper-mnist-linear rates"}
 
 
+def cpu_seconds() -> float:
+    """CPU time (user + system) of this process and its reaped children so far."""
+    self_, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return self_.ru_utime + self_.ru_stime + children.ru_utime + children.ru_stime
+
+
+def stop_workers() -> None:
+    """Shut joblib's reusable worker pool down, so the workers' CPU time is counted (they are reaped)."""
+    from joblib.externals.loky import get_reusable_executor
+
+    get_reusable_executor().shutdown(wait=True)
+
+
 def run_paper_part(sweeps: list[str], repeats: int, workers: int, root: Path,
-                   preset: str = "paper-mnist-linear") -> dict[str, Any]:
+                   preset: str = "paper-mnist-linear", cache: bool = True) -> dict[str, Any]:
     """Run ``sweeps`` of ``preset`` at full scale with ``repeats`` repeats; time, findings, extrapolation."""
     full = load_preset(preset)
     spec = full.with_overrides(repeats=repeats,
                                sweeps=[sw for sw in full.to_dict()["sweeps"] if sw["name"] in sweeps])
-    out = root / "paper-part"
-    load_before = os.getloadavg()[0]
+    out = root / f"paper-part{'' if cache else '-no-cache'}"
+    stop_workers()
+    load_before, cpu_before = os.getloadavg()[0], cpu_seconds()
     start = time.perf_counter()
-    outcome = run_study(spec, out, jobs=workers, progress=True)
+    outcome = run_study(spec, out, jobs=workers, progress=True, cache=cache)
     seconds = time.perf_counter() - start
-    records = ResultStore(outcome.results).records()
+    stop_workers()
+    cpu = cpu_seconds() - cpu_before
+    command = (f"privml study run {preset} --sweeps {' '.join(sweeps)} --repeats {repeats} --jobs {workers}"
+               + ("" if cache else " --no-cache"))
+    part = describe_part(outcome.results, spec, preset, sweeps=sweeps, repeats=repeats, workers=workers,
+                         wall_seconds=seconds, load=(load_before, os.getloadavg()[0]), cpu_seconds=cpu,
+                         command=command, variant="shared cache" if cache else "no shared cache (--no-cache)")
+    part["cache"] = outcome.cache
+    part["cache_enabled"] = cache
+    print(f"paper part ({', '.join(sweeps)}): {seconds:.1f} s, {outcome.finished} runs", file=sys.stderr)
+    return part
+
+
+def describe_part(results_path: Path, spec: Any, preset: str, *, sweeps: list[str], repeats: int, workers: int,
+                  wall_seconds: float, load: tuple[float, float], cpu_seconds: float | None, command: str,
+                  variant: str) -> dict[str, Any]:
+    """Timings, findings and extrapolation of the study in ``results_path`` (however it was run)."""
+    full = load_preset(preset)
+    store = ResultStore(results_path)
+    outcome = _Outcome(results_path)
+    seconds = wall_seconds
+    load_before, load_after = load
+    records = store.records()
     per_method: dict[str, list[float]] = {}
     for r in records:
         per_method.setdefault(r["method"], []).append(r["wall_seconds"])
-    results = collect(ResultStore(outcome.results))
-    print(f"paper part ({', '.join(sweeps)}): {seconds:.1f} s, {outcome.finished} runs", file=sys.stderr)
+    results = collect(store)
+    jobs, _ = plan(spec)
+    done = store.finished_keys()
     return {
         "sweeps": sweeps, "repeats": repeats, "workers": workers, "wall_seconds": seconds,
-        "planned": outcome.planned, "finished": outcome.finished, "failed": outcome.failed,
-        "load_average_before": load_before, "load_average_after": os.getloadavg()[0],
+        "planned": len(jobs), "finished": sum(job.key in done for job in jobs),
+        "failed": len(store.records(status="error")),
+        "load_average_before": load_before, "load_average_after": load_after,
+        "cpu_seconds": cpu_seconds, "command": command, "variant": variant,
         "sum_of_run_seconds": sum(r["wall_seconds"] for r in records),
         "run_seconds": {m: {"median": statistics.median(v), "max": max(v), "runs": len(v)}
                         for m, v in sorted(per_method.items())},
@@ -182,11 +237,24 @@ def run_paper_part(sweeps: list[str], repeats: int, workers: int, root: Path,
     }
 
 
+class _Outcome:
+    """The one attribute :func:`extrapolate` reads from a :class:`~privml.study.StudyRun`."""
+
+    def __init__(self, results: Path) -> None:
+        self.results = results
+
+
 def pooled_extrapolation(parts: list[dict], preset: str = "paper-mnist-linear") -> dict[str, Any]:
-    """The whole preset extrapolated from every measured part: per method, the parts' rates weighted by runs."""
+    """The whole preset extrapolated from every measured part: per method, the parts' rates weighted by runs.
+
+    Only parts whose runs computed everything themselves count (with the shared cache a run's time
+    depends on what earlier runs left it, so per-run rates do not scale to other sweeps).
+    """
     sums: dict[str, float] = {}
     counts: dict[str, int] = {}
     for part in parts:
+        if part.get("cache_enabled"):
+            continue
         for method, rate in part["extrapolation"]["seconds_per_unit"].items():
             runs = part["run_seconds"][method]["runs"]
             sums[method] = sums.get(method, 0.0) + rate * runs
@@ -206,19 +274,51 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--paper-sweeps", nargs="+", default=["budget-pure", "budget"])
     parser.add_argument("--paper-repeats", type=int, default=1)
     parser.add_argument("--paper-workers", type=int, default=2)
+    parser.add_argument("--paper-no-cache", action="store_true", help="measure the paper part without the cache")
     parser.add_argument("--workdir", help="keep the study folders here (default: a temporary folder)")
+    parser.add_argument("--record-before", metavar="DIR", help="record a part measured elsewhere from its folder")
+    parser.add_argument("--record-quick-before", metavar="JSON",
+                        help="record the quick part an earlier commit's benchmarks/study.py measured")
+    parser.add_argument("--before-wall", type=float, help="its wall time (s)")
+    parser.add_argument("--before-cpu", type=float, help="its CPU time, user + system (s)")
+    parser.add_argument("--before-load", type=float, nargs=2, metavar=("BEFORE", "AFTER"),
+                        help="the 1-minute load average before and after it")
+    parser.add_argument("--before-commit", help="the commit that ran it")
+    parser.add_argument("--before-command", help="the command that ran it")
     args = parser.parse_args(argv)
 
     root = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="privml-study-bench-"))
     previous = json.loads(Path(args.out).read_text()) if Path(args.out).exists() else {}
     payload = dict(previous)
-    if "quick" in args.parts:
+    if "quick" in args.parts and not (args.record_before or args.record_quick_before):
         payload.update(run_quick_part(args, root))
-    if "paper" in args.parts:
+    if args.record_quick_before:
+        # The quick part as an earlier commit's benchmarks/study.py measured it (its JSON file).
+        before = json.loads(Path(args.record_quick_before).read_text())
+        payload["quick_before"] = {"machine": {**before["machine"],
+                                               "commit": args.before_commit or before["machine"]["commit"]},
+                                   "runs": before["runs"], "command": args.before_command}
+    if args.record_before:
+        preset = "paper-mnist-linear"
+        store = ResultStore(Path(args.record_before) / "results.sqlite")
+        spec = spec_from_dict(list(store.specs().values())[-1])
+        part = {"machine": {**machine(), "commit": args.before_commit},
+                **describe_part(store.path, spec, preset, sweeps=[s.name for s in spec.sweeps],
+                                repeats=spec.repeats, workers=args.paper_workers, wall_seconds=args.before_wall,
+                                load=tuple(args.before_load), cpu_seconds=args.before_cpu,
+                                command=args.before_command, variant="before")}
+        part["cache_enabled"] = False
+        # Kept apart from the parts: its run times may be inflated by other load, so the
+        # extrapolation below stays on the parts measured by this script.
+        payload["paper_before"] = part
+    elif "paper" in args.parts and not args.record_quick_before:
         part = {"machine": machine(),
-                **run_paper_part(args.paper_sweeps, args.paper_repeats, args.paper_workers, root)}
-        # Parts with other sweeps are kept; a rerun of the same sweeps replaces its part.
-        payload["paper_parts"] = [p for p in payload.get("paper_parts", []) if p["sweeps"] != part["sweeps"]] + [part]
+                **run_paper_part(args.paper_sweeps, args.paper_repeats, args.paper_workers, root,
+                                 cache=not args.paper_no_cache)}
+        # Parts with other sweeps (or the other cache setting) are kept; a rerun replaces its part.
+        payload["paper_parts"] = [p for p in payload.get("paper_parts", [])
+                                  if (p["sweeps"], bool(p.get("cache_enabled"))) != (part["sweeps"], not args.paper_no_cache)
+                                  ] + [part]
         payload["paper_extrapolation_full_scale"] = pooled_extrapolation(payload["paper_parts"])
     torch_json = Path(args.out).parent / "torch_dpsgd.json"
     rate = payload.get("paper_extrapolation_full_scale", {}).get("seconds_per_unit")
@@ -235,11 +335,12 @@ def run_quick_part(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     outcomes = {}
     for workers in args.workers:
         load_before = os.getloadavg()[0]
-        seconds, outcome = run_once(args.preset, workers, root)
+        seconds, outcome, cpu = run_once(args.preset, workers, root)
         outcomes[workers] = outcome
         records = ResultStore(outcome.results).records()
         runs[str(workers)] = {"wall_seconds": seconds, "planned": outcome.planned, "finished": outcome.finished,
-                              "failed": outcome.failed, "executor": outcome.executor,
+                              "failed": outcome.failed, "executor": outcome.executor, "cpu_seconds": cpu,
+                              "cache": outcome.cache,
                               # The machine may be shared: the 1-minute load average says how much.
                               "load_average_before": load_before, "load_average_after": os.getloadavg()[0],
                               "sum_of_run_seconds": sum(r["wall_seconds"] for r in records)}
@@ -261,6 +362,42 @@ def run_quick_part(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     }
 
 
+def _comparison(data: dict, part: dict) -> list[str]:
+    """How the cached part compares with the same sweeps measured without the cache."""
+    out = []
+    before = data.get("paper_before")
+    if before and before["sweeps"] == part["sweeps"] and before.get("cpu_seconds") and part.get("cpu_seconds"):
+        out.append(f"Against the same sweeps run by commit {before['machine']['commit']} (no shared cache) the "
+                   f"same day: {before['cpu_seconds'] / part['cpu_seconds']:.1f}x less CPU time "
+                   f"({_minutes(before['cpu_seconds'])} to {_minutes(part['cpu_seconds'])}); its wall time "
+                   f"({_minutes(before['wall_seconds'])}) was inflated by other load on the machine.")
+    for old in data.get("paper_parts", []):
+        if old["sweeps"] == part["sweeps"] and not old.get("cache_enabled"):
+            out.append(f"Against this script's earlier measurement of the same sweeps without the cache (commit "
+                       f"{old['machine']['commit']}, load average {old['load_average_before']:.1f} / "
+                       f"{old['load_average_after']:.1f}): {_minutes(old['wall_seconds'])} to "
+                       f"{_minutes(part['wall_seconds'])}, {old['wall_seconds'] / part['wall_seconds']:.1f}x faster "
+                       "in wall time.")
+    met = "met" if part["wall_seconds"] <= 180 else "not met"
+    out.append(f"The 3-minute target for these sweeps is {met} ({_minutes(part['wall_seconds'])}).")
+    return [" ".join(out)]
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
+
+
+def _cache_table(rows: list[dict]) -> list[str]:
+    out = ["| method | hits | misses | hit rate | computing (s) | saved (s) |", "|---|---|---|---|---|---|"]
+    for c in rows:
+        if not (c["hits"] or c["misses"]):
+            continue
+        rate = "" if c["hit_rate"] is None else f"{100 * c['hit_rate']:.0f}%"
+        out.append(f"| {c['method']} | {c['hits']} | {c['misses']} | {rate} | {c['seconds_computed']:.1f} "
+                   f"| {c['seconds_saved']:.1f} |")
+    return out
+
+
 def render(data: dict) -> str:
     """The BENCHMARKS.md section for ``benchmarks/results/study.json``."""
     m = data["machine"]
@@ -270,13 +407,24 @@ def render(data: dict) -> str:
         "Command: `.venv/bin/python benchmarks/study.py` (the `quick` preset from scratch, once per worker count).  ",
         f"Machine: {m['cpu']}, {m['cores']} cores, Python {m['python']}, commit {m['commit']}, {m['date']}.",
         "",
-        "| workers | wall time | runs | failed | load average before / after (2 cores) |",
-        "|---|---|---|---|---|",
+        "| code | workers | wall time | CPU time (process + workers) | runs | failed "
+        "| load average before / after (2 cores) |",
+        "|---|---|---|---|---|---|---|",
     ]
-    for workers, r in sorted(data["runs"].items(), key=lambda kv: int(kv[0])):
-        wall = f"{r['wall_seconds']:.0f} s" if r["wall_seconds"] < 120 else f"{r['wall_seconds'] / 60:.1f} min"
-        lines.append(f"| {workers} | {wall} | {r['finished']} | {r['failed']} "
+    rows = [(f"before (commit {data['quick_before']['machine']['commit']})", w, r)
+            for w, r in data.get("quick_before", {}).get("runs", {}).items()]
+    rows += [(f"shared cache (commit {m['commit']})", w, r) for w, r in data["runs"].items()]
+    for code, workers, r in sorted(rows, key=lambda row: (int(row[1]), not row[0].startswith("before"))):
+        cpu = "" if r.get("cpu_seconds") is None else _minutes(r["cpu_seconds"])
+        lines.append(f"| {code} | {workers} | {_minutes(r['wall_seconds'])} | {cpu} | {r['finished']} | {r['failed']} "
                      f"| {r['load_average_before']:.1f} / {r['load_average_after']:.1f} |")
+    if data.get("quick_before"):
+        lines += ["", f"Before: `{data['quick_before']['command']}` at commit "
+                  f"{data['quick_before']['machine']['commit']}, {data['quick_before']['machine']['date']}."]
+    two = data["runs"].get("2", {})
+    if two.get("cache"):
+        lines += ["", "Shared cache of the 2-worker run (hits reuse a non-private minimiser or teacher; seconds "
+                  "saved = the compute time recorded with each entry reused):", ""] + _cache_table(two["cache"])
     if data.get("speedup_2_workers"):
         two = data["runs"]["2"]
         busy = two["sum_of_run_seconds"] / two["wall_seconds"]
@@ -293,6 +441,8 @@ def render(data: dict) -> str:
     for f in data["findings"]:
         lines.append(f"- **{f['status']}**: {f['claim']} ({f['evidence']})")
     parts = data.get("paper_parts", [])
+    if data.get("paper_before"):
+        parts = [data["paper_before"], *parts]
     if not parts:  # the full-scale parts below extrapolate from better-matched run times
         x = data["paper_extrapolation"]
         lines += ["", f"`paper-mnist-linear` ({x['runs']} runs, 10 repeats), from the quick run: **extrapolated, not "
@@ -300,19 +450,27 @@ def render(data: dict) -> str:
                   f"{x['runs_extrapolated']} runs of methods timed in the quick run)."]
     for part in parts:
         pm = part["machine"]
+        variant = part.get("variant", "no shared cache")
+        if "command" in part and variant == "before":
+            command = f"`{part['command']}` (timed by `/usr/bin/time -v`; recorded with `benchmarks/study.py --record-before`)"
+        else:
+            flag = " --paper-no-cache" if variant.startswith("no shared cache") and part.get("command") else ""
+            command = (f"`.venv/bin/python benchmarks/study.py --parts paper --paper-sweeps {' '.join(part['sweeps'])}"
+                       f"{flag}` (`{part.get('command') or 'privml study run paper-mnist-linear --sweeps ' + ' '.join(part['sweeps']) + ' --repeats ' + str(part['repeats']) + ' --jobs ' + str(part['workers'])}`)")
+        cpu = ("" if part.get("cpu_seconds") is None
+               else f", CPU time {_minutes(part['cpu_seconds'])} (process and workers)")
         lines += [
             "",
-            f"### `paper-mnist-linear`, measured in part: sweeps {', '.join(part['sweeps'])} at full scale",
+            f"### `paper-mnist-linear`, measured in part: sweeps {', '.join(part['sweeps'])} at full scale "
+            f"({variant})",
             "",
-            f"Command: `.venv/bin/python benchmarks/study.py --parts paper --paper-sweeps {' '.join(part['sweeps'])}` "
-            "(`privml study run paper-mnist-linear "
-            f"--sweeps {' '.join(part['sweeps'])} --repeats {part['repeats']} --jobs {part['workers']}`).  ",
+            f"Command: {command}.  ",
             f"Machine: {pm['cpu']}, {pm['cores']} cores, Python {pm['python']}, commit {pm['commit']}, {pm['date']}.",
             "",
             f"{part['finished']} runs ({part['failed']} failed) of the preset's {part['full_preset_runs']}, "
             f"{part['repeats']} repeat(s), 55,000 private MNIST records, 784 pixels: **{part['wall_seconds'] / 60:.1f} "
-            f"min** wall time with {part['workers']} workers (load average {part['load_average_before']:.1f} before, "
-            f"{part['load_average_after']:.1f} after; runs in flight on average: "
+            f"min** wall time with {part['workers']} workers{cpu} (load average {part['load_average_before']:.1f} "
+            f"before, {part['load_average_after']:.1f} after; runs in flight on average: "
             f"{part['sum_of_run_seconds'] / part['wall_seconds']:.2f}).",
             "",
             "| method | runs | median run (s) | longest run (s) |",
@@ -320,13 +478,19 @@ def render(data: dict) -> str:
         ]
         for method, r in part["run_seconds"].items():
             lines.append(f"| {method} | {r['runs']} | {r['median']:.1f} | {r['max']:.1f} |")
+        if part.get("cache"):
+            lines += ["", "Shared cache:", ""] + _cache_table(part["cache"])
+        if part.get("cache_enabled"):
+            lines += ["", *_comparison(data, part)]
         lines += ["", "Findings of the paper on these full-scale runs:", ""]
         for f in part["findings"]:
             lines.append(f"- **{f['status']}**: {f['claim']} ({f['evidence']})")
     if parts:
         px = data["paper_extrapolation_full_scale"]
         lines += ["", f"Whole `paper-mnist-linear` preset ({px['runs']} runs, 10 repeats), from the full-scale runs "
-                  f"above: **extrapolated, not measured**: about {px['core_seconds'] / 3600:.1f} core-hours, "
+                  "above that computed everything themselves (this script's parts without the shared cache; with it "
+                  "a run's time depends on what earlier runs left, so it does not scale run by run): "
+                  "**extrapolated, not measured**: about {px['core_seconds'] / 3600:.1f} core-hours, "
                   f"{px['core_seconds'] / 3600 / 2:.1f} h on 2 workers ({px['model']}; {px['runs_extrapolated']} "
                   "runs of methods timed)."]
     # Presets with the same estimate (the same CNN on images of the same size) share one line.

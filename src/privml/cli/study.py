@@ -1,5 +1,7 @@
 """``privml study``: the trade-off study (which private method, what accuracy).
 
+Usage::
+
     privml study list [--json]
     privml study run PRESET|SPEC_FILE --out DIR [--jobs N] [--executor local|dask://HOST:PORT]
                      [--dataset NAME|csv:PATH [--label-column COL]] [--selection MODE]
