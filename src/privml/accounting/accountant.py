@@ -9,7 +9,6 @@ state for an event already known to be supported), plus the two queries.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import ClassVar
 
 from privml._validation import check_count, check_delta, check_epsilon
 from privml.accounting.events import ComposedEvent, DpEvent, SelfComposedEvent
@@ -21,8 +20,9 @@ from privml.neighbouring import Neighbouring
 class PrivacyAccountant(ABC):
     """Abstract accountant: ``compose`` events, then ask for epsilon or delta."""
 
-    #: short name reported in :class:`PrivacyGuarantee.accountant`
-    name: ClassVar[str] = "abstract"
+    #: short name reported in :class:`PrivacyGuarantee.accountant` (a class default; an instance
+    #: may set its own, e.g. after the method or inner accountant it was made with)
+    name: str = "abstract"
 
     def __init__(self) -> None:
         self._events: list[DpEvent] = []

@@ -88,7 +88,7 @@ class AdvancedCompositionAccountant(BasicAccountant):
         super().__init__()
         self.method = method
         # The reported name follows the theorem, so guarantees say which one was used.
-        self.name = _NAMES[method]  # type: ignore[misc]
+        self.name = _NAMES[method]
 
     def supports(self, event: DpEvent) -> bool:
         if not super().supports(event):

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import overload
 
 import numpy as np
 from scipy.special import erf, erfcx, ndtr
@@ -60,6 +61,11 @@ def _check_epsilon_array(epsilon: object) -> np.ndarray:
     return eps
 
 
+# A scalar epsilon gives a float; an array gives an array of its shape (a float when 0-d).
+@overload
+def log_gaussian_delta(epsilon: float, mu: float) -> float: ...
+@overload
+def log_gaussian_delta(epsilon: np.ndarray, mu: float) -> float | np.ndarray: ...
 def log_gaussian_delta(epsilon: float | np.ndarray, mu: float) -> float | np.ndarray:
     """Natural log of :func:`gaussian_delta` (``-inf`` where delta is 0).
 
@@ -106,6 +112,11 @@ def log_gaussian_delta(epsilon: float | np.ndarray, mu: float) -> float | np.nda
     return float(out) if out.ndim == 0 else out
 
 
+# A scalar epsilon gives a float; an array gives an array of its shape (a float when 0-d).
+@overload
+def gaussian_delta(epsilon: float, mu: float) -> float: ...
+@overload
+def gaussian_delta(epsilon: np.ndarray, mu: float) -> float | np.ndarray: ...
 def gaussian_delta(epsilon: float | np.ndarray, mu: float) -> float | np.ndarray:
     """Exact delta(epsilon) of the Gaussian mechanism with ``mu = Delta_2 / sigma``.
 

@@ -233,6 +233,7 @@ def _bracket_and_bisect(
     # The domain is x > 0 (x >= 1 for integers); halving can step out of it.
     smallest = 1 if integer else math.ulp(0.0)
     while state.good is None:
+        assert state.bad is not None  # points were evaluated and none was feasible, so one is infeasible
         x = state.toward_feasible(state.bad)
         if x < smallest:
             raise ValueError(f"target {target!r} is unreachable: even {state.bad!r} gives {state.values[state.bad]!r}")
@@ -274,6 +275,7 @@ def _interpolate(state: _Bracket, target: float, tolerance: float, aim_feasible:
     quarter of the tolerance toward the side we want to land on next (so a
     feasible and an infeasible point close in on the threshold from both sides).
     ``None`` when interpolation is not possible (infinite or non-positive values)."""
+    assert state.good is not None and state.bad is not None  # called inside the bracket: both ends known
     good, bad = float(state.good), float(state.bad)
     f_good, f_bad = state.values[state.good], state.values[state.bad]
     if not (0 < f_good < math.inf and 0 < f_bad < math.inf and f_good != f_bad and target > 0):

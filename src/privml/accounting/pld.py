@@ -60,7 +60,6 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import ClassVar
 
 import numpy as np
 from scipy import fft as sp_fft
@@ -815,7 +814,7 @@ class PLDAccountant(PrivacyAccountant):
     2.38
     """
 
-    name: ClassVar[str] = "pld"
+    name = "pld"
 
     def __init__(
         self,

@@ -121,7 +121,7 @@ def _check_curve(orders: object, rdp: object) -> tuple[np.ndarray, np.ndarray]:
 
 
 # --------------------------------------------------------------------------- curves
-def rdp_gaussian(noise_multiplier: float, orders: Sequence[float] = DEFAULT_ORDERS) -> np.ndarray:
+def rdp_gaussian(noise_multiplier: float, orders: Sequence[float] | np.ndarray = DEFAULT_ORDERS) -> np.ndarray:
     """RDP curve of the Gaussian mechanism: ``alpha / (2 s^2)``.
 
     Parameters
@@ -350,7 +350,7 @@ def _sampled_gaussian_curve(q: float, s: float, alphas: np.ndarray) -> np.ndarra
 
 
 def rdp_sampled_gaussian(
-    q: float, noise_multiplier: float, orders: Sequence[float] = DEFAULT_ORDERS
+    q: float, noise_multiplier: float, orders: Sequence[float] | np.ndarray = DEFAULT_ORDERS
 ) -> np.ndarray:
     """RDP curve of the Poisson-sampled Gaussian mechanism (the DP-SGD step).
 
@@ -406,7 +406,7 @@ def rdp_sampled_gaussian(
     return _sampled_gaussian_curve(q, s, alphas)
 
 
-def rdp_laplace(noise_multiplier: float, orders: Sequence[float] = DEFAULT_ORDERS) -> np.ndarray:
+def rdp_laplace(noise_multiplier: float, orders: Sequence[float] | np.ndarray = DEFAULT_ORDERS) -> np.ndarray:
     """RDP curve of the Laplace mechanism, exact.
 
     Parameters
@@ -458,7 +458,7 @@ def _log_cosh(x: np.ndarray) -> np.ndarray:
         )
 
 
-def rdp_pure(epsilon: float, orders: Sequence[float] = DEFAULT_ORDERS) -> np.ndarray:
+def rdp_pure(epsilon: float, orders: Sequence[float] | np.ndarray = DEFAULT_ORDERS) -> np.ndarray:
     """Tightest RDP curve implied by pure epsilon-DP alone.
 
     Parameters
@@ -505,7 +505,7 @@ def rdp_pure(epsilon: float, orders: Sequence[float] = DEFAULT_ORDERS) -> np.nda
     return np.where(finite, np.minimum(curve, eps), eps)
 
 
-def rdp_exponential(epsilon: float, orders: Sequence[float] = DEFAULT_ORDERS) -> np.ndarray:
+def rdp_exponential(epsilon: float, orders: Sequence[float] | np.ndarray = DEFAULT_ORDERS) -> np.ndarray:
     """RDP curve of the exponential mechanism run at ``epsilon``.
 
     Parameters
