@@ -90,7 +90,9 @@ def check_count(count: object, name: str = "count", *, minimum: int = 1, maximum
     if isinstance(count, (numbers.Integral, np.integer)):
         out = int(count)
     elif isinstance(count, (numbers.Real, np.floating)) and float(count).is_integer():
-        out = int(count)
+        # typeshed's numbers.Real declares no __int__, though float, Fraction and np.floating all define it
+        # (math.trunc is no way round: np.float16/32 and longdouble have no __trunc__).
+        out = int(count)  # type: ignore[arg-type]
     else:
         raise TypeError(f"{name} must be an integer, got {count!r}")
     if out < minimum:

@@ -108,7 +108,9 @@ def save_model(model: Any, path: str | Path, *, extra: dict | None = None) -> Pa
     if path.suffix != ".npz":
         path = path.with_name(path.name + ".npz")
     path.parent.mkdir(parents=True, exist_ok=True)
-    np.savez(path, **arrays, **{_METADATA_KEY: np.frombuffer(blob, dtype=np.uint8)})
+    # Typed Any: numpy's stub would match a str-keyed dict against savez's allow_pickle: bool.
+    metadata_array: dict[str, Any] = {_METADATA_KEY: np.frombuffer(blob, dtype=np.uint8)}
+    np.savez(path, **arrays, **metadata_array)
     return path
 
 

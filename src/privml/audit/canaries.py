@@ -25,6 +25,7 @@ estimator projects onto, the feature convention of CMS11, Sec. 2).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -88,7 +89,7 @@ def _other_label(label: object, classes: np.ndarray) -> object:
     return classes[(index + 1) % classes.size].item()
 
 
-def _check_label(label: object, classes: object) -> tuple[object, np.ndarray]:
+def _check_label(label: object, classes: Iterable[object]) -> tuple[object, np.ndarray]:
     classes = np.asarray(list(classes))
     if classes.size < 2:
         raise ValueError(f"need at least two public classes, got {classes.tolist()!r}")
@@ -97,7 +98,7 @@ def _check_label(label: object, classes: object) -> tuple[object, np.ndarray]:
     return (label.item() if isinstance(label, np.generic) else label), classes
 
 
-def clipbkd_canary(X: object, *, label: object, classes: object) -> Canary:
+def clipbkd_canary(X: object, *, label: object, classes: Iterable[object]) -> Canary:
     """The ClipBKD canary: the direction of least data variance, scaled to norm 1.
 
     Parameters
@@ -139,7 +140,9 @@ def clipbkd_canary(X: object, *, label: object, classes: object) -> Canary:
     return Canary(direction, label, direction.copy(), _other_label(label, classes), "clipbkd")
 
 
-def random_canary(n_features: int, *, label: object, classes: object, random_state: RandomState = None) -> Canary:
+def random_canary(
+    n_features: int, *, label: object, classes: Iterable[object], random_state: RandomState = None
+) -> Canary:
     """A canary in a uniformly random direction of the unit sphere (an average-case canary).
 
     Replace-one audits replace its mirror (same features, next label).
@@ -152,7 +155,7 @@ def random_canary(n_features: int, *, label: object, classes: object, random_sta
 
 
 def record_canary(
-    X_pool: object, y_pool: object, *, classes: object, random_state: RandomState = None
+    X_pool: object, y_pool: object, *, classes: Iterable[object], random_state: RandomState = None
 ) -> Canary:
     """A real record (e.g. from a held-out set) with its true label: the realistic, weakest canary.
 
@@ -171,7 +174,7 @@ def make_canary(
     kind: str,
     X: np.ndarray,
     *,
-    classes: object,
+    classes: Iterable[object],
     label: object | None = None,
     X_pool: np.ndarray | None = None,
     y_pool: np.ndarray | None = None,

@@ -224,12 +224,13 @@ def epsilon_lower_bound(
         smoothed = epsilon_from_rates((fp + 0.5) / (k_out + 1), (fn + 0.5) / (k_in + 1), delta)
         candidates.append((direction, thresholds, ranked, smoothed))
     # Too few selection trials to certify anything: rank by a smoothed point estimate instead.
-    column = 2 if any(np.any(c[2] > 0) for c in candidates) else 3
+    use_ranked = any(np.any(c[2] > 0) for c in candidates)
     best = (-1.0, math.inf, "greater")
-    for candidate in candidates:
-        i = int(np.argmax(candidate[column]))
-        if candidate[column][i] > best[0]:
-            best = (float(candidate[column][i]), float(candidate[1][i]), candidate[0])
+    for direction, thresholds, ranked, smoothed in candidates:
+        scores = ranked if use_ranked else smoothed
+        i = int(np.argmax(scores))
+        if scores[i] > best[0]:
+            best = (float(scores[i]), float(thresholds[i]), direction)
     _, threshold, direction = best
     sign = 1.0 if direction == "greater" else -1.0
     bound_out, bound_in = sign * out[k_out:], sign * inn[k_in:]
@@ -563,7 +564,7 @@ def audit_epsilon(
     params = estimator.get_params()
     classes = params.get("classes")
     if classes is None:
-        known = np.unique(y) if canary_label is None else np.unique(np.append(y, canary_label))
+        known = np.unique(y) if canary_label is None else np.unique(np.append(y, np.asarray(canary_label)))
         classes = tuple(known.tolist())
         if "classes" in params:
             estimator = clone(estimator).set_params(classes=classes)
@@ -578,7 +579,7 @@ def audit_epsilon(
     pilot = clone(estimator)
     if seeded:
         pilot.set_params(random_state=_int_seed(np.random.default_rng(setup_seed)))
-    pilot.fit(np.vstack([X, canary.x]), np.append(y, canary.y))
+    pilot.fit(np.vstack([X, canary.x]), np.append(y, np.asarray(canary.y)))
     claimed = getattr(pilot, "privacy_", None)
     if not isinstance(claimed, PrivacyGuarantee):
         raise TypeError(

@@ -38,8 +38,9 @@ def label_key(value: Any) -> float | str:
 
 def _present(keys: list[float | str]) -> tuple[Any, ...]:
     # A readable class tuple: ints when every key is an integral number.
-    if all(isinstance(k, float) for k in keys):
-        ordered = sorted(keys)
+    numbers_only = [k for k in keys if isinstance(k, float)]
+    if len(numbers_only) == len(keys):
+        ordered = sorted(numbers_only)
         if all(k.is_integer() for k in ordered):
             return tuple(int(k) for k in ordered)
         return tuple(ordered)

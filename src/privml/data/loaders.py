@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -124,6 +124,7 @@ def load_dataset(
     if max_train is not None:
         max_train = check_count(max_train, "max_train")
     is_user = isinstance(name, str) and name.startswith(USER_PREFIXES)
+    featurize: Callable[[np.ndarray], tuple[np.ndarray, list[str]]]
     if is_user:
         X_train, y_train, X_test, y_test, public, source, display = _user_data(
             name, classes=classes, label_column=label_column, test_path=test_path
@@ -233,7 +234,10 @@ def _user_data(
         if label_column != "label":
             raise ValueError("label_column applies to csv: data only")
         splits = load_npz(path, test_path=test)
-    positions = None if splits.lines_train is None else (splits.lines_train, splits.lines_test)
+    # load_csv sets both line arrays, load_npz neither.
+    positions = (
+        None if splits.lines_train is None or splits.lines_test is None else (splits.lines_train, splits.lines_test)
+    )
     (y_train, y_test), public = encode_labels(
         (splits.y_train, splits.y_test), classes, what=name, positions=positions, stacklevel=4
     )

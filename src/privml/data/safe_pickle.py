@@ -32,12 +32,13 @@ from __future__ import annotations
 import io
 import math
 import pickle
-from typing import IO, Any
+from typing import IO, Any, Literal, TypeGuard
 
 import numpy as np
 
 # Fixed-size numeric codes only: an object dtype would let an array carry objects.
 _ALLOWED_DTYPES = frozenset({"b1", "u1", "u2", "u4", "u8", "i1", "i2", "i4", "i8", "f4", "f8"})
+_ByteOrder = Literal["<", ">", "|", "="]
 _BYTEORDERS = frozenset({"<", ">", "|", "="})
 
 
@@ -48,6 +49,10 @@ class UnsafePickleError(pickle.UnpicklingError, ValueError):
 def _text(value: object) -> object:
     # Python 2 pickles read with encoding="bytes" give bytes where numpy wrote str.
     return value.decode("latin-1") if isinstance(value, bytes) else value
+
+
+def _is_byteorder(value: object) -> TypeGuard[_ByteOrder]:
+    return value in _BYTEORDERS
 
 
 class _NdarrayMarker:
@@ -69,7 +74,7 @@ class _DtypeStub:
         if not isinstance(code, str) or code not in _ALLOWED_DTYPES:
             raise UnsafePickleError(f"dtype {code!r} is not allowed (only fixed-size numeric dtypes)")
         self.code = code
-        self.byteorder = "="
+        self.byteorder: _ByteOrder = "="
 
     def __setstate__(self, state: object) -> None:
         # numpy's dtype state, version 3 (4 appends metadata): (version, byteorder,
@@ -78,7 +83,7 @@ class _DtypeStub:
         if not isinstance(state, tuple) or len(state) not in (8, 9) or state[0] not in (3, 4):
             raise UnsafePickleError(f"unexpected dtype state {state!r}")
         byteorder = _text(state[1])
-        if byteorder not in _BYTEORDERS or state[2:7] != (None, None, None, -1, -1) or state[7] != 0:
+        if not _is_byteorder(byteorder) or state[2:7] != (None, None, None, -1, -1) or state[7] != 0:
             raise UnsafePickleError(f"dtype state {state!r} is not a plain numeric dtype")
         if len(state) == 9 and state[8] not in (None, {}):
             raise UnsafePickleError("dtype metadata is not allowed")
@@ -114,7 +119,7 @@ class _ArrayStub:
             raise UnsafePickleError(
                 f"ndarray of shape {shape} and dtype {dt} needs {math.prod(shape) * dt.itemsize} bytes, got {len(raw)}"
             )
-        order = "F" if is_fortran else "C"
+        order: Literal["C", "F"] = "F" if is_fortran else "C"
         self.array = np.frombuffer(bytes(raw), dtype=dt).reshape(shape, order=order).copy()
 
 

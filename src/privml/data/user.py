@@ -176,10 +176,10 @@ def load_npz(path: Path, *, test_path: Path | None) -> UserSplits:
             parts = (X[train], y[train], X[test], y[test])
             source = f"{path} (fixed 80/20 split, seed 0)"
         else:
-            test = _read_npz(test_path)
-            if not {"X", "y"} <= test.keys():
-                raise ValueError(f"{test_path} must hold arrays X and y, found {sorted(test)}")
-            parts = (X, y, test["X"], test["y"])
+            test_arrays = _read_npz(test_path)
+            if not {"X", "y"} <= test_arrays.keys():
+                raise ValueError(f"{test_path} must hold arrays X and y, found {sorted(test_arrays)}")
+            parts = (X, y, test_arrays["X"], test_arrays["y"])
             source = f"{path} (train), {test_path} (test)"
     else:
         raise ValueError(
@@ -187,7 +187,8 @@ def load_npz(path: Path, *, test_path: Path | None) -> UserSplits:
         )
     for split, (X, y) in (("train", parts[:2]), ("test", parts[2:])):
         _check_pair(X, y, what=f"{path} {split}")
-    return UserSplits(*(np.asarray(p) for p in parts), source=source)
+    X_train, y_train, X_test, y_test = (np.asarray(p) for p in parts)
+    return UserSplits(X_train, y_train, X_test, y_test, source=source)
 
 
 def _read_npz(path: Path) -> dict[str, np.ndarray]:

@@ -382,12 +382,12 @@ def _poisson_noise(
     :func:`privml.accounting.dpsgd_event`; a missing ``s`` is the smallest one
     meeting (epsilon, delta), by :func:`privml.accounting.calibrate_dpsgd`.
     """
-    options = {"neighbouring": neighbouring, "sampling": sampling, "population": population}
     if noise_multiplier is None:
         noise_multiplier = calibrate_dpsgd(
-            epsilon, sample_rate=q, steps=steps, delta=delta, accountant=accountant, method=bound, **options
+            epsilon, sample_rate=q, steps=steps, delta=delta, accountant=accountant, method=bound,
+            neighbouring=neighbouring, sampling=sampling, population=population,
         ).noise_multiplier
-    event = dpsgd_event(noise_multiplier, q, steps, **options)
+    event = dpsgd_event(noise_multiplier, q, steps, neighbouring=neighbouring, sampling=sampling, population=population)
     guarantee = dpsgd_accountant(accountant, neighbouring=neighbouring, method=bound)().compose(event).guarantee(delta)
     info = {"sampling": sampling}
     sensitivity = 1.0

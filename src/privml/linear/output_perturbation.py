@@ -204,6 +204,7 @@ class OutputPerturbationClassifier(PrivateLinearClassifier):
         # path), so the sensitivity's 2 tol / lambda slack always holds and no failure leaks.
         result = solve_nonprivate(RegularisedObjective(loss, X, y, l2), tol=tol, max_iter=max_iter)
         weights = mechanism.randomise(result.weights)
+        assert isinstance(weights, np.ndarray)  # a vector or matrix in, an array of its shape out (never 0-d)
         info = {
             "l2": l2,
             "l2_rule": f"auto: max(1/n, 2 L m / (n {AUTO_SCORE_NOISE}))" if given is None else "given",

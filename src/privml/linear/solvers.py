@@ -439,7 +439,7 @@ def minimiser_key(objective: RegularisedObjective, tol: float, max_iter: int) ->
     for name, array in (("X", objective.X), ("y", objective.y)):
         contiguous = np.ascontiguousarray(array)
         digest.update(f"|{name}:{contiguous.dtype.str}:{contiguous.shape}|".encode())
-        digest.update(memoryview(contiguous).cast("B"))
+        digest.update(contiguous.data.cast("B"))  # .data is memoryview(contiguous), typed for Python < 3.12
     return digest.hexdigest()
 
 

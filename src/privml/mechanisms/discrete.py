@@ -311,15 +311,13 @@ def _check_rational(value: object, name: str, *, allow_zero: bool) -> Fraction:
 def _check_size(size: Size) -> tuple[int, ...] | None:
     if size is None:
         return None
-    dims = (size,) if isinstance(size, (numbers.Integral, np.integer)) else tuple(size)
+    dims = (size,) if isinstance(size, (int, numbers.Integral, np.integer)) else tuple(size)
     return tuple(check_count(d, "size", minimum=0) for d in dims)
 
 
-def _shape_output(flat: np.ndarray, shape: tuple[int, ...] | None) -> int | bool | np.ndarray:
-    if shape is None:
-        value = flat[0]
-        return bool(value) if flat.dtype == bool else int(value)
-    return flat.reshape(shape)
+def _shape_output(flat: np.ndarray, shape: tuple[int, ...] | None) -> int | np.ndarray:
+    """One Python int (``shape`` None) or the integer samples in ``shape``."""
+    return int(flat[0]) if shape is None else flat.reshape(shape)
 
 
 def sample_bernoulli_exp(
@@ -351,7 +349,8 @@ def sample_bernoulli_exp(
     shape = _check_size(size)
     count = 1 if shape is None else math.prod(shape)
     num = _widen(np.full(count, g.numerator, dtype=object), max(g.numerator, g.denominator))
-    return _shape_output(_bernoulli_exp(num, g.denominator, _as_source(rng)), shape)
+    flat = _bernoulli_exp(num, g.denominator, _as_source(rng))  # dtype bool
+    return bool(flat[0]) if shape is None else flat.reshape(shape)
 
 
 def sample_discrete_laplace(

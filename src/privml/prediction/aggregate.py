@@ -126,10 +126,10 @@ def _votes_key(teachers: list[Any], classes: np.ndarray, X: Any) -> str | None:
     for teacher in teachers:
         weights = np.ascontiguousarray(teacher.weights_)
         digest.update(f"|{type(teacher).__name__}:{teacher.classes_.tolist()!r}:{weights.shape}|".encode())
-        digest.update(memoryview(weights).cast("B"))
+        digest.update(weights.data.cast("B"))  # .data is memoryview(weights), typed for Python < 3.12
     rows = np.ascontiguousarray(X)
     digest.update(f"|X:{rows.dtype.str}:{rows.shape}|".encode())
-    digest.update(memoryview(rows).cast("B"))
+    digest.update(rows.data.cast("B"))
     return digest.hexdigest()
 
 
@@ -331,14 +331,15 @@ class SubsampleAndAggregate(BudgetedPredictor):
         """
         memo = _VOTE_MEMO.get()
         key = _votes_key(self.teachers_, self.classes_, X) if memo is not None else None
-        if key is not None and key in memo:
+        if memo is None or key is None:
+            return self._count_votes(X)
+        if key in memo:
             memo.move_to_end(key)
             return memo[key].copy()
         votes = self._count_votes(X)
-        if key is not None:
-            memo[key] = votes.copy()
-            while len(memo) > _VOTE_MEMO_SIZE:
-                memo.popitem(last=False)
+        memo[key] = votes.copy()
+        while len(memo) > _VOTE_MEMO_SIZE:
+            memo.popitem(last=False)
         return votes
 
     def _count_votes(self, X: np.ndarray) -> np.ndarray:

@@ -124,8 +124,8 @@ def load_predictor(
                 f"{path} holds one non-private model, which can be served by prediction-sensitivity only "
                 f"(subsample-and-aggregate needs a file of teachers), not {method!r}"
             )
-        missing = [name for name, value in (("epsilon", epsilon), ("budget", budget)) if value is None]
-        if missing:
+        if epsilon is None or budget is None:
+            missing = [name for name, value in (("epsilon", epsilon), ("budget", budget)) if value is None]
             raise ValueError(
                 f"{path} holds a non-private model: serving it privately needs {' and '.join(missing)} "
                 "(the total guarantee over the budget of answers)"

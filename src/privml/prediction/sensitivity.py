@@ -338,7 +338,7 @@ class PredictionSensitivity(BudgetedPredictor):
         lipschitz = make_loss(self.classes_.size, model.loss, huber_width=model.huber_width).lipschitz
         sensitivity = logit_sensitivity(lipschitz, n, l2, grad_tol=tol)
         self.noise_ = noise
-        self.fit_info_ = {
+        self.fit_info_: dict[str, Any] = {
             "n_train": n,
             "l2": l2,
             "l2_rule": l2_rule,
