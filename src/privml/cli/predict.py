@@ -36,9 +36,10 @@ import csv
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from privml.cli._common import CliError, add_json_flag, emit, finite_float, integer, table
 from privml.exceptions import BudgetExhausted
@@ -114,7 +115,17 @@ def _read_rows(path: Path, label_column: str) -> tuple[np.ndarray, list[str] | N
     return np.asarray(values, dtype=np.float64), labels
 
 
-def _answer(predictor: object, X: np.ndarray, proba: bool) -> tuple[np.ndarray, np.ndarray | None]:
+class _Answering(Protocol):
+    """What :func:`_answer` asks of a loaded predictor (``predict_proba`` only with ``--proba``)."""
+
+    classes_: ArrayLike
+
+    def predict(self, X: np.ndarray) -> ArrayLike: ...
+
+    def predict_proba(self, X: np.ndarray) -> ArrayLike: ...
+
+
+def _answer(predictor: _Answering, X: np.ndarray, proba: bool) -> tuple[np.ndarray, np.ndarray | None]:
     """Labels (and probabilities), charging one answer per row at most once."""
     try:
         if proba:

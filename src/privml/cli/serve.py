@@ -19,9 +19,15 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from privml.cli._common import CliError, add_json_flag, emit, finite_float, fmt, integer
 from privml.serve import PredictionServer, ServeLimits, load_api_keys
+
+if TYPE_CHECKING:  # the ASGI server needs the serve extra: imported where it is used
+    import socket
+
+    from privml.serve.asgi_server import AsgiPredictionServer
 
 PREDICTION_METHODS = ("prediction-sensitivity", "subsample-aggregate")
 SERVERS = ("uvicorn", "stdlib")
@@ -126,6 +132,7 @@ def _serve(args: argparse.Namespace) -> None:
     # The supervisor opens everything once too, so a bad model, ledger or key file is refused
     # here, in one line, before any worker starts.
     served, service = build_service(spec)
+    server: PredictionServer | AsgiPredictionServer | None
     try:
         budget = service.budget()
         if args.server == "stdlib":
@@ -176,8 +183,8 @@ def _serve(args: argparse.Namespace) -> None:
         print(f"privml serve: stopped (signal {received})", file=sys.stderr)
 
 
-def _url(sock: object) -> str:
-    host, port = sock.getsockname()[:2]  # type: ignore[attr-defined]
+def _url(sock: socket.socket) -> str:
+    host, port = sock.getsockname()[:2]
     host = f"[{host}]" if ":" in str(host) else host
     return f"http://{host}:{port}"
 

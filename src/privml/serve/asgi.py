@@ -20,7 +20,7 @@ import sys
 import traceback
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeAlias
 
 from fastapi import FastAPI, Request, Security
 from fastapi.security import APIKeyHeader
@@ -83,10 +83,18 @@ class Budget(BaseModel):
     )
 
 
+# Field types of the request and response models. The row width and the class set are known only at run
+# time: the types made from them (row, label) are values to mypy, so the few places that put one inside
+# another type (list[row], list[label]) carry a targeted ignore.
+_Number = Annotated[float, Field(allow_inf_nan=False, strict=True)]
+_Probability = Annotated[float, Field(ge=0, le=1)]
+_Omitted: TypeAlias = SkipJsonSchema[None]  # may be null, which the schema does not mention
+
+
 def _label_type(classes: list[Any]) -> Any:
     """A class label: one of ``classes`` (a Literal where typing allows one)."""
     if all(isinstance(c, str | int) for c in classes):
-        return Literal[tuple(classes)]  # type: ignore[valid-type]
+        return Literal[tuple(classes)]
     return Annotated[Any, WithJsonSchema({"enum": classes})]
 
 
@@ -99,17 +107,16 @@ def service_models(service: PredictionService) -> tuple[type[BaseModel], type[Ba
     """
     limits = service.limits
     width = service.n_features if service.preprocess is None else None
-    number = Annotated[float, Field(allow_inf_nan=False, strict=True)]
-    row = (Annotated[list[number], Field(min_length=width, max_length=width)] if width is not None  # type: ignore[valid-type]
-           else Annotated[list[number], Field(min_length=1)])  # type: ignore[valid-type]
+    row = (Annotated[list[_Number], Field(min_length=width, max_length=width)] if width is not None
+           else Annotated[list[_Number], Field(min_length=1)])
+    rows = Annotated[list[row], Field(min_length=1, max_length=limits.max_rows)]  # type: ignore[valid-type]
     label = _label_type(service.classes)
     k = len(service.classes)
-    probability = Annotated[float, Field(ge=0, le=1)]
     request = create_model(
         "PredictRequest",
         __config__=ConfigDict(extra="forbid"),
         rows=(
-            Annotated[list[row], Field(min_length=1, max_length=limits.max_rows)],  # type: ignore[valid-type]
+            rows,
             Field(description=(
                 "Rows to label, all of equal width; finite numbers only. Each row spends one answer of the budget "
                 "(when the model has one)."
@@ -124,10 +131,10 @@ def service_models(service: PredictionService) -> tuple[type[BaseModel], type[Ba
         __config__=ConfigDict(extra="forbid"),
         labels=(list[label], ...),  # type: ignore[valid-type]
         probabilities=(
-            list[Annotated[list[probability], Field(min_length=k, max_length=k)]] | SkipJsonSchema[None],
+            list[Annotated[list[_Probability], Field(min_length=k, max_length=k)]] | _Omitted,
             Field(default=None, description="With probabilities asked for: one row of class probabilities per row."),
         ),
-        classes=(list[label] | SkipJsonSchema[None],  # type: ignore[valid-type]
+        classes=(list[label] | _Omitted,  # type: ignore[valid-type]
                  Field(default=None, description="The class of each probability column (with probabilities).")),
     )
     return request, response
@@ -253,7 +260,9 @@ def create_app(service: PredictionService) -> FastAPI:
     app.state.transport = transport
     keyed = service.requires_key
     security = [Security(APIKeyHeader(name="X-API-Key", scheme_name="apiKey", auto_error=False))] if keyed else []
-    auth = {401: {"model": Error, "description": "Missing or unknown X-API-Key."}} if keyed else {}
+    auth: dict[int | str, dict[str, Any]] = (
+        {401: {"model": Error, "description": "Missing or unknown X-API-Key."}} if keyed else {}
+    )
     busy = "the server is busy, the budget ledger is unavailable, or it is shutting down: nothing was answered."
 
     @app.post(

@@ -29,7 +29,7 @@ import socket
 import threading
 import time
 from http import HTTPStatus
-from typing import Any
+from typing import Any, cast
 
 import h11
 import uvicorn
@@ -165,7 +165,9 @@ class PrivmlH11Protocol(H11Protocol):
                  _loop: asyncio.AbstractEventLoop | None = None) -> None:
         super().__init__(config, server_state, app_state, _loop)
         self.limits: ServeLimits = config.privml_limits  # type: ignore[attr-defined]
-        self.conn = _Connection(self.conn, self.limits)  # type: ignore[assignment]
+        # The same object twice: uvicorn's code sees an h11.Connection, ours the wrapper's error too.
+        self._checked_conn = _Connection(self.conn, self.limits)
+        self.conn = self._checked_conn  # type: ignore[assignment]  # duck-types h11.Connection
         self.peer_eof = False
         self._draining = False
         self._drained = 0
@@ -229,9 +231,12 @@ class PrivmlH11Protocol(H11Protocol):
         before = self.cycle
         super().handle_events()
         if self.cycle is not None and self.cycle is not before:
-            self.cycle.scope[PEER_KEY] = self  # type: ignore[typeddict-unknown-key]
+            # ASGI allows extension keys in the scope; uvicorn's TypedDict lists only the standard ones.
+            cast("dict[str, Any]", self.cycle.scope)[PEER_KEY] = self
 
-    def eof_received(self) -> bool | None:
+    # asyncio.Protocol.eof_received returns bool | None (True keeps the transport open); uvicorn
+    # annotates its override -> None, so mypy would refuse the wider return of this one.
+    def eof_received(self) -> bool | None:  # type: ignore[override]
         self.peer_eof = True
         if self._draining:
             return False  # the client has closed: close
@@ -266,7 +271,7 @@ class PrivmlH11Protocol(H11Protocol):
     # -- output ----------------------------------------------------------------
 
     def send_400_response(self, msg: str) -> None:
-        status, message = self.conn.error or (400, "invalid HTTP request")
+        status, message = self._checked_conn.error or (400, "invalid HTTP request")
         if self.cycle is not None and not self.cycle.response_complete:
             if self.cycle.response_started:  # an answer is on its way: just stop
                 self.transport.close()

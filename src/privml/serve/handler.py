@@ -57,7 +57,8 @@ class PredictionHandler(BaseHTTPRequestHandler):
     def setup(self) -> None:
         # The socket timeout bounds how long an idle keep-alive connection
         # (or a stalled request line) holds a thread.
-        self.timeout = self.server.limits.idle_timeout
+        # typeshed declares StreamRequestHandler.timeout a ClassVar, but setup() reads it from the instance.
+        self.timeout = self.server.limits.idle_timeout  # type: ignore[misc]
         super().setup()
 
     # http.server answers unknown methods with 501 and an HTML page; every

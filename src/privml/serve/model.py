@@ -7,6 +7,7 @@ restart at zero with the process and silently void the guarantee.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -123,9 +124,11 @@ def open_served_model(
         predictor = load_predictor(path, method=method, epsilon=epsilon, delta=delta, budget=budget,
                                    accounting=accounting)
         return ServedModel(predictor, preprocess, class_names, stored, _fingerprint(path))
-    settings = dict(method=method, epsilon=epsilon, delta=delta, budget=budget, accounting=accounting)
+    load = functools.partial(
+        load_predictor, path, method=method, epsilon=epsilon, delta=delta, budget=budget, accounting=accounting
+    )
     if ledger is None and not require_ledger:
-        predictor = load_predictor(path, **settings, random_state=random_state)
+        predictor = load(random_state=random_state)
         return ServedModel(predictor, preprocess, class_names, predictor.method, _fingerprint(path))
     if ledger is None:
         raise ValueError(
@@ -134,7 +137,7 @@ def open_served_model(
         )
     # Calibrate once without a ledger to learn the budget and the guarantee
     # the ledger is bound to, then load again charging the persistent one.
-    probe = load_predictor(path, **settings, random_state=random_state)
+    probe = load(random_state=random_state)
     fingerprint = _fingerprint(path)
     context = {
         "model_sha256": fingerprint,
@@ -145,7 +148,7 @@ def open_served_model(
     }
     store = open_ledger(ledger, budget=probe.ledger_.budget, name=ledger_name, context=context)
     try:
-        predictor = load_predictor(path, **settings, ledger=store, random_state=random_state)
+        predictor = load(ledger=store, random_state=random_state)
     except BaseException:
         store.close()
         raise

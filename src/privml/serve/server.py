@@ -79,6 +79,7 @@ class PredictionServer(ThreadingHTTPServer):
     def url(self) -> str:
         """The base URL, with the port actually bound."""
         host, port = self.server_address[:2]
+        assert isinstance(host, str)  # server_bind() sets it from getsockname(): str for AF_INET and AF_INET6
         host = f"[{host}]" if ":" in str(host) else host
         return f"http://{host}:{port}"
 

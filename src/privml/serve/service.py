@@ -12,7 +12,7 @@ from __future__ import annotations
 import sqlite3
 import warnings
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeGuard
 
 import numpy as np
 
@@ -43,6 +43,16 @@ class Predictor(Protocol):
     privacy_: Any
 
     def predict(self, X: np.ndarray, **kwargs: Any) -> np.ndarray: ...
+
+
+class _ProbabilityPredictor(Predictor, Protocol):
+    """A :class:`Predictor` that also gives class probabilities (charged like ``predict``)."""
+
+    def predict_proba(self, X: np.ndarray, **kwargs: Any) -> np.ndarray: ...
+
+
+def _gives_probabilities(predictor: Predictor) -> TypeGuard[_ProbabilityPredictor]:
+    return callable(getattr(predictor, "predict_proba", None))
 
 
 def _ledger_errors() -> tuple[type[BaseException], ...]:
@@ -102,7 +112,9 @@ class PredictionService:
             raise ValueError(f"class_names has {len(class_names)} names for {len(classes)} classes")
         self._label_of = dict(zip(classes, class_names if class_names is not None else classes))
         self.classes = list(self._label_of.values())
-        self._proba = callable(getattr(predictor, "predict_proba", None))
+        # The same predictor, typed for predict_proba; None when it gives labels only.
+        self._proba_predictor = predictor if _gives_probabilities(predictor) else None
+        self._proba = self._proba_predictor is not None
         self._digests: frozenset[str] | None = None
         if api_keys is None and self.ledger is not None:
             held = self.ledger.keys()
@@ -181,9 +193,10 @@ class PredictionService:
         kwargs = {} if self.ledger is None else {"key": key}
         try:
             if request.probabilities:
+                assert self._proba_predictor is not None  # refused with 422 above otherwise
                 # One call, one charge: the labels are read off the released
                 # probabilities (post-processing), not paid for twice.
-                proba = np.asarray(self.predictor.predict_proba(X, **kwargs), dtype=np.float64)
+                proba = np.asarray(self._proba_predictor.predict_proba(X, **kwargs), dtype=np.float64)
                 raw = np.asarray(self.predictor.classes_)[np.argmax(proba, axis=1)]
             else:
                 proba = None
