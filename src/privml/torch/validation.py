@@ -36,6 +36,7 @@ class UnsupportedModuleError(ValueError):
 def find_problems(model: nn.Module) -> list[str]:
     """Human-readable reasons why ``model`` cannot be trained with per-example clipping (empty if none)."""
     problems = []
+    module: nn.Module  # torch leaves named_modules() unannotated
     for name, module in model.named_modules():
         where = name or "the model"
         if isinstance(module, _BATCH_NORMS):

@@ -14,6 +14,8 @@ refused (use ``mode="vmap"``).
 
 from __future__ import annotations
 
+from types import EllipsisType
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -34,9 +36,11 @@ def patches(module: _ConvNd, activation: torch.Tensor) -> torch.Tensor:
     feature order; weights are permuted back by :func:`_to_weight`.
     """
     dims = len(module.kernel_size)
+    padding = module.padding
+    assert not isinstance(padding, str)  # ConvRule.check refuses string padding ("same", "valid")
     channels_last = activation.movedim(1, -1)  # (B, S_1..S_n, C)
     pads: list[int] = [0, 0]
-    for p in reversed(module.padding):  # F.pad lists the last dimension first
+    for p in reversed(padding):  # F.pad lists the last dimension first
         pads += [int(p), int(p)]
     padded = F.pad(channels_last, pads) if any(pads) else channels_last
     windows = padded
@@ -44,7 +48,8 @@ def patches(module: _ConvNd, activation: torch.Tensor) -> torch.Tensor:
         windows = windows.unfold(1 + axis, d * (k - 1) + 1, s)  # appends the window extent as a last dimension
     # windows: (B, O_1..O_n, C, e_1..e_n); keep every d-th element of each extent (dilation).
     if any(d > 1 for d in module.dilation):
-        windows = windows[(Ellipsis, *(slice(None, None, d) for d in module.dilation))]
+        every: tuple[EllipsisType | slice, ...] = (Ellipsis, *(slice(None, None, d) for d in module.dilation))
+        windows = windows[every]
     batch, channels = windows.shape[0], windows.shape[1 + dims]
     positions = 1
     for size in windows.shape[1 : 1 + dims]:

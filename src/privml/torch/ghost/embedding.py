@@ -20,24 +20,25 @@ class EmbeddingRule(LayerRule):
             raise ValueError("ghost clipping supports Embedding without max_norm, scale_grad_by_freq or sparse")
 
     def _flatten(
-        self, module: nn.Module, indices: torch.Tensor, grad_output: torch.Tensor
+        self, module: nn.Embedding, indices: torch.Tensor, grad_output: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
         batch = indices.shape[0]
         keys = indices.reshape(batch, -1)
         g = grad_output.reshape(batch, keys.shape[1], -1)
-        padding = module.padding_idx  # type: ignore[attr-defined]
+        padding = module.padding_idx
         if padding is not None:
             # PyTorch gives the padding row no gradient, whatever flows back to it.
             g = g * (keys != padding).unsqueeze(-1).to(g.dtype)
         return keys, g
 
     def prepare(self, module: nn.Module, activation: torch.Tensor, grad_output: torch.Tensor) -> Prepared:
+        assert isinstance(module, nn.Embedding)  # rules are looked up by exact type
         keys, g = self._flatten(module, activation, grad_output)
         return _EmbeddingPrepared(module, keys, g, trainable(module, "weight"))
 
 
 class _EmbeddingPrepared(Prepared):
-    def __init__(self, module: nn.Module, keys: torch.Tensor, g: torch.Tensor, weight: bool) -> None:
+    def __init__(self, module: nn.Embedding, keys: torch.Tensor, g: torch.Tensor, weight: bool) -> None:
         self.module, self.keys, self.g, self.weight = module, keys, g, weight
 
     def squared_norms(self) -> torch.Tensor:
@@ -51,7 +52,7 @@ class _EmbeddingPrepared(Prepared):
         if not self.weight:
             return {}
         scaled = (self.g * factors[:, None, None]).reshape(-1, self.g.shape[-1])
-        weight = self.module.weight  # type: ignore[union-attr]
+        weight = self.module.weight
         total = torch.zeros_like(weight)
         return {"weight": total.index_add_(0, self.keys.reshape(-1), scaled.to(weight.dtype))}
 

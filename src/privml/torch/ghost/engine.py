@@ -128,8 +128,8 @@ def ghost_clipped_sum(
                 "use out-of-place activations (inplace=False) or mode='vmap'"
             )
     outputs = [r.output for r in records]
-    grads = torch.autograd.grad(losses.sum(), outputs, allow_unused=True)
-    grads = [torch.zeros_like(o) if g is None else g for o, g in zip(outputs, grads, strict=True)]
+    raw_grads = torch.autograd.grad(losses.sum(), outputs, allow_unused=True)  # None for an unused output
+    grads = [torch.zeros_like(o) if g is None else g for o, g in zip(outputs, raw_grads, strict=True)]
 
     prepared = [r.rule.prepare(r.module, r.activation, g) for r, g in zip(records, grads, strict=True)]
     squared = torch.zeros(x.shape[0], dtype=losses.dtype, device=losses.device)

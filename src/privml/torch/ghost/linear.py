@@ -10,6 +10,7 @@ from privml.torch.ghost.base import LayerRule, OuterProduct, Prepared, register,
 
 class LinearRule(LayerRule):
     def prepare(self, module: nn.Module, activation: torch.Tensor, grad_output: torch.Tensor) -> Prepared:
+        assert isinstance(module, nn.Linear)  # rules are looked up by exact type
         batch = activation.shape[0]
         # Every dimension between the batch and the features (sequence positions) is summed over.
         a = activation.reshape(batch, -1, activation.shape[-1])
