@@ -349,3 +349,19 @@ def test_quick_ci_budget_sweeps_are_identical_with_and_without_the_cache(tmp_pat
     assert alone.failed == shared.failed == 0 and alone.finished == shared.finished == alone.planned
     assert stored(shared) == stored(alone)
     assert totals(shared)["hits"] > totals(shared)["misses"]
+
+
+def test_a_cleared_cache_is_forgotten_by_workers_that_held_it_in_memory(tmp_path):
+    spec = sharing_spec(sweeps=[{"name": "budget", "parameter": "budget", "values": [1, 10]}])
+    first = run_study(spec, tmp_path, jobs=2, progress=False, report=False)
+    assert totals(first)["misses"] > 0
+    # The two worker processes (kept alive between studies by joblib) hold the minimisers in memory. The new runs at
+    # B = 100 need exactly those minimisers; after --clear-cache they must be computed again (and
+    # written to the new folder), not served from the memory of the old one.
+    more = spec.with_overrides(sweeps=[{"name": "budget", "parameter": "budget", "values": [1, 10, 100]}])
+    cleared = run_study(more, tmp_path, jobs=2, progress=False, report=False, clear_cache=True)
+    assert cleared.finished == 2 and cleared.skipped == first.finished
+    by_method = {row["method"]: row for row in cleared.cache}
+    # Prediction sensitivity at B = 100 solves its lambda grid again (in the old folder's memory, all hits).
+    assert by_method["prediction-sensitivity"]["misses"] > 0
+    assert totals(cleared)["misses"] == len(cache_files(tmp_path))

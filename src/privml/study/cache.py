@@ -23,7 +23,9 @@ without the cache, and whichever run or worker computed an entry.
 Layout: ``<out>/cache/minimisers/<key[:2]>/<key>.npz`` (``np.savez`` arrays,
 never pickles: read with ``allow_pickle=False``), written to a temporary file
 and renamed, so an interrupted study leaves no partial entry and a resumed
-one reuses every finished entry. Workers on one machine (or a cluster with a
+one reuses every finished entry. ``<out>/cache/.ident`` names the folder: a
+worker process that kept entries of a folder since deleted (``--clear-cache``)
+forgets them when it meets the new one. Workers on one machine (or a cluster with a
 shared file system) take an exclusive ``flock`` per key before computing it:
 a second worker needing the same key waits and then reads it, instead of
 computing it again. A worker that cannot see the folder (a Dask worker on
@@ -59,7 +61,7 @@ import numpy as np
 
 from privml.linear.solvers import SolverResult
 
-__all__ = ["CACHE_DIR", "StudyCache", "clear_cache", "get_cache", "merge_stats"]
+__all__ = ["CACHE_DIR", "StudyCache", "cache_ident", "clear_cache", "get_cache", "merge_stats"]
 
 #: Folder of the cache inside a study's output folder (beside results.sqlite).
 CACHE_DIR = "cache"
@@ -80,8 +82,9 @@ class StudyCache:
         Budget of the in-memory layer.
     """
 
-    def __init__(self, root: str | Path | None, *, memory_bytes: int = MEMORY_BYTES) -> None:
+    def __init__(self, root: str | Path | None, *, memory_bytes: int = MEMORY_BYTES, ident: str | None = None) -> None:
         self.root = None if root is None else Path(root)
+        self.ident = ident
         self.memory_bytes = memory_bytes
         self._memory: collections.OrderedDict[str, tuple[SolverResult, float]] = collections.OrderedDict()
         self._held = 0
@@ -174,12 +177,31 @@ class StudyCache:
 _CACHES: dict[str, StudyCache] = {}
 
 
-def get_cache(root: str | Path | None) -> StudyCache:
-    """This process's :class:`StudyCache` of ``root`` (one per folder, kept between runs)."""
+def get_cache(root: str | Path | None, ident: str | None = None) -> StudyCache:
+    """This process's :class:`StudyCache` of ``root`` (one per folder, kept between runs).
+
+    ``ident`` is the folder's identity (:func:`cache_ident`): a folder deleted
+    (``--clear-cache``) and made again has a new one, and a worker that still
+    holds entries of the old folder in memory forgets them.
+    """
     name = "" if root is None else str(root)
-    if name not in _CACHES:
-        _CACHES[name] = StudyCache(root)
+    if name not in _CACHES or _CACHES[name].ident != ident:
+        _CACHES[name] = StudyCache(root, ident=ident)
     return _CACHES[name]
+
+
+def cache_ident(root: Path) -> str:
+    """The identity of the cache folder ``root``, made (a random id in ``root/.ident``) when missing."""
+    root.mkdir(parents=True, exist_ok=True)
+    path = root / ".ident"
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        ident = uuid.uuid4().hex
+        temporary = root / f".ident.{os.getpid()}.{ident}.tmp"
+        temporary.write_text(ident)
+        os.replace(temporary, path)
+        return path.read_text().strip()
 
 
 def clear_cache(out: str | Path) -> bool:

@@ -33,7 +33,7 @@ from privml import __version__
 from privml._progress import progress_bar
 from privml.linear.solvers import sharing_minimisers
 from privml.prediction.aggregate import sharing_votes
-from privml.study.cache import CACHE_DIR, describe, get_cache, merge_stats
+from privml.study.cache import CACHE_DIR, cache_ident, describe, get_cache, merge_stats
 from privml.study.executors import DaskExecutor, Executor, make_executor
 from privml.study.methods import get_method
 from privml.study.prepare import prepare
@@ -256,7 +256,7 @@ def _run_locked(spec: StudySpec, out: Path, runner: Any, *, progress: bool, repo
     pending = [job for job in todo if job.key not in done]
     context = _context(spec)
     if cache:
-        (out / CACHE_DIR).mkdir(parents=True, exist_ok=True)
+        context["cache_ident"] = cache_ident(out / CACHE_DIR)
         context["cache_dir"] = str((out / CACHE_DIR).resolve())
     running = out / RUNNING_DIR
     running.mkdir(parents=True, exist_ok=True)
@@ -491,7 +491,7 @@ def execute_job(payload: tuple[dict[str, Any], dict[str, Any]]) -> dict[str, Any
         "delta": None, "train_seconds": None, "predict_seconds": None, "wall_seconds": None, "selection": None,
         "info": None, "error": None, "version": __version__,
     }
-    cache = get_cache(context["cache_dir"]) if context.get("cache_dir") else None
+    cache = get_cache(context["cache_dir"], context.get("cache_ident")) if context.get("cache_dir") else None
     if cache is not None:
         cache.take_stats()  # what earlier runs of this worker did is theirs
     with (_running(context.get("running_dir"), job["key"]), sharing_minimisers(cache),
