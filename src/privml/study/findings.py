@@ -33,8 +33,16 @@ def _private(curves: list[Curve]) -> list[Curve]:
     return [c for c in curves if c.kind != "baseline"]
 
 
+def _mean(curve: Curve, value: object) -> float:
+    """Mean accuracy of ``curve`` at ``value``, which the caller has checked it has."""
+    cell = curve.at(value)
+    if cell is None:
+        raise ValueError(f"{curve.method} has no result at {value!r}")
+    return cell.mean
+
+
 def _best(curves: list[Curve], value: object) -> tuple[Curve, float] | None:
-    scored = [(c, c.at(value).mean) for c in curves if c.at(value) is not None]
+    scored = [(c, _mean(c, value)) for c in curves if c.at(value) is not None]
     return max(scored, key=lambda t: t[1]) if scored else None
 
 
@@ -76,9 +84,9 @@ def aggregate_best_at_small_budget_pure(results: StudyResults) -> list[Finding]:
             out.append(Finding(claim, "paper Section 4.2, Figure 2a", "untested",
                                f"subsample-and-aggregate did not run in sweep {sweep.name!r}", (sweep.name,)))
             continue
-        holds = saa.at(small).mean >= best[1] - TIE
+        holds = _mean(saa, small) >= best[1] - TIE
         out.append(Finding(claim, "paper Section 4.2, Figure 2a", "holds" if holds else "refuted",
-                           f"at B = {small:g}, delta = 0: subsample-and-aggregate {_fmt(saa.at(small).mean)}, best "
+                           f"at B = {small:g}, delta = 0: subsample-and-aggregate {_fmt(_mean(saa, small))}, best "
                            f"other method {best[0].label} {_fmt(best[1])}", (sweep.name,)))
     return out
 
@@ -93,7 +101,7 @@ def _trend_claim(parameter: str, claim: str, source: str, direction: int) -> Cal
             if parameter == "epsilon":
                 curves = _private(curves)  # the non-private baseline does not depend on epsilon
             first, last = sweep.values[0], sweep.values[-1]
-            moves = [(c, c.at(last).mean - c.at(first).mean) for c in curves if c.at(first) and c.at(last)]
+            moves = [(c, _mean(c, last) - _mean(c, first)) for c in curves if c.at(first) and c.at(last)]
             if not moves:
                 out.append(Finding(claim, source, "untested", f"sweep {sweep.name!r} has no complete curve",
                                    (sweep.name,)))
@@ -116,7 +124,7 @@ def delta_helps_perturbation(results: StudyResults) -> list[Finding]:
             continue
         positive = max(v for v in sweep.values if v > 0)
         curves = [c for c in results.curves.get(sweep.name, []) if c.method in ("output", "objective")]
-        gains = [(c, c.at(positive).mean - c.at(0.0).mean) for c in curves if c.at(0.0) and c.at(positive)]
+        gains = [(c, _mean(c, positive) - _mean(c, 0.0)) for c in curves if c.at(0.0) and c.at(positive)]
         if not gains:
             out.append(Finding(claim, "paper Section 4.2, Figures 2-3", "untested",
                                "output or objective perturbation did not run at delta = 0 and delta > 0",

@@ -173,7 +173,7 @@ def _validation(
     method: Method, data: StudyData, params: dict[str, Any], grid: list[dict[str, Any]],
     train: np.ndarray, val: np.ndarray, seed: int,
 ) -> Selected:
-    candidates = []
+    candidates: list[dict[str, Any]] = []
     # The two parts are cut once for every candidate (the same arrays each time).
     X_fit, y_fit, X_val, y_val = data.X_train[train], data.y_train[train], data.X_train[val], data.y_train[val]
     for i, candidate in enumerate(grid):

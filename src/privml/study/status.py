@@ -100,11 +100,11 @@ def study_status(folder: str | Path, *, spec_hash: str | None = None) -> dict[st
         by_method.setdefault(job.method, Counter())[s] += 1
         for name in job.sweeps:
             by_sweep[name].setdefault(job.method, Counter())[s] += 1
-        record = records.get(job.key)
-        if s == "done" and record.get("wall_seconds") is not None:
-            seconds.setdefault(job.method, []).append(float(record["wall_seconds"]))
-        if s == "failed":
-            errors[record.get("error") or "unknown error"] += 1
+        found = records.get(job.key)
+        if s == "done" and found is not None and found.get("wall_seconds") is not None:
+            seconds.setdefault(job.method, []).append(float(found["wall_seconds"]))
+        if s == "failed" and found is not None:
+            errors[found.get("error") or "unknown error"] += 1
         if s in ("left", "running", "failed"):
             pending_by_method[job.method] += 1
     every = [x for xs in seconds.values() for x in xs]
