@@ -63,6 +63,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--label-column", help="label column of a --dataset csv:PATH (default: label)")
     run.add_argument("--selection", choices=("validation", "private", "public"),
                      help="hyper-parameter selection mode (default: the study's)")
+    run.add_argument("--neighbouring", choices=("replace-one", "add/remove-one", "mixed"),
+                     help="the one relation every guarantee holds under (default: the study's, replace-one); "
+                          "mixed is the paper's protocol, DP-SGD under add/remove-one, flagged as not like for like")
     run.add_argument("--repeats", type=integer, help="repeats per point (default: the study's)")
     run.add_argument("--sweeps", nargs="+", metavar="NAME",
                      help="run only these sweeps of the study (e.g. budget-pure budget); finished runs are "
@@ -136,6 +139,8 @@ def _run(args: argparse.Namespace) -> int:
         changes["label_column"] = args.label_column
     if args.selection:
         changes["selection"] = args.selection
+    if args.neighbouring:
+        changes["neighbouring"] = args.neighbouring
     if args.repeats is not None:
         changes["repeats"] = args.repeats
     if args.sweeps:
@@ -159,7 +164,8 @@ def _run(args: argparse.Namespace) -> int:
               "results store or the report", file=sys.stderr)
     outcome = run_study(spec, args.out, executor=executor, progress=not args.no_progress, report=not args.no_report,
                         check_data=False, cache=not args.no_cache, clear_cache=args.clear_cache)
-    emit({"study": spec.name, "dataset": spec.dataset, "selection": spec.selection.mode, **outcome.to_dict()},
+    emit({"study": spec.name, "dataset": spec.dataset, "selection": spec.selection.mode,
+          "neighbouring": spec.neighbouring, **outcome.to_dict()},
          as_json=args.json, render=_render_run)
     return report_failures(args.prog, outcome.failed, outcome.planned - outcome.skipped, outcome.errors)
 

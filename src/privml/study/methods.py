@@ -148,6 +148,8 @@ class Method:
             guarantee = model.privacy_
             epsilon, delta = float(guarantee.epsilon), float(guarantee.delta)
         info = {k: v for k, v in getattr(model, "fit_info_", {}).items() if isinstance(v, (int, float, str, bool))}
+        if self.kind != "baseline":  # every stored run carries the relation its guarantee holds under
+            info["neighbouring"] = model.privacy_.neighbouring.value
         budget = int(params["budget"]) if self.kind == "prediction" else None
         return Fitted(model=model, epsilon=epsilon, delta=delta, train_seconds=seconds, budget=budget, info=info)
 
@@ -262,8 +264,14 @@ def _perturbation(p: dict[str, Any], k: int, seed: int, shape: Shape) -> dict[st
     return {**_privacy(p), "l2": _l2(p), "classes": _classes(k), "random_state": seed}
 
 
+def _relation(p: dict[str, Any]) -> dict[str, Any]:
+    """DP-SGD's accounting for the study's relation: replace-one (tight) unless the study is add/remove or mixed."""
+    return {"neighbouring": "replace-one"} if p.get("neighbouring", "replace-one") == "replace-one" else {}
+
+
 def _dpsgd(p: dict[str, Any], k: int, seed: int, shape: Shape) -> dict[str, Any]:
-    return {**_privacy(p), "classes": _classes(k), "random_state": seed, **_given(p, "clip_norm", "learning_rate")}
+    return {**_privacy(p), **_relation(p), "classes": _classes(k), "random_state": seed,
+            **_given(p, "clip_norm", "learning_rate")}
 
 
 def _dpcd(p: dict[str, Any], k: int, seed: int, shape: Shape) -> dict[str, Any]:
@@ -299,7 +307,7 @@ def _nonprivate_cnn(p: dict[str, Any], k: int, seed: int, shape: Shape) -> dict[
 
 
 def _dpsgd_cnn(p: dict[str, Any], k: int, seed: int, shape: Shape) -> dict[str, Any]:
-    return {**_cnn(p, k, seed, shape), **_privacy(p)}
+    return {**_cnn(p, k, seed, shape), **_privacy(p), **_relation(p)}
 
 
 def _subsample_aggregate_cnn(p: dict[str, Any], k: int, seed: int, shape: Shape) -> dict[str, Any]:
@@ -324,7 +332,7 @@ METHODS: dict[str, Method] = {
                "privml.linear.objective_perturbation:ObjectivePerturbationClassifier",
                ("epsilon", "delta"), {"l2": _L2_GRID}, True, _perturbation),
         Method("dpsgd", "DP-SGD", "training", "privml.linear.dpsgd:DPSGDClassifier",
-               ("epsilon", "delta"), {"clip_norm": (0.03, 0.1, 0.3, 1.0)}, False, _dpsgd),
+               ("epsilon", "delta", "neighbouring"), {"clip_norm": (0.03, 0.1, 0.3, 1.0)}, False, _dpsgd),
         Method("dpcd", "DP coordinate descent", "training", "privml.linear.dpcd:DPCDClassifier",
                ("epsilon", "delta"), {"clip": (0.1, 0.5, 2.0)}, False, _dpcd),
         Method("prediction-sensitivity", "prediction sensitivity", "prediction",
@@ -336,7 +344,7 @@ METHODS: dict[str, Method] = {
         Method("nonprivate-cnn", "non-private CNN", "baseline", "privml.torch:TorchClassifier",
                (), {}, True, _nonprivate_cnn, inputs="images"),
         Method("dpsgd-cnn", "DP-SGD CNN", "training", "privml.torch:TorchClassifier",
-               ("epsilon", "delta"), {"clip_norm": (0.1, 1.0)}, False, _dpsgd_cnn, inputs="images"),
+               ("epsilon", "delta", "neighbouring"), {"clip_norm": (0.1, 1.0)}, False, _dpsgd_cnn, inputs="images"),
         Method("subsample-aggregate-cnn", "subsample-and-aggregate over CNNs", "prediction",
                "privml.prediction:SubsampleAndAggregate",
                ("epsilon", "delta", "budget"), {"m": (8, 16, 32)}, True, _subsample_aggregate_cnn, inputs="images"),

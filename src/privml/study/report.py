@@ -28,6 +28,7 @@ from privml.study.findings import Finding, findings
 from privml.study.recommend import recommendations
 from privml.study.runner import point_runs
 from privml.study.store import ResultStore
+from privml.study.spec import StudySpec
 from privml.study.summary import COLUMNS, tradeoff_table
 
 _LABELS = {"epsilon": "privacy loss ε", "delta": "privacy failure probability δ", "budget": "inference budget B",
@@ -104,6 +105,7 @@ def render_html(results: StudyResults, *, figures: dict[str, bytes] | None = Non
         '<html lang="en"><head><meta charset="utf-8">',
         f"<title>privml study: {_e(spec.name)}</title><style>{_CSS}</style></head><body>",
         f"<h1>Trade-off study: {_e(spec.name)}</h1>",
+        _relation(spec),
         _failures(results),
         f"<p>{_e(spec.description)}</p>",
         _overview(results),
@@ -115,8 +117,8 @@ def render_html(results: StudyResults, *, figures: dict[str, bytes] | None = Non
         if curves:
             parts.append(f'<figure><img alt="{_e(sweep.title or sweep.name)}" src="data:image/png;base64,'
                          f'{base64.b64encode(figures[sweep.name]).decode("ascii")}"><figcaption>'
-                         "Mean test accuracy over repeats, band: ±1 standard deviation; dashed: non-private."
-                         "</figcaption></figure>")
+                         "Mean test accuracy over repeats, band: ±1 standard deviation; dashed: non-private. "
+                         f"{_e(_relation_caption(spec))}</figcaption></figure>")
             parts.append(_curve_table(results, sweep.name))
         elif failed_by_sweep[sweep.name]:
             parts.append(f'<p class="bad">No finished runs for this sweep: {failed_by_sweep[sweep.name]} runs '
@@ -182,6 +184,30 @@ def _params(params: Any) -> str:
     return ", ".join(f"{k} = {_value(v)}" for k, v in params.items() if v is not None)
 
 
+def _relation_caption(spec: StudySpec) -> str:
+    if spec.like_for_like:
+        return f"Every guarantee holds under {spec.neighbouring} neighbours."
+    return "NOT like for like: DP-SGD under add/remove-one, the other methods under replace-one (the paper's protocol)."
+
+
+def _relation(spec: StudySpec) -> str:
+    """The relation every guarantee of the study holds under, said first (issue: like for like)."""
+    if spec.neighbouring == "replace-one":
+        return ('<p class="relation"><b>Neighbouring relation: replace-one</b> for every method (van der Maaten &amp; '
+                "Hannun 2020, Eq. 1): datasets of the same size that differ in one record. DP-SGD is accounted "
+                "under replace-one too (Poisson sampling, tight dominating pair), so equal epsilons are equal "
+                "promises.</p>")
+    if spec.neighbouring == "add/remove-one":
+        return ('<p class="relation"><b>Neighbouring relation: add/remove-one with n public</b> (zero-out) for every '
+                "method: DP-SGD is accounted under it, and the replace-one guarantees of the other methods imply "
+                "it (replacing a record by a null record is a replacement).</p>")
+    return ('<p class="relation leak"><b>Not like for like.</b> As in the paper, DP-SGD is accounted under '
+            "add/remove-one and every other method under replace-one: at the same epsilon DP-SGD makes the weaker "
+            "promise (by group privacy an add/remove (eps, delta) method is only (2 eps, (1 + e^eps) delta) under "
+            "replace-one). Rerun with <code>neighbouring = \"replace-one\"</code> (the default) to compare equal "
+            "promises.</p>")
+
+
 def _overview(results: StudyResults) -> str:
     spec = results.spec
     modes = sorted({m for curves in results.curves.values() for c in curves for cell in c.cells
@@ -189,7 +215,8 @@ def _overview(results: StudyResults) -> str:
     rows = [("dataset", spec.dataset), ("methods", ", ".join(spec.methods)), ("repeats", str(spec.repeats)),
             ("defaults", ", ".join(f"{k} = {v}" for k, v in spec.defaults.items())),
             ("finished runs", str(results.n_runs)), ("failed runs", str(len(results.failures))),
-            ("hyper-parameter selection", f"{spec.selection.mode} (modes used: {', '.join(modes) or 'none'})")]
+            ("hyper-parameter selection", f"{spec.selection.mode} (modes used: {', '.join(modes) or 'none'})"),
+            ("neighbouring relation", spec.neighbouring + ("" if spec.like_for_like else " (not like for like)"))]
     out = ["<table>" + "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in rows) + "</table>"]
     if "validation" in modes:
         out.append('<p class="leak"><b>Selection leaks.</b> Hyper-parameters were chosen on a validation split of '

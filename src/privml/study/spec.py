@@ -148,6 +148,15 @@ class StudySpec:
     selection : Selection
     notes : tuple of str
         Free text shown in the report.
+    neighbouring : {"replace-one", "add/remove-one", "mixed"}
+        The one relation every guarantee of the study holds under (default
+        replace-one, van der Maaten & Hannun 2020, Eq. 1). DP-SGD is then run
+        with replace-one accounting; the other private methods are analysed
+        under replace-one already (which implies the zero-out add/remove
+        relation with n public, so "add/remove-one" needs no conversion).
+        "mixed" is the paper's protocol, each method under its own relation
+        (DP-SGD under add/remove-one): kept for reproduction, and flagged in
+        the report as not like for like.
     """
 
     name: str
@@ -162,6 +171,12 @@ class StudySpec:
     public_size: float = 0.1
     selection: Selection = field(default_factory=Selection)
     notes: tuple[str, ...] = ()
+    neighbouring: str = "replace-one"
+
+    @property
+    def like_for_like(self) -> bool:
+        """Whether every guarantee of the study is stated under one relation ("mixed" is not)."""
+        return self.neighbouring != "mixed"
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form; :func:`spec_from_dict` reads it back."""
@@ -203,7 +218,9 @@ class StudySpec:
         out = []
         for sweep in self.sweeps:
             for value in sweep.values:
-                setting = {**self.defaults, **sweep.fixed, sweep.parameter: value}
+                # The relation travels with the setting; only methods whose run depends on it
+                # (DP-SGD, Method.uses) keep it in their job key.
+                setting = {**self.defaults, **sweep.fixed, sweep.parameter: value, "neighbouring": self.neighbouring}
                 for method in sweep.methods or self.methods:
                     if method in self.methods:
                         out.append((sweep, setting, method))
@@ -268,7 +285,7 @@ def spec_from_dict(raw: dict[str, Any]) -> StudySpec:
     from privml.study.methods import METHODS  # the registry validates method names
 
     known = {"name", "dataset", "methods", "defaults", "sweeps", "description", "label_column", "repeats", "seed",
-             "public_size", "selection", "notes"}
+             "public_size", "selection", "notes", "neighbouring"}
     unknown = sorted(set(raw) - known)
     if unknown:
         raise ValueError(f"unknown study field {unknown[0]!r}; fields are {', '.join(sorted(known))}")
@@ -312,7 +329,18 @@ def spec_from_dict(raw: dict[str, Any]) -> StudySpec:
         public_size=float(public),
         selection=_selection(raw.get("selection", {}), methods),
         notes=tuple(_str_list(raw.get("notes", []), "notes")),
+        neighbouring=_relation(raw.get("neighbouring", "replace-one")),
     )
+
+
+#: The relations a study can state its guarantees under.
+RELATIONS = ("replace-one", "add/remove-one", "mixed")
+
+
+def _relation(raw: Any) -> str:
+    if raw not in RELATIONS:
+        raise ValueError(f"neighbouring must be one of {', '.join(RELATIONS)}, got {raw!r}")
+    return str(raw)
 
 
 # ----------------------------------------------------------------- validation
