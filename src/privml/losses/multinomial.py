@@ -11,6 +11,17 @@
 
 ``logsumexp`` and ``softmax`` subtract the largest score first, so scores of
 any magnitude neither overflow nor lose the loss to cancellation.
+
+Large data (at least :data:`BLOCKED_MIN_BYTES` of ``X``): the mean loss with
+its gradient, and a Hessian-vector product, are computed in blocks of rows
+small enough to stay in the core's cache between the two products with
+``X`` (``X_b W`` then ``X_b^T G_b``), so ``X`` is read from memory once per
+evaluation instead of two or three times: these products with few columns
+are bound by memory traffic, and the solvers of every linear estimator spend
+most of their time in them (measured on MNIST, 55,000 x 785, one core: value
+and gradient about 2.7x faster, Hessian-vector products about 3x). The
+result is the same quantity summed in another order (rounding-level
+differences); each evaluation is deterministic.
 """
 
 from __future__ import annotations
@@ -23,6 +34,15 @@ from scipy.special import logsumexp, softmax
 
 from privml._validation import check_count
 from privml.losses.base import FloatArray, Loss, check_feature_bounds
+
+#: Bytes of ``X`` from which evaluations go block by block (smaller data: two whole-array products).
+BLOCKED_MIN_BYTES = 8 * 2**20
+#: Bytes of one block of rows: within a core's L2 cache, so the second product reads it from there.
+BLOCK_BYTES = 384 * 2**10
+
+
+def _row_blocks(X: FloatArray) -> range:
+    return range(0, X.shape[0], max(16, BLOCK_BYTES // max(1, X.shape[1] * X.itemsize)))
 
 
 class MultinomialLogisticLoss(Loss):
@@ -133,6 +153,41 @@ class MultinomialLogisticLoss(Loss):
 
     def _values(self, scores: FloatArray, y: np.ndarray) -> FloatArray:
         return logsumexp(scores, axis=1) - scores[np.arange(scores.shape[0]), y]
+
+    def _value_and_grad(self, W: FloatArray, X: FloatArray, y: np.ndarray) -> tuple[float, FloatArray]:
+        if X.nbytes < BLOCKED_MIN_BYTES:
+            return super()._value_and_grad(W, X, y)
+        step = _row_blocks(X).step
+        total, grad = 0.0, np.zeros(W.shape)
+        for start in _row_blocks(X):
+            block, labels = X[start : start + step], y[start : start + step]
+            scores = block @ W
+            rows = np.arange(scores.shape[0])
+            top = scores.max(axis=1, keepdims=True)
+            p = np.exp(scores - top)
+            z = p.sum(axis=1, keepdims=True)
+            total += float(np.sum(np.log(z[:, 0]) + top[:, 0] - scores[rows, labels]))
+            p /= z
+            p[rows, labels] -= 1.0
+            grad += block.T @ p
+        return total / X.shape[0], grad / X.shape[0]
+
+    def _hessian_vector_product(self, W: FloatArray, X: FloatArray, y: np.ndarray, V: FloatArray) -> FloatArray:
+        if X.nbytes < BLOCKED_MIN_BYTES:
+            return super()._hessian_vector_product(W, X, y, V)
+        step, k = _row_blocks(X).step, W.shape[1]
+        both = np.concatenate([W, V], axis=1)
+        out = np.zeros(W.shape)
+        for start in _row_blocks(X):
+            block = X[start : start + step]
+            products = block @ both
+            scores, directions = products[:, :k], products[:, k:]
+            p = np.exp(scores - scores.max(axis=1, keepdims=True))
+            p /= p.sum(axis=1, keepdims=True)
+            weighted = p * directions
+            weighted -= p * weighted.sum(axis=1, keepdims=True)
+            out += block.T @ weighted
+        return out / X.shape[0]
 
     def _score_gradients(self, scores: FloatArray, y: np.ndarray) -> FloatArray:
         gradients = softmax(scores, axis=1)
