@@ -8,7 +8,7 @@ PEERS  := .venv-peers
 PEERS_STAMP := $(PEERS)/.installed
 PYTEST_WORKERS ?= 2
 
-.PHONY: demo test test-slow bench docs clean
+.PHONY: demo test test-slow bench docs lint clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,11 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -q -n $(PYTEST_WORKERS)
+
+# ruff (rules in pyproject.toml) on all Python files, mypy on the library.
+lint: $(STAMP)
+	$(PY) -m ruff check src tests benchmarks examples
+	$(PY) -m mypy src/privml
 
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -n $(PYTEST_WORKERS) -m slow
@@ -64,6 +69,8 @@ bench: $(PEERS_STAMP) $(STAMP)
 	$(PY) benchmarks/audit.py
 	$(PY) benchmarks/study.py
 	$(PY) benchmarks/release_attacks.py
+	$(PY) benchmarks/study_relation.py
+	$(PY) benchmarks/replace_one.py --accuracy --seeds 3 --out benchmarks/results/replace_one.json
 	$(PEERS)/bin/python benchmarks/write_benchmarks_md.py
 
 clean:

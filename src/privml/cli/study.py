@@ -4,7 +4,7 @@ Usage::
 
     privml study list [--json]
     privml study run PRESET|SPEC_FILE --out DIR [--jobs N] [--executor local|dask://HOST:PORT]
-                     [--dataset NAME|csv:PATH [--label-column COL]] [--selection MODE]
+                     [--dataset NAME|csv:PATH [--label-column COL]] [--selection MODE] [--neighbouring R]
                      [--repeats R] [--sweeps NAME ...] [--no-cache | --clear-cache] [--no-progress] [--json]
     privml study status DIR [--spec-hash H] [--json]
     privml study report RESULTS --out DIR [--json]

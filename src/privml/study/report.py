@@ -27,8 +27,8 @@ from privml.study.aggregate import Curve, StudyResults, collect
 from privml.study.findings import Finding, findings
 from privml.study.recommend import recommendations
 from privml.study.runner import point_runs
-from privml.study.store import ResultStore
 from privml.study.spec import StudySpec
+from privml.study.store import ResultStore
 from privml.study.summary import COLUMNS, tradeoff_table
 
 _LABELS = {"epsilon": "privacy loss ε", "delta": "privacy failure probability δ", "budget": "inference budget B",
