@@ -176,3 +176,26 @@ def test_dpsgd_bad_combinations_are_one_line_errors(capsys, extra, message):
                          "--steps", "10", "--delta", "1e-5", *extra)
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and message in err
+
+
+@pytest.mark.parametrize("argv", [
+    ["dpsgd", "--target-epsilon", "1e308", "--sample-rate", "0.01", "--steps", "100", "--delta", "1e-5"],
+    ["dpsgd", "--noise-multiplier", "1e-300", "--sample-rate", "0.01", "--steps", "100", "--delta", "1e-5"],
+    ["dpsgd", "--noise-multiplier", "1", "--sample-rate", "0.01", "--steps", "1e18", "--delta", "1e-5"],
+    ["dpsgd", "--target-epsilon", "1e4", "--sample-rate", "1e-9", "--steps", "1", "--delta", "0.5"],
+    ["gaussian", "--epsilon", "1", "--delta", "1e-5", "--sensitivity", "1e308"],
+    ["compose", "--epsilon", "1", "--count", "1e12", "--delta-slack", "1e-5"],
+    ["compose", "--epsilon", "1e-300", "--count", "1000", "--delta-slack", "1e-5"],
+])
+def test_absurd_numbers_are_one_line_errors(capsys, argv):
+    import time
+
+    start = time.perf_counter()
+    code, out, err = run(capsys, "account", *argv)
+    assert code == 2 and out == "" and err.count("\n") == 1 and "Traceback" not in err
+    assert time.perf_counter() - start < 10  # refused up front, never a computation without end
+
+
+def test_compose_counts_without_building_a_list(capsys):
+    r = run_json(capsys, "account", "compose", "--epsilon", "1e-3", "--count", "1000000", "--delta-slack", "1e-5")
+    assert r["basic"]["epsilon"] == pytest.approx(1000.0)

@@ -13,9 +13,17 @@ Forms (each takes ``--json``)::
 from __future__ import annotations
 
 import argparse
+import math
 import time
 
-from privml._validation import check_count, check_delta, check_epsilon, check_positive, check_probability
+from privml._validation import (
+    MAX_COMPOSITIONS,
+    check_count,
+    check_delta,
+    check_epsilon,
+    check_positive,
+    check_probability,
+)
 from privml.accounting.analytic_gaussian import analytic_gaussian_sigma, classic_gaussian_sigma
 from privml.accounting.calibration import DPSGD_METHODS, calibrate_dpsgd, dpsgd_accountant
 from privml.accounting.composition import advanced_composition, basic_composition, optimal_composition_epsilon
@@ -25,6 +33,20 @@ from privml.exceptions import UnsupportedEventError
 from privml.neighbouring import Neighbouring
 
 DPSGD_ACCOUNTANTS = ("pld", "rdp")
+
+# Public limits: numbers outside them are errors at once, never a computation that runs
+# without end or overflows (an epsilon of 1e308, a noise multiplier of 1e-300).
+EPSILON_RANGE = (1e-6, 1e4)
+NOISE_MULTIPLIER_RANGE = (1e-3, 1e6)
+SENSITIVITY_RANGE = (1e-12, 1e12)
+MAX_COMPOSE_COUNT = 10**6  # optimal (KOV) composition sums over every count
+
+
+def _bounded(value: float, flag: str, bounds: tuple[float, float]) -> float:
+    low, high = bounds
+    if not low <= value <= high:
+        raise ValueError(f"{flag} must be between {low:g} and {high:g}, got {value:g}")
+    return value
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -129,7 +151,7 @@ def _sampling(args: argparse.Namespace) -> tuple[float, int | None]:
 
 
 def _dpsgd(args: argparse.Namespace) -> None:
-    steps = check_count(args.steps, "--steps")
+    steps = check_count(args.steps, "--steps", maximum=MAX_COMPOSITIONS)
     delta = check_delta(args.delta, "--delta")
     if delta == 0:
         raise ValueError("--delta must be > 0 for DP-SGD (the Gaussian mechanism is not pure DP)")
@@ -153,13 +175,22 @@ def _dpsgd(args: argparse.Namespace) -> None:
         )
     start = time.perf_counter()
     if args.target_epsilon is not None:
-        target = check_epsilon(args.target_epsilon, "--target-epsilon")
+        target = _bounded(check_epsilon(args.target_epsilon, "--target-epsilon"), "--target-epsilon", EPSILON_RANGE)
+        # A record takes part in some step with probability 1 - (1 - q)^T; a delta at least that large
+        # is met by any noise (epsilon 0), and a search for the smallest multiplier would never end.
+        touched = -math.expm1(steps * math.log1p(-q)) if q < 1 else 1.0
+        if delta >= touched:
+            raise ValueError(
+                f"--delta {delta:g} is at least the probability that a record is ever sampled ({touched:.3g}): "
+                "every noise multiplier meets every epsilon; choose a smaller delta"
+            )
         calibrated = calibrate_dpsgd(
             target, sample_rate=q, steps=steps, delta=delta, accountant=args.accountant, method=args.method, **options
         )
         noise_multiplier, epsilon, name = calibrated.noise_multiplier, calibrated.epsilon, calibrated.accountant
     else:
-        noise_multiplier = check_positive(args.noise_multiplier, "--noise-multiplier")
+        noise_multiplier = _bounded(check_positive(args.noise_multiplier, "--noise-multiplier"), "--noise-multiplier",
+                                    NOISE_MULTIPLIER_RANGE)
         target = None
         accountant = factory().compose(dpsgd_event(noise_multiplier, q, steps, **options))
         epsilon, name = accountant.get_epsilon(delta), accountant.name
@@ -205,11 +236,11 @@ def _render_dpsgd(r: dict) -> str:
 
 
 def _gaussian(args: argparse.Namespace) -> None:
-    epsilon = check_epsilon(args.epsilon, "--epsilon")
+    epsilon = _bounded(check_epsilon(args.epsilon, "--epsilon"), "--epsilon", EPSILON_RANGE)
     delta = check_delta(args.delta, "--delta")
     if delta == 0:
         raise ValueError("--delta must be > 0: the Gaussian mechanism is not pure DP")
-    sensitivity = check_positive(args.sensitivity, "--sensitivity")
+    sensitivity = _bounded(check_positive(args.sensitivity, "--sensitivity"), "--sensitivity", SENSITIVITY_RANGE)
     sigma = analytic_gaussian_sigma(epsilon, delta, sensitivity)
     # The classic bound is only a theorem for epsilon < 1 (Dwork & Roth Thm A.1).
     classic = classic_gaussian_sigma(epsilon, delta, sensitivity) if epsilon < 1 else None
@@ -230,13 +261,13 @@ def _render_gaussian(r: dict) -> str:
 
 
 def _compose(args: argparse.Namespace) -> None:
-    epsilon = check_epsilon(args.epsilon, "--epsilon")
+    epsilon = _bounded(check_epsilon(args.epsilon, "--epsilon"), "--epsilon", EPSILON_RANGE)
     delta = check_delta(args.delta, "--delta")
-    count = check_count(args.count, "--count")
+    count = check_count(args.count, "--count", maximum=MAX_COMPOSE_COUNT)
     slack = check_delta(args.delta_slack, "--delta-slack")
     if slack == 0:
         raise ValueError("--delta-slack must be > 0 (advanced composition needs delta' > 0)")
-    basic_eps, basic_delta = basic_composition([epsilon] * count, [delta] * count)
+    basic_eps, basic_delta = basic_composition([epsilon], [delta], counts=[count])
     adv_eps, adv_delta = advanced_composition(epsilon, delta, count, slack)
     if adv_delta >= 1:
         raise ValueError(f"total delta {adv_delta:.3g} = count * delta + delta-slack must be < 1")
