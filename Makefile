@@ -70,6 +70,7 @@ bench: $(PEERS_STAMP) $(STAMP)
 	$(PY) benchmarks/study.py
 	$(PY) benchmarks/release_attacks.py
 	$(PY) benchmarks/study_relation.py
+	$(PY) benchmarks/startup.py
 	$(PY) benchmarks/replace_one.py --accuracy --seeds 3 --out benchmarks/results/replace_one.json
 	$(PEERS)/bin/python benchmarks/write_benchmarks_md.py
 

@@ -170,7 +170,7 @@ RENDERERS = {
 # Later benchmarks keep their renderer next to the measurement: benchmarks/<name>.py
 # defines render(data) -> str for benchmarks/results/<name>.json.
 SCRIPT_RENDERED = ("prediction", "serve", "accuracy_first", "audit", "torch_dpsgd", "study", "release_attacks",
-                   "replace_one", "study_relation")
+                   "replace_one", "study_relation", "startup")
 
 
 def _script_renderer(name: str):

@@ -28,35 +28,82 @@ replace-one analyses in ``pld`` and ``rdp``).
 with any of them; ``make_accountant(name)`` builds one by name.
 """
 
-from privml.accounting.accountant import PrivacyAccountant
-from privml.accounting.advanced import AdvancedCompositionAccountant
-from privml.accounting.basic import BasicAccountant
-from privml.accounting.calibration import (
-    ACCOUNTANTS,
-    DPSGD_METHODS,
-    calibrate_dpsgd,
-    calibrate_noise_multiplier,
-    dpsgd_accountant,
-    make_accountant,
-)
-from privml.accounting.events import (
-    ComposedEvent,
-    DpEvent,
-    EpsilonDeltaEvent,
-    ExponentialEvent,
-    GaussianEvent,
-    LaplaceEvent,
-    PoissonSampledEvent,
-    SampledWithoutReplacementEvent,
-    SelfComposedEvent,
-    add_remove_twin,
-    dpsgd_event,
-)
-from privml.accounting.gdp import GaussianDPAccountant
-from privml.accounting.group import GroupPrivacyAccountant
-from privml.accounting.pld import PLDAccountant
-from privml.accounting.rdp import RDPAccountant
-from privml.accounting.zcdp import ZCDPAccountant
+# Names are imported on first use (PEP 562), so `privml account` and every module that needs
+# one accountant do not pay for scipy.optimize and the rest (start-up, issue 18).
+import importlib
+from typing import TYPE_CHECKING, Any
+
+_WHERE: dict[str, str] = {
+    "ACCOUNTANTS": "privml.accounting.calibration",
+    "AdvancedCompositionAccountant": "privml.accounting.advanced",
+    "BasicAccountant": "privml.accounting.basic",
+    "ComposedEvent": "privml.accounting.events",
+    "DPSGD_METHODS": "privml.accounting.calibration",
+    "DpEvent": "privml.accounting.events",
+    "EpsilonDeltaEvent": "privml.accounting.events",
+    "ExponentialEvent": "privml.accounting.events",
+    "GaussianDPAccountant": "privml.accounting.gdp",
+    "GaussianEvent": "privml.accounting.events",
+    "GroupPrivacyAccountant": "privml.accounting.group",
+    "LaplaceEvent": "privml.accounting.events",
+    "PLDAccountant": "privml.accounting.pld",
+    "PoissonSampledEvent": "privml.accounting.events",
+    "PrivacyAccountant": "privml.accounting.accountant",
+    "RDPAccountant": "privml.accounting.rdp",
+    "SampledWithoutReplacementEvent": "privml.accounting.events",
+    "SelfComposedEvent": "privml.accounting.events",
+    "ZCDPAccountant": "privml.accounting.zcdp",
+    "add_remove_twin": "privml.accounting.events",
+    "calibrate_dpsgd": "privml.accounting.calibration",
+    "calibrate_noise_multiplier": "privml.accounting.calibration",
+    "dpsgd_accountant": "privml.accounting.calibration",
+    "dpsgd_event": "privml.accounting.events",
+    "make_accountant": "privml.accounting.calibration",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module 'privml.accounting' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_WHERE[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_WHERE))
+
+
+if TYPE_CHECKING:  # for type checkers and IDEs: the same names, imported eagerly
+    from privml.accounting.accountant import PrivacyAccountant
+    from privml.accounting.advanced import AdvancedCompositionAccountant
+    from privml.accounting.basic import BasicAccountant
+    from privml.accounting.calibration import (
+        ACCOUNTANTS,
+        DPSGD_METHODS,
+        calibrate_dpsgd,
+        calibrate_noise_multiplier,
+        dpsgd_accountant,
+        make_accountant,
+    )
+    from privml.accounting.events import (
+        ComposedEvent,
+        DpEvent,
+        EpsilonDeltaEvent,
+        ExponentialEvent,
+        GaussianEvent,
+        LaplaceEvent,
+        PoissonSampledEvent,
+        SampledWithoutReplacementEvent,
+        SelfComposedEvent,
+        add_remove_twin,
+        dpsgd_event,
+    )
+    from privml.accounting.gdp import GaussianDPAccountant
+    from privml.accounting.group import GroupPrivacyAccountant
+    from privml.accounting.pld import PLDAccountant
+    from privml.accounting.rdp import RDPAccountant
+    from privml.accounting.zcdp import ZCDPAccountant
 
 __all__ = [
     "ACCOUNTANTS",

@@ -1,0 +1,81 @@
+"""Start-up time of the CLI against a bare ``import numpy, scipy.special`` (issue 18).
+
+Median of ``--repeats`` fresh processes for each command, measured in turn on
+the same machine. Targets: ``privml --help`` at most half the bare import;
+``privml account dpsgd ...`` at most 1.5 times it. Run from the repository root::
+
+    .venv/bin/python benchmarks/startup.py
+
+Writes ``benchmarks/results/startup.json``; :func:`render` turns it into the
+BENCHMARKS.md section.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import machine, write_json  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "benchmarks" / "results" / "startup.json"
+PRIVML = [sys.executable, "-m", "privml.cli.main"]
+COMMANDS = {
+    "python -c 'import numpy, scipy.special' (bare)": [sys.executable, "-c", "import numpy, scipy.special"],
+    "privml --help": [*PRIVML, "--help"],
+    "privml account dpsgd --noise-multiplier 1.1 --sample-rate 0.0042667 --steps 14040 --delta 1e-5": [
+        *PRIVML, "account", "dpsgd", "--noise-multiplier", "1.1", "--sample-rate", "0.0042667", "--steps", "14040",
+        "--delta", "1e-5"],
+}
+
+
+def _median_seconds(argv: list[str], repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        subprocess.run(argv, cwd=ROOT, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--out", default=str(OUT))
+    args = parser.parse_args(argv)
+    rows = [{"command": name, "seconds": _median_seconds(cmd, args.repeats)} for name, cmd in COMMANDS.items()]
+    payload = {"machine": machine(), "repeats": args.repeats, "load_average": os.getloadavg()[0], "rows": rows,
+               "command": ".venv/bin/python benchmarks/startup.py"}
+    write_json(args.out, payload)
+    print(render(payload))
+    return 0
+
+
+def render(data: dict) -> str:
+    m = data["machine"]
+    bare = data["rows"][0]["seconds"]
+    targets = ["", "at most 0.5x", "at most 1.5x"]
+    out = [
+        "## Start-up: the CLI against a bare numpy/scipy import",
+        "",
+        f"Command: `{data['command']}` (median of {data['repeats']} fresh processes each).  ",
+        f"Machine: {m['cpu']}, {m['cores']} cores, Python {m['python']}, commit {m['commit']}, {m['date']}; "
+        f"load average at the end {data['load_average']:.1f}.",
+        "",
+        "| command | median wall time | ratio to the bare import | target |",
+        "|---|---|---|---|",
+    ]
+    for row, target in zip(data["rows"], targets):
+        out.append(f"| `{row['command']}` | {row['seconds']:.3f} s | {row['seconds'] / bare:.2f}x | {target} |")
+    out.append("")
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
