@@ -35,12 +35,13 @@ ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "benchmarks" / "results" / "study_relation.json"
 
 
-def _study(preset: str, relation: str, folder: Path, jobs: int) -> dict:
-    out = folder / relation.replace("/", "-")
+def _study(preset: str, relation: str, out: Path, jobs: int, extra: list[str]) -> dict:
+    # Both relations share one folder: runs that do not depend on the relation (everything but
+    # DP-SGD) have the same job key and are computed once.
     start = time.perf_counter()
     done = subprocess.run(
         [sys.executable, "-m", "privml.cli.main", "study", "run", preset, "--out", str(out), "--jobs", str(jobs),
-         "--neighbouring", relation, "--no-progress", "--json"],
+         "--neighbouring", relation, "--no-progress", "--json", *extra],
         capture_output=True, text=True, check=True, cwd=ROOT,
     )
     summary = json.loads(done.stdout)
@@ -48,11 +49,11 @@ def _study(preset: str, relation: str, folder: Path, jobs: int) -> dict:
     from privml.study.findings import findings
 
     store = ResultStore(out / "results.sqlite")
-    results = collect(store)
+    results = collect(store, summary["spec_hash"])
     found = [{"claim": f.claim, "status": f.status, "evidence": f.evidence} for f in findings(results)]
     defaults = {**results.spec.defaults, "epsilon": 1.0, "delta": 1e-5, "budget": 100}
     accuracy: dict[str, list[float]] = defaultdict(list)
-    for record in store.records():
+    for record in store.records(spec_hash=summary["spec_hash"]):
         p = record["params"]
         if all(p[name] == value for name, value in defaults.items() if name in p):
             accuracy[record["method"]].append(record["accuracy"])
@@ -65,12 +66,21 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--preset", default="quick")
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--sweeps", nargs="+", help="run these sweeps of the preset only")
+    parser.add_argument("--repeats", type=int, help="repeats per point (default: the preset's)")
     parser.add_argument("--out", default=str(OUT))
     args = parser.parse_args(argv)
+    extra = (["--sweeps", *args.sweeps] if args.sweeps else []) + (
+        ["--repeats", str(args.repeats)] if args.repeats else [])
     with tempfile.TemporaryDirectory() as folder:
-        runs = [_study(args.preset, relation, Path(folder), args.jobs) for relation in ("replace-one", "mixed")]
-    payload = {"machine": machine(), "preset": args.preset, "load_average": os.getloadavg()[0], "runs": runs,
-               "command": f".venv/bin/python benchmarks/study_relation.py --preset {args.preset}"}
+        runs = [_study(args.preset, relation, Path(folder), args.jobs, extra) for relation in ("replace-one", "mixed")]
+    command = f".venv/bin/python benchmarks/study_relation.py --preset {args.preset}"
+    if args.sweeps:
+        command += " --sweeps " + " ".join(args.sweeps)
+    if args.repeats:
+        command += f" --repeats {args.repeats}"
+    payload = {"machine": machine(), "preset": args.preset, "sweeps": args.sweeps, "repeats": args.repeats,
+               "load_average": os.getloadavg()[0], "runs": runs, "command": command}
     write_json(args.out, payload)
     print(render(payload))
     return 0
@@ -80,7 +90,9 @@ def render(data: dict) -> str:
     m = data["machine"]
     one, mixed = data["runs"]
     out = [
-        f"## The study under one relation: `{data['preset']}`, replace-one against the paper's mixed protocol",
+        f"## The study under one relation: `{data['preset']}`"
+        + (f" (sweeps {', '.join(data['sweeps'])}, {data['repeats'] or 'all'} repeats, full scale)"
+           if data.get("sweeps") else "") + ", replace-one against the paper's mixed protocol",
         "",
         f"Command: `{data['command']}`.  ",
         f"Machine: {m['cpu']}, {m['cores']} cores, Python {m['python']}, commit {m['commit']}, {m['date']}; "

@@ -191,9 +191,10 @@ def main() -> int:
         if path.exists():
             parts.append(render(json.loads(path.read_text())))
     for name in SCRIPT_RENDERED:
-        path = RESULTS / f"{name}.json"
-        if path.exists():
-            parts.append(_script_renderer(name)(json.loads(path.read_text())))
+        # A script may write several result files: <name>.json and <name>.<part>.json.
+        for path in [RESULTS / f"{name}.json", *sorted(RESULTS.glob(f"{name}.*.json"))]:
+            if path.exists():
+                parts.append(_script_renderer(name)(json.loads(path.read_text())))
     (ROOT / "BENCHMARKS.md").write_text("\n".join(parts))
     print(f"wrote {ROOT / 'BENCHMARKS.md'}", file=sys.stderr)
     return 0
