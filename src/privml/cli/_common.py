@@ -119,7 +119,9 @@ def parse_classes(text: str | None) -> list[str] | None:
 def held_out_is_public(dataset: str) -> bool:
     """Whether a dataset's test split is public: a built-in set's published (or bundled) test
     split is; the held-out rows of the user's csv:/npz: data are private records."""
-    return not dataset.startswith(("csv:", "npz:"))
+    from privml.data.loaders import is_user_data  # the data layer is heavy; only commands with data call this
+
+    return not is_user_data(dataset)
 
 
 def emit(result: dict, *, as_json: bool, render: Callable[[dict], str]) -> None:

@@ -28,6 +28,7 @@ from privml.audit.membership import loss_threshold_attack, roc_curve
 from privml.cli._common import CliError, add_json_flag, check_output_path, emit, finite_float, fmt, integer, table
 from privml.cli.train import BIAS, build_estimator
 from privml.data import load_dataset
+from privml.data.loaders import is_user_data
 
 DEFAULT_N_TRAIN = 100
 #: Methods the audit trains (every private linear method and the baseline; a CNN per trial is out of scope).
@@ -101,7 +102,7 @@ def _audit(args: argparse.Namespace) -> None:
         raise ValueError(f"--confidence must be in (0, 1), got {args.confidence!r}")
     if args.n_jobs == 0:
         raise ValueError("--n-jobs must be a positive number of workers or -1")
-    if args.dataset.startswith(("csv:", "npz:")):
+    if is_user_data(args.dataset):
         raise CliError("audit runs on built-in datasets only (see `privml datasets`)")
     check_output_path(args.plot, "--plot")
     if args.plot:

@@ -99,7 +99,7 @@ def _check_args(args: argparse.Namespace) -> None:
         check_positive(args.l2, "--l2")
     if args.max_train is not None:
         check_count(args.max_train, "--max-train")
-    user = args.dataset.startswith(("csv:", "npz:"))
+    user = not held_out_is_public(args.dataset)
     if not user and (args.test_path or args.label_column != "label" or args.classes is not None):
         raise ValueError("--test, --label-column and --classes apply to csv:/npz: datasets only")
     parse_classes(args.classes)
@@ -115,7 +115,7 @@ def _select(args: argparse.Namespace) -> None:
     _check_args(args)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        user = args.dataset.startswith(("csv:", "npz:"))
+        user = not held_out_is_public(args.dataset)
         data = load_dataset(
             args.dataset, bias=BIAS, max_train=args.max_train, random_state=args.seed,
             classes=parse_classes(args.classes),

@@ -135,7 +135,7 @@ def _train(args: argparse.Namespace) -> None:
         check_count(args.max_train, "--max-train")
     classes = parse_classes(args.classes)
     check_output_path(args.out, "--out", suffix=".npz")
-    user = args.dataset.startswith(("csv:", "npz:"))
+    user = not held_out_is_public(args.dataset)
     if not user and (args.test_path or args.label_column != "label" or classes is not None):
         raise ValueError("--test, --label-column and --classes apply to csv:/npz: datasets only")
 

@@ -55,6 +55,7 @@ from privml.data.cache import (
     write_cache,
 )
 from privml.data.errors import DatasetFetchError, DatasetNotAvailable
+from privml.data.loaders import is_user_data
 from privml.data.registry import BUILTIN, FETCH_COMMAND, CachedSet, canonical_name
 
 _Log = Callable[[str], None]
@@ -179,7 +180,7 @@ def ensure_dataset(name: str, cache_dir: str | os.PathLike[str] | None = None, *
     DatasetNotAvailable, DatasetFetchError
         As :func:`fetch`.
     """
-    if name.startswith(("csv:", "npz:")):
+    if is_user_data(name):
         return
     canonical = canonical_name(name)
     spec = BUILTIN[canonical]

@@ -26,6 +26,11 @@ from privml.data.user import UserSplits, load_csv, load_npz
 USER_PREFIXES = ("csv:", "npz:")
 
 
+def is_user_data(name: object) -> bool:
+    """Whether ``name`` names the user's own data (``csv:PATH`` / ``npz:PATH``) rather than a built-in set."""
+    return isinstance(name, str) and name.startswith(USER_PREFIXES)
+
+
 def load_dataset(
     name: str,
     *,
@@ -123,7 +128,7 @@ def load_dataset(
     bias_value = _check_bias(bias, preprocess=preprocess)
     if max_train is not None:
         max_train = check_count(max_train, "max_train")
-    is_user = isinstance(name, str) and name.startswith(USER_PREFIXES)
+    is_user = is_user_data(name)
     featurize: Callable[[np.ndarray], tuple[np.ndarray, list[str]]]
     if is_user:
         X_train, y_train, X_test, y_test, public, source, display = _user_data(
@@ -196,7 +201,7 @@ def preprocess_features(name: str, X: ArrayLike, *, bias: bool | float = False) 
     """
     bias_value = _check_bias(bias, preprocess=True)
     arr = np.asarray(X)
-    if isinstance(name, str) and name.startswith(USER_PREFIXES):
+    if is_user_data(name):
         out, _ = _user_features(arr)
     else:
         out, _ = BUILTIN[canonical_name(name)].featurize(arr)

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from privml.data import add_bias_feature, load_dataset, project_to_unit_ball
+from privml.data.loaders import is_user_data
 
 #: Public constant feature appended to every record (privml.data.add_bias_feature).
 BIAS = 0.5
@@ -136,7 +137,7 @@ def _prepare(
 
 @functools.lru_cache(maxsize=2)
 def _load(dataset: str, label_column: str, raw: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
-    user = dataset.startswith(("csv:", "npz:"))
+    user = is_user_data(dataset)
     with warnings.catch_warnings():
         # The CSV's class set is read from its labels (a leak load_dataset warns about); the
         # study reports it once in its notes rather than once per worker.

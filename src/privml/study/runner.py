@@ -445,9 +445,10 @@ def check_dataset(spec: StudySpec, *, local: bool = True) -> None:
     """
     from privml.data import load_dataset
     from privml.data.fetch import ensure_dataset
+    from privml.data.loaders import is_user_data
     from privml.data.registry import canonical_name
 
-    user = spec.dataset.startswith(("csv:", "npz:"))
+    user = is_user_data(spec.dataset)
     if not user:
         canonical_name(spec.dataset)
         if local:
