@@ -13,7 +13,10 @@ Floating-point samplers (numpy's ``Generator``), in this package:
   :func:`sample_l2_laplace` (``gamma`` and ``standard_normal``),
 - :class:`GaussianMechanism` (``normal``),
 - :class:`ExponentialMechanism` (``gumbel``, Gumbel-max),
-- :class:`AboveThreshold` (``laplace``).
+- :class:`AboveThreshold` (``laplace``),
+- :func:`sample_noise`, the sampler under the additive ones above, for
+  algorithms whose noise scale is calibrated elsewhere (DP-SGD, private
+  prediction, objective perturbation, DP-CD, noise-reduction chains).
 
 Their proofs assume exact real-valued noise. Doubles are not real numbers:
 Mironov (2012, "On significance of the least significant bits for
@@ -48,6 +51,7 @@ from privml.mechanisms.exponential import ExponentialMechanism
 from privml.mechanisms.gaussian import GaussianMechanism
 from privml.mechanisms.l2_laplace import L2LaplaceMechanism, sample_l2_laplace
 from privml.mechanisms.laplace import LaplaceMechanism
+from privml.mechanisms.noise import NOISE_DISTRIBUTIONS, sample_noise
 
 __all__ = [
     "AboveThreshold",
@@ -59,5 +63,7 @@ __all__ = [
     "LaplaceMechanism",
     "Mechanism",
     "MechanismHalted",
+    "NOISE_DISTRIBUTIONS",
     "sample_l2_laplace",
+    "sample_noise",
 ]

@@ -12,6 +12,7 @@ from privml._validation import check_finite_array
 from privml.accounting.analytic_gaussian import analytic_gaussian_sigma, classic_gaussian_sigma
 from privml.accounting.events import DpEvent, GaussianEvent
 from privml.mechanisms.base import Mechanism
+from privml.mechanisms.noise import sample_noise
 from privml.neighbouring import Neighbouring
 
 Calibration = Literal["analytic", "classic"]
@@ -118,7 +119,7 @@ class GaussianMechanism(Mechanism):
             A float for scalar input, else a new array of the same shape.
         """
         arr = check_finite_array(value, "value")
-        noisy = arr + self._rng.normal(0.0, self.sigma, size=arr.shape)
+        noisy = arr + sample_noise("gaussian", self.sigma, arr.shape, self._rng)
         return float(noisy) if noisy.ndim == 0 else noisy
 
     @property

@@ -7,6 +7,7 @@ import numpy as np
 from privml._validation import check_finite_array
 from privml.accounting.events import DpEvent, LaplaceEvent
 from privml.mechanisms.base import Mechanism
+from privml.mechanisms.noise import sample_noise
 
 
 class LaplaceMechanism(Mechanism):
@@ -70,7 +71,7 @@ class LaplaceMechanism(Mechanism):
             A float for scalar input, else a new array of the same shape.
         """
         arr = check_finite_array(value, "value")
-        noisy = arr + self._rng.laplace(0.0, self.scale, size=arr.shape)
+        noisy = arr + sample_noise("laplace", self.scale, arr.shape, self._rng)
         return float(noisy) if noisy.ndim == 0 else noisy
 
     @property
