@@ -41,3 +41,13 @@ def image_cache(tmp_path_factory, monkeypatch):
         write_cache(cache_file(root, name), raw)
     monkeypatch.setenv("PRIVML_DATA", str(root))
     return root
+
+
+def pytest_collection_modifyitems(config, items):
+    """Skip ``gpu`` tests where torch finds no CUDA device (CI); they run on a GPU machine."""
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA device")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)

@@ -28,8 +28,8 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from privml._validation import check_delta, check_epsilon, check_finite_array, check_positive
-from privml.accounting.analytic_gaussian import analytic_gaussian_sigma
-from privml.mechanisms import sample_l2_laplace
+from privml.mechanisms import GaussianMechanism, L2LaplaceMechanism, LaplaceMechanism
+from privml.mechanisms.base import Mechanism
 from privml.selection.ex_post import independent_prefix_costs
 from privml.selection.interactive_above_threshold import Release
 
@@ -97,11 +97,12 @@ def independent_releases(
         raise ValueError(f"noise must be one of {DOUBLING_NOISES}, got {noise!r}")
     costs = independent_prefix_costs(epsilons, delta)
     for eps, (cost_eps, cost_delta) in zip(epsilons, costs):
+        mechanism: Mechanism
         if delta > 0:
-            draw = rng.normal(0.0, analytic_gaussian_sigma(eps, delta, sensitivity), size=w.shape)
+            mechanism = GaussianMechanism(epsilon=eps, delta=delta, sensitivity=sensitivity, random_state=rng)
         elif noise == "chain":
             # Laplace needs the L1 sensitivity: ||z||_1 <= sqrt(d) ||z||_2 (as the chain).
-            draw = rng.laplace(0.0, math.sqrt(w.size) * sensitivity / eps, size=w.shape)
+            mechanism = LaplaceMechanism(epsilon=eps, sensitivity=math.sqrt(w.size) * sensitivity, random_state=rng)
         else:
-            draw = sample_l2_laplace(w.size, sensitivity / eps, 1, rng)[0].reshape(w.shape)
-        yield Release(w + draw, prefix_epsilon=cost_eps, prefix_delta=cost_delta)
+            mechanism = L2LaplaceMechanism(epsilon=eps, sensitivity=sensitivity, random_state=rng)
+        yield Release(np.asarray(mechanism.randomise(w)), prefix_epsilon=cost_eps, prefix_delta=cost_delta)

@@ -72,6 +72,7 @@ from privml._random import RandomState, check_random_state
 from privml._validation import check_epsilon, check_finite_array, check_positive, check_positive_delta
 from privml.accounting.analytic_gaussian import analytic_gaussian_sigma
 from privml.guarantee import PrivacyGuarantee
+from privml.mechanisms import sample_noise
 from privml.neighbouring import Neighbouring
 
 __all__ = [
@@ -221,11 +222,11 @@ def laplace_noise_reduction(
     v = check_finite_array(value, "value")
     rng = check_random_state(random_state)
     scales = tuple(sensitivity / eps for eps in grid)
-    releases = [v + rng.laplace(0.0, scales[-1], size=v.shape)]
+    releases = [v + sample_noise("laplace", scales[-1], v.shape, rng)]
     for t in range(len(grid) - 2, -1, -1):
         following = releases[-1]
         keep = rng.random(v.shape) < laplace_keep_probability(grid[t], grid[t + 1])
-        fresh = following + rng.laplace(0.0, scales[t], size=v.shape)
+        fresh = following + sample_noise("laplace", scales[t], v.shape, rng)
         releases.append(np.where(keep, following, fresh))
     releases.reverse()
     return NoiseReductionChain(
@@ -287,10 +288,10 @@ def gaussian_noise_reduction(
             raise ValueError(
                 f"epsilons {grid[t]!r} and {grid[t + 1]!r} calibrate to the same sigma; use a coarser grid"
             )
-    releases = [v + rng.normal(0.0, sigmas[-1], size=v.shape)]
+    releases = [v + sample_noise("gaussian", sigmas[-1], v.shape, rng)]
     for t in range(len(grid) - 2, -1, -1):
         step = gaussian_increment_std(sigmas[t], sigmas[t + 1])
-        releases.append(releases[-1] + rng.normal(0.0, step, size=v.shape))
+        releases.append(releases[-1] + sample_noise("gaussian", step, v.shape, rng))
     releases.reverse()
     return NoiseReductionChain(
         grid, delta, sensitivity, "gaussian", sigmas, relation, tuple(_frozen(r) for r in releases)

@@ -8,11 +8,12 @@ from typing import Any
 import numpy as np
 import torch
 from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils.validation import check_is_fitted
 
 from privml.exceptions import PrivacyLeakWarning
 from privml.guarantee import PrivacyGuarantee
 from privml.neighbouring import Neighbouring
-from privml.torch.dpsgd import DPSGD
+from privml.torch.dpsgd import DPSGD, PRECISIONS
 from privml.torch.models import build_model
 
 #: Defaults of Tramer and Boneh (2021), Table 9, for the end-to-end MNIST CNN:
@@ -37,7 +38,7 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
     Parameters
     ----------
     epsilon:
-        Target epsilon; the noise multiplier is calibrated to it. ``None``
+        Target epsilon (required); the noise multiplier is calibrated to it. ``None``
         with ``noise_multiplier`` given trains with that noise and reports
         the epsilon spent; ``float("inf")`` trains without noise or
         clipping (the non-private baseline; ``privacy_`` says epsilon = inf).
@@ -61,6 +62,14 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         (exactly ``batch_size`` records without replacement per step,
         replace-one and ``accountant="rdp"`` only); ``"tight"`` (default) or
         ``"group"``.
+    device:
+        Where to train and predict: ``"auto"`` (default: CUDA when available,
+        else CPU), ``"cpu"``, ``"cuda"`` or ``"cuda:N"``. The data are moved
+        there once; sampling, noise and every buffer of a step stay there. A
+        model file does not depend on it.
+    precision:
+        ``"fp32"`` (default) or ``"bf16"`` (autocast forward and backward;
+        clipping and noise in float32), as in :class:`~privml.torch.DPSGD`.
     random_state:
         Seed of the initial weights, sampling and noise (None: OS entropy).
     progress:
@@ -95,13 +104,13 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
     released_info = frozenset({
         "noise_multiplier", "noise_std", "clip_norm", "sample_rate", "expected_batch_size", "steps",
         "planned_steps", "epochs", "mode", "accountant", "epsilon", "delta", "neighbouring", "world_size",
-        "secure_noise", "sampling", "bound",
+        "secure_noise", "sampling", "bound", "precision",
     })
 
     def __init__(
         self,
         *,
-        epsilon: float | None = 3.0,
+        epsilon: float | None,
         delta: float = 1e-5,
         model: str = "tramer-boneh",
         input_shape: tuple[int, ...] = (1, 28, 28),
@@ -119,6 +128,8 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         mode: str = "auto",
         max_physical_batch_size: int | None = 256,
         secure_noise: bool = False,
+        device: str = "auto",
+        precision: str = "fp32",
         random_state: int | None = None,
         progress: bool = False,
         threads: int | None = None,
@@ -141,6 +152,8 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         self.mode = mode
         self.max_physical_batch_size = max_physical_batch_size
         self.secure_noise = secure_noise
+        self.device = device
+        self.precision = precision
         self.random_state = random_state
         self.progress = progress
         self.threads = threads
@@ -174,12 +187,19 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
             raise ValueError(f"label {exc.args[0]!r} is not in classes") from None
         return classes, torch.from_numpy(codes)
 
+    def _device(self) -> torch.device:
+        """The device to use, checked before any computation (a missing GPU is an error, not a fallback)."""
+        return resolve_device(self.device)
+
     def _threads(self) -> Any:
         return _ThreadLimit(self.threads)
 
     # ------------------------------------------------------------ sklearn API
     def fit(self, X: Any, y: Any) -> TorchClassifier:
         """Train a fresh model on (X, y) with DP-SGD; returns ``self``."""
+        device = self._device()
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
         X_t = self._images(X)
         classes, y_t = self._labels(y)
         if X_t.shape[0] != y_t.shape[0]:
@@ -191,7 +211,8 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
                 torch.manual_seed(int(seed))
             module = build_model(
                 self.model, in_channels=self.input_shape[0], n_classes=len(classes), image_size=self.input_shape[-1]
-            )
+            ).to(device)
+            X_t, y_t = X_t.to(device), y_t.to(device)  # once; batches are gathered on the device
             optimizer = torch.optim.SGD(module.parameters(), lr=self.learning_rate, momentum=self.momentum)
             if self.epsilon is not None and np.isinf(self.epsilon):
                 self._fit_nonprivate(module, optimizer, X_t, y_t, n)
@@ -216,6 +237,7 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
                     max_physical_batch_size=self.max_physical_batch_size,
                     secure_noise=self.secure_noise,
                     seed=seed,
+                    precision=self.precision,
                 )
                 engine.fit(X_t, y_t, progress=self.progress)
                 self.privacy_ = engine.privacy_
@@ -230,13 +252,14 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         self, module: torch.nn.Module, optimizer: torch.optim.Optimizer, X: torch.Tensor, y: torch.Tensor, n: int
     ) -> None:
         """Shuffled fixed-size mini-batches, no clipping, no noise: the baseline."""
-        generator = torch.Generator().manual_seed(0 if self.random_state is None else int(self.random_state))
+        generator = torch.Generator(device=X.device)
+        generator.manual_seed(0 if self.random_state is None else int(self.random_state))
         batch = int(min(self.batch_size, n))
         steps = max(1, round(self.epochs * n / batch))
         module.train()
         for step in range(steps):
             if step % max(1, n // batch) == 0:
-                order = torch.randperm(n, generator=generator)
+                order = torch.randperm(n, generator=generator, device=X.device)
             start = (step % max(1, n // batch)) * batch
             idx = order[start : start + batch]
             optimizer.zero_grad()
@@ -247,14 +270,14 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
 
     def predict_proba(self, X: Any) -> np.ndarray:
         """Class probabilities (softmax of the logits), columns in ``classes_`` order."""
-        if not hasattr(self, "module_"):
-            raise ValueError("this TorchClassifier is not fitted yet; call fit first")
+        check_is_fitted(self, "module_")
+        device = self._device()
         X_t = self._images(X)
         out = []
         with self._threads(), torch.no_grad():
-            self.module_.eval()
+            module = self.module_.to(device).eval()
             for part in torch.split(X_t, 1024):
-                out.append(torch.softmax(self.module_(part), dim=1).double().numpy())
+                out.append(torch.softmax(module(part.to(device)), dim=1).double().cpu().numpy())
         return np.concatenate(out) if out else np.zeros((0, len(self.classes_)))
 
     def predict(self, X: Any) -> np.ndarray:
@@ -281,6 +304,35 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         self.privacy_ = PrivacyGuarantee.from_dict(metadata["privacy"])
         self.fit_info_ = {k: v for k, v in metadata.get("fit_info", {}).items() if k in self.released_info}
         self.n_features_in_ = int(np.prod(self.input_shape))
+
+
+def resolve_device(device: str | torch.device) -> torch.device:
+    """``"auto"`` -> CUDA when available, else CPU; any other name is parsed and checked to exist.
+
+    Raises
+    ------
+    ValueError
+        for an unknown device name, or a CUDA device this machine does not have.
+
+    Examples
+    --------
+    >>> resolve_device("cpu")
+    device(type='cpu')
+    """
+    if isinstance(device, str) and device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        resolved = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}") from None
+    if resolved.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"device={device!r}, but torch finds no CUDA device here (use 'auto' or 'cpu')")
+        if resolved.index is not None and resolved.index >= torch.cuda.device_count():
+            raise ValueError(f"device={device!r}, but only {torch.cuda.device_count()} CUDA device(s) exist")
+    elif resolved.type != "cpu":
+        raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}")
+    return resolved
 
 
 class _ThreadLimit:

@@ -58,7 +58,7 @@ from privml.guarantee import PrivacyGuarantee
 from privml.neighbouring import Neighbouring
 from privml.torch.clipping import MODES, Mode
 from privml.torch.ghost.engine import ghost_clipped_sum, ghost_modules
-from privml.torch.noise import gaussian_noise
+from privml.torch.noise import RandomSource
 from privml.torch.per_sample import vmap_clipped_sum
 from privml.torch.sampling import FixedSizeSampler, PoissonSampler, micro_batches
 from privml.torch.validation import validate_model
@@ -68,6 +68,23 @@ LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 DPSGD_ACCOUNTANTS: tuple[str, ...] = ("pld", "rdp")
 #: Batch samplers: independent coins (rate q), or exactly b records without replacement.
 SAMPLINGS: tuple[str, ...] = ("poisson", "fixed-size")
+#: Arithmetic of the forward and backward passes (clipping and noise are always float32 or wider).
+PRECISIONS: tuple[str, ...] = ("fp32", "bf16")
+
+
+def module_device(module: nn.Module) -> torch.device:
+    """The one device holding ``module``'s parameters and buffers (CPU for a module without any).
+
+    Raises
+    ------
+    ValueError
+        if they are spread over several devices (model parallelism is not supported).
+    """
+    devices = {t.device for t in (*module.parameters(), *module.buffers())}
+    if len(devices) > 1:
+        raise ValueError(f"the model's tensors are on several devices ({', '.join(sorted(map(str, devices)))}); "
+                         "move it to one with model.to(device)")
+    return devices.pop() if devices else torch.device("cpu")
 
 
 def cross_entropy_per_example(outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -133,11 +150,19 @@ class DPSGD:
     max_physical_batch_size:
         Largest micro-batch computed at once (None: the whole logical batch).
     secure_noise:
-        Draw the noise and the sampling coins from ``os.urandom`` (see
-        :mod:`privml.torch.noise`) instead of seeded torch generators.
+        Draw the noise and the sampling coins securely (from ``os.urandom``
+        on CPU, from generators keyed afresh from it on a GPU; see
+        :mod:`privml.torch.noise`) instead of from seeded generators.
     seed:
-        Seed of the sampling and noise generators (reproducible runs);
-        None draws it from the OS. Ignored by ``secure_noise``.
+        Seed of the sampling and noise generators (reproducible runs; a CUDA
+        run draws other numbers than a CPU run of the same seed); None draws
+        it from the OS. Ignored by ``secure_noise``.
+    precision:
+        ``"fp32"`` (default) or ``"bf16"``: the forward and backward passes
+        run under :func:`torch.autocast` in bfloat16 (CUDA, or CPU), while the
+        per-example norms, clipping, noise and the update stay in float32 (the
+        clipped sum is formed from exactly the values its norms were computed
+        from, so the sensitivity bound C is unaffected by the rounding).
     distributed:
         Data-parallel training over an initialised ``torch.distributed``
         group (see :mod:`privml.torch.distributed`).
@@ -198,6 +223,7 @@ class DPSGD:
         secure_noise: bool = False,
         seed: int | None = None,
         distributed: bool = False,
+        precision: str = "fp32",
     ) -> None:
         self.module = validate_model(module)
         self.optimizer = optimizer
@@ -226,15 +252,19 @@ class DPSGD:
         ):
             raise ValueError(f"max_physical_batch_size must be a positive int or None, got {max_physical_batch_size!r}")
         self.max_physical_batch_size = max_physical_batch_size
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+        self.precision = precision
         self.secure_noise = bool(secure_noise)
         self.distributed = bool(distributed)
+        self.device = module_device(module)
         self.rank, self.world_size = self._init_distributed()
         if seed is None:
             seed = int.from_bytes(os.urandom(8), "little") >> 1
-        # Sampling streams differ across ranks (independent coins on disjoint shards);
-        # only rank 0 draws noise, from its own stream.
-        self._noise_generator = torch.Generator().manual_seed(int(seed))
-        self._sampling_generator = torch.Generator().manual_seed(int(seed) + 1 + self.rank)
+        # Every draw happens on the model's device. Sampling streams differ across ranks
+        # (independent coins on disjoint shards); only rank 0 draws noise, from its own stream.
+        self._noise = RandomSource(self.device, seed=int(seed), secure=self.secure_noise)
+        self._sampling = RandomSource(self.device, seed=int(seed) + 1 + self.rank, secure=self.secure_noise)
         self.steps_taken = 0
         self._guarantee_cache: tuple[int, PrivacyGuarantee] | None = None
         self._params = [(name, p) for name, p in module.named_parameters() if p.requires_grad]
@@ -404,11 +434,11 @@ class DPSGD:
                 n=n,
                 batch_size=round(self.expected_batch_size),
                 steps=steps,
-                generator=self._sampling_generator,
+                generator=self._sampling.generator,
                 secure=self.secure_noise,
             )
         return PoissonSampler(
-            n=n, sample_rate=self.sample_rate, steps=steps, generator=self._sampling_generator, secure=self.secure_noise
+            n=n, sample_rate=self.sample_rate, steps=steps, generator=self._sampling.generator, secure=self.secure_noise
         )
 
     def clipped_sum(self, x: torch.Tensor, y: torch.Tensor) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
@@ -419,18 +449,27 @@ class DPSGD:
         """
         sums = {name: torch.zeros_like(p) for name, p in self._params}
         norms = []
-        parts = micro_batches(torch.arange(x.shape[0]), self.max_physical_batch_size)
+        parts = micro_batches(torch.arange(x.shape[0], device=x.device), self.max_physical_batch_size)
         for part in parts:
             # One micro-batch is the whole batch: skip the gather (a copy of every input).
             xb, yb = (x, y) if len(parts) == 1 else (x[part], y[part])
-            if self.mode == "ghost":
-                partial, n = ghost_clipped_sum(self.module, self.loss_fn, xb, yb, self.clip_norm, self._ghost)
-            else:
-                partial, n = vmap_clipped_sum(self.module, self.loss_fn, xb, yb, self.clip_norm)
+            with self._autocast():
+                if self.mode == "ghost":
+                    partial, n = ghost_clipped_sum(self.module, self.loss_fn, xb, yb, self.clip_norm, self._ghost)
+                else:
+                    partial, n = vmap_clipped_sum(self.module, self.loss_fn, xb, yb, self.clip_norm)
             for name in sums:
                 sums[name] += partial[name].detach()
             norms.append(n.detach())
-        return sums, torch.cat(norms) if norms else torch.zeros(0)
+        return sums, torch.cat(norms) if norms else torch.zeros(0, device=self.device)
+
+    def _autocast(self) -> Any:
+        """bfloat16 autocast of the forward and backward passes (``precision="bf16"``), else nothing.
+
+        The ghost rules and the vmap path upcast what they record to float32
+        before forming norms and sums, so clipping, noise and the update are float32.
+        """
+        return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.precision == "bf16")
 
     def _noisy_gradient(self, x: torch.Tensor, y: torch.Tensor) -> dict[str, torch.Tensor]:
         """``(clipped sum + N(0, s^2 C^2 I)) / (q n)`` for one logical batch (no step, nothing counted).
@@ -447,14 +486,7 @@ class DPSGD:
         sums, _ = self.clipped_sum(x, y)
         if self.rank == 0:
             for name, p in self._params:
-                sums[name] += gaussian_noise(
-                    p.shape,
-                    self.noise_std,
-                    generator=self._noise_generator,
-                    secure=self.secure_noise,
-                    dtype=p.dtype,
-                    device=p.device,
-                )
+                sums[name] += self._noise.normal(p.shape, self.noise_std, dtype=p.dtype)
         if self.distributed:
             import torch.distributed as dist
 
@@ -484,6 +516,8 @@ class DPSGD:
                 f"target {self.target_epsilon:g}); another step would exceed the budget"
             )
         self.module.train()
+        # Batches gathered on the device (fit's path) stay there; others are moved once, here.
+        x, y = x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
         gradient = self._noisy_gradient(x, y)
         for name, p in self._params:
             p.grad = gradient[name]
@@ -508,6 +542,8 @@ class DPSGD:
         if not self.distributed and X.shape[0] != self.n_samples:
             # q n normalises the sum and n enters the guarantee: they must describe the data trained on.
             raise ValueError(f"X has {X.shape[0]} records but the engine was built for n_samples={self.n_samples}")
+        # Moved once (a no-op when already there); every batch is then gathered on the device.
+        X, y = X.to(self.device), y.to(self.device)
         sampler = self.sampler(n_local=int(X.shape[0]))
         per_epoch = max(1, round(1 / self.sample_rate))
         start = time.perf_counter()
@@ -544,4 +580,5 @@ class DPSGD:
             **({"bound": self._bound} if self.neighbouring is Neighbouring.REPLACE_ONE else {}),
             "world_size": self.world_size,
             "secure_noise": self.secure_noise,
+            "precision": self.precision,
         }

@@ -39,8 +39,8 @@ def per_example_gradients(
 
 def flat_norms(per_example: dict[str, torch.Tensor]) -> torch.Tensor:
     """``||g_i||``: the L2 norm of example i's gradient over *all* parameters flattened together."""
-    squared = sum(g.reshape(g.shape[0], -1).square().sum(1) for g in per_example.values())
-    return torch.as_tensor(squared).sqrt()
+    squared = torch.stack([g.reshape(g.shape[0], -1).square().sum(1) for g in per_example.values()])
+    return squared.sum(0).sqrt()
 
 
 def vmap_clipped_sum(
@@ -63,7 +63,9 @@ def vmap_clipped_sum(
         As :func:`privml.torch.ghost.ghost_clipped_sum`.
     """
     per_example = per_example_gradients(model, loss_fn, x, y)
-    norms = flat_norms(per_example)
-    factors = clip_factors(norms, clip_norm)
-    sums = {name: torch.tensordot(factors.to(g.dtype), g, dims=1) for name, g in per_example.items()}
+    # Norms, clip factors and sums in the gradients' own precision, never under a caller's autocast.
+    with torch.autocast(x.device.type, enabled=False):
+        norms = flat_norms(per_example)
+        factors = clip_factors(norms, clip_norm)
+        sums = {name: torch.tensordot(factors.to(g.dtype), g, dims=1) for name, g in per_example.items()}
     return sums, norms

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import os
-import random
 from collections.abc import Iterator
 from typing import Any
 
-import numpy as np
 import torch
+
+from privml.torch.noise import RandomSource
 
 
 class PoissonSampler:
@@ -32,12 +31,15 @@ class PoissonSampler:
         Number of batches to yield.
     generator:
         A seeded :class:`torch.Generator` for reproducible runs; fresh OS
-        entropy otherwise.
+        entropy otherwise. The batches are drawn on its device (the model's).
     secure:
-        Draw the inclusion coins from ``os.urandom`` (the OS's CSPRNG)
-        instead of ``generator``: which records were used must stay as
+        Draw the inclusion coins securely (:mod:`privml.torch.noise`)
+        instead of from ``generator``: which records were used must stay as
         unpredictable as the noise for the amplification argument to hold
         against an adversary who could otherwise replay a seeded stream.
+    device:
+        Where the index tensors are made when no ``generator`` is given
+        (default CPU).
     """
 
     def __init__(
@@ -48,6 +50,7 @@ class PoissonSampler:
         steps: int,
         generator: torch.Generator | None = None,
         secure: bool = False,
+        device: torch.device | str | None = None,
     ) -> None:
         if not (isinstance(n, int) and n >= 0):
             raise ValueError(f"n must be a non-negative int, got {n!r}")
@@ -56,21 +59,15 @@ class PoissonSampler:
         if not (isinstance(steps, int) and steps >= 0):
             raise ValueError(f"steps must be a non-negative int, got {steps!r}")
         self.n, self.sample_rate, self.steps, self.secure = n, float(sample_rate), steps, secure
-        if generator is None:
-            generator = torch.Generator()
-            generator.seed()
-        self.generator = generator
+        self.source = _source(generator, secure, device)
+        self.generator = self.source.generator
 
     def __len__(self) -> int:
         return self.steps
 
     def sample(self) -> torch.Tensor:
         """One logical batch: a sorted int64 tensor of indices (empty with probability (1-q)^n)."""
-        if self.secure:
-            words = np.frombuffer(os.urandom(8 * self.n), dtype=np.uint64) >> np.uint64(11)
-            keep = torch.from_numpy(words.astype(np.float64) / float(2**53) < self.sample_rate)
-        else:
-            keep = torch.rand(self.n, generator=self.generator, dtype=torch.float64) < self.sample_rate
+        keep = self.source.uniform(self.n) < self.sample_rate
         return torch.nonzero(keep, as_tuple=False).flatten()
 
     def __iter__(self) -> Iterator[torch.Tensor]:
@@ -98,10 +95,13 @@ class FixedSizeSampler:
         Number of batches to yield.
     generator:
         A seeded :class:`torch.Generator` for reproducible runs; fresh OS
-        entropy otherwise.
+        entropy otherwise. The batches are drawn on its device (the model's).
     secure:
-        Draw the batches with :class:`random.SystemRandom` (the OS's CSPRNG)
-        instead of ``generator``.
+        Draw the permutations securely (:mod:`privml.torch.noise`) instead
+        of from ``generator``.
+    device:
+        Where the index tensors are made when no ``generator`` is given
+        (default CPU).
     """
 
     def __init__(
@@ -112,6 +112,7 @@ class FixedSizeSampler:
         steps: int,
         generator: torch.Generator | None = None,
         secure: bool = False,
+        device: torch.device | str | None = None,
     ) -> None:
         if not (isinstance(n, int) and n >= 1):
             raise ValueError(f"n must be a positive int, got {n!r}")
@@ -120,26 +121,29 @@ class FixedSizeSampler:
         if not (isinstance(steps, int) and steps >= 0):
             raise ValueError(f"steps must be a non-negative int, got {steps!r}")
         self.n, self.batch_size, self.steps, self.secure = n, batch_size, steps, secure
-        if generator is None:
-            generator = torch.Generator()
-            generator.seed()
-        self.generator = generator
-        self._system = random.SystemRandom() if secure else None
+        self.source = _source(generator, secure, device)
+        self.generator = self.source.generator
 
     def __len__(self) -> int:
         return self.steps
 
     def sample(self) -> torch.Tensor:
         """One logical batch: a sorted int64 tensor of ``batch_size`` distinct indices."""
-        if self._system is not None:
-            chosen = torch.tensor(self._system.sample(range(self.n), self.batch_size), dtype=torch.int64)
-        else:
-            chosen = torch.randperm(self.n, generator=self.generator)[: self.batch_size]
+        chosen = self.source.permutation(self.n)[: self.batch_size]
         return torch.sort(chosen).values
 
     def __iter__(self) -> Iterator[torch.Tensor]:
         for _ in range(self.steps):
             yield self.sample()
+
+
+def _source(generator: torch.Generator | None, secure: bool, device: torch.device | str | None) -> RandomSource:
+    """The sampler's draws: on ``generator``'s device if given, else on ``device`` (CPU by default)."""
+    if generator is not None:
+        if device is not None and torch.device(device).type != torch.device(generator.device).type:
+            raise ValueError(f"the generator lives on {generator.device}, not on device={device}")
+        return RandomSource(generator.device, generator=generator, secure=secure)
+    return RandomSource("cpu" if device is None else device, secure=secure)
 
 
 def micro_batches(indices: torch.Tensor, size: int | None) -> list[torch.Tensor]:

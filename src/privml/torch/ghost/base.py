@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
 
 import torch
 from torch import nn
@@ -39,14 +38,41 @@ class LayerRule(ABC):
         return None
 
 
+def ghost_norm_is_cheaper(steps: int, d: int, p: int) -> bool:
+    """Whether the Gram trace beats instantiating the ``(p, d)`` per-example gradient, per example.
+
+    The mixed ghost clipping rule of Bu, Mao and Xu (2022, "Scalable and
+    efficient training of large convolutional neural networks with
+    differential privacy", Section 3): the ghost norm needs two ``T x T`` Gram
+    matrices, instantiation one ``p x d`` gradient; take the smaller, so the
+    layer's working memory is ``min(2 T^2, p d)`` numbers per example.
+    """
+    return 2 * steps * steps < p * d
+
+
+def outer_product_norms(a: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+    """Squared Frobenius norms of ``sum_t g[i, t] a[i, t]^T`` for each i; ``a`` (B,T,d), ``g`` (B,T,p).
+
+    Exact either way; the cheaper formula of :func:`ghost_norm_is_cheaper` is
+    used and nothing is kept.
+    """
+    batch, steps, d = a.shape
+    p = g.shape[-1]
+    if steps == 1:
+        return a.reshape(batch, d).square().sum(1) * g.reshape(batch, p).square().sum(1)
+    if ghost_norm_is_cheaper(steps, d, p):
+        return (torch.bmm(a, a.transpose(1, 2)) * torch.bmm(g, g.transpose(1, 2))).sum((1, 2))
+    return torch.bmm(g.transpose(1, 2), a).square().sum((1, 2))
+
+
 class OuterProduct(Prepared):
     """A layer whose example-i weight gradient is ``sum_t g[i, t] a[i, t]^T`` (plus ``sum_t g`` for a bias).
 
-    ``a`` is ``(B, T, d)``, ``g`` is ``(B, T, p)``. The squared norm takes the
-    cheaper of two exact formulas (Bu, Mao and Xu 2022, "mixed ghost
-    clipping"): the Gram trace ``sum_{t,s} (a_t . a_s)(g_t . g_s)`` costs
-    O(B T^2 (d + p)); materialising the ``(p, d)`` per-example gradients costs
-    O(B T d p), and then the clipped sum reuses them.
+    ``a`` is ``(B, T, d)``, ``g`` is ``(B, T, p)``. The norms use
+    :func:`outer_product_norms` (mixed ghost clipping); the clipped sum is
+    one product ``(c g)^T a`` over all examples and positions at once
+    (book-keeping, Bu et al. 2023), so no per-example gradient outlives the
+    norm computation.
     """
 
     def __init__(
@@ -57,39 +83,22 @@ class OuterProduct(Prepared):
         weight: bool,
         bias: bool,
         weight_shape: torch.Size,
-        to_weight: Callable[[torch.Tensor], torch.Tensor] | None = None,
     ) -> None:
         self.a, self.g, self.weight, self.bias, self.weight_shape = a, g, weight, bias, weight_shape
-        # Maps a (p, d) gradient to the parameter's layout, when ``a``'s features are in another order.
-        self.to_weight = to_weight or (lambda w: w.reshape(weight_shape))
-        self.per_example: torch.Tensor | None = None
 
     def squared_norms(self) -> torch.Tensor:
-        a, g = self.a, self.g
-        batch, steps, d = a.shape
-        p = g.shape[-1]
-        total = torch.zeros(batch, dtype=g.dtype, device=g.device)
+        total = torch.zeros(self.g.shape[0], dtype=self.g.dtype, device=self.g.device)
         if self.weight:
-            if steps == 1:
-                total = total + a.reshape(batch, d).square().sum(1) * g.reshape(batch, p).square().sum(1)
-            elif steps * steps * (d + p) < steps * d * p:
-                total = total + (torch.bmm(a, a.transpose(1, 2)) * torch.bmm(g, g.transpose(1, 2))).sum((1, 2))
-            else:
-                self.per_example = torch.bmm(g.transpose(1, 2), a)
-                total = total + self.per_example.square().sum((1, 2))
+            total = total + outer_product_norms(self.a, self.g)
         if self.bias:
-            total = total + g.sum(1).square().sum(1)
+            total = total + self.g.sum(1).square().sum(1)
         return total
 
     def clipped_sum(self, factors: torch.Tensor) -> dict[str, torch.Tensor]:
         out: dict[str, torch.Tensor] = {}
         if self.weight:
-            if self.per_example is not None:
-                total = torch.tensordot(factors, self.per_example, dims=1)
-            else:
-                scaled = (self.g * factors[:, None, None]).reshape(-1, self.g.shape[-1])
-                total = scaled.T @ self.a.reshape(-1, self.a.shape[-1])
-            out["weight"] = self.to_weight(total)
+            scaled = (self.g * factors[:, None, None]).reshape(-1, self.g.shape[-1])
+            out["weight"] = (scaled.T @ self.a.reshape(-1, self.a.shape[-1])).reshape(self.weight_shape)
         if self.bias:
             out["bias"] = factors @ self.g.sum(1)
         return out
@@ -124,7 +133,3 @@ def trainable(module: nn.Module, name: str) -> bool:
     param = getattr(module, name, None)
     return isinstance(param, nn.Parameter) and param.requires_grad
 
-
-def outer_product_norms(a: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
-    """Squared Frobenius norms of ``sum_t g[i, t] a[i, t]^T`` for each i; ``a`` (B,T,d), ``g`` (B,T,p)."""
-    return OuterProduct(a, g, weight=True, bias=False, weight_shape=torch.Size()).squared_norms()

@@ -10,6 +10,14 @@ squared norm is the sum of the G blocks' and its clipped sum is the blocks'
 stacked along the output channels. Any stride, dilation and numeric zero
 padding; padding given as a string (``"same"``) or a non-zero padding mode is
 refused (use ``mode="vmap"``).
+
+Memory. The patches are ``K`` times the layer's input (9 times for a 3x3
+kernel), so they live only while this layer's norms are computed, by the
+cheaper of the two exact formulas per group (mixed ghost clipping, Bu, Mao
+and Xu 2022). The clipped sum needs no patches: it is the weight gradient
+of the convolution for the output gradient scaled by each example's clip
+factor, which the framework's own backward kernel computes (cuDNN on a GPU;
+book-keeping, Bu et al. 2023).
 """
 
 from __future__ import annotations
@@ -20,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from privml.torch.ghost.base import LayerRule, OuterProduct, Prepared, register, trainable
+from privml.torch.ghost.base import LayerRule, Prepared, outer_product_norms, register, trainable
 
 _ConvNd = nn.Conv1d | nn.Conv2d | nn.Conv3d
 
@@ -33,7 +41,7 @@ def patches(module: _ConvNd, activation: torch.Tensor) -> torch.Tensor:
     numbers; :func:`torch.nn.functional.unfold` (whose CPU kernel loops over
     the batch, and exists for 2-D only) and a channels-first gather were both
     about twice as slow on the Tramer-Boneh CNN. Norms do not depend on the
-    feature order; weights are permuted back by :func:`_to_weight`.
+    feature order.
     """
     dims = len(module.kernel_size)
     padding = module.padding
@@ -61,25 +69,59 @@ def patches(module: _ConvNd, activation: torch.Tensor) -> torch.Tensor:
     return windows.permute(order).reshape(batch, positions, kernel * channels)
 
 
-def _to_weight(shape: torch.Size):  # noqa: ANN202 - a small closure factory
-    """Map a ``(Cout_g, K Cin_g)`` block in patch order to the weight layout ``(Cout_g, Cin_g, k...)``."""
-    channels_out, channels_in, *kernel = shape
-    dims = len(kernel)
-    return lambda w: w.reshape(channels_out, *kernel, channels_in).permute(0, dims + 1, *range(1, dims + 1))
+class _ConvPrepared(Prepared):
+    """One convolution's input and output gradient: norms from transient patches, sum by the backward kernel."""
 
-
-class _Groups(Prepared):
-    """G independent outer-product blocks (a grouped convolution): norms add, sums stack."""
-
-    def __init__(self, blocks: list[OuterProduct]) -> None:
-        self.blocks = blocks
+    def __init__(self, module: _ConvNd, activation: torch.Tensor, grad_output: torch.Tensor) -> None:
+        self.module, self.activation, self.grad_output = module, activation, grad_output
+        self.weight, self.bias = trainable(module, "weight"), trainable(module, "bias")
 
     def squared_norms(self) -> torch.Tensor:
-        return torch.stack([block.squared_norms() for block in self.blocks]).sum(0)
+        module, g_out = self.module, self.grad_output
+        batch, channels_out = g_out.shape[:2]
+        g = g_out.reshape(batch, channels_out, -1).transpose(1, 2)  # (B, T, Cout)
+        total = torch.zeros(batch, dtype=g.dtype, device=g.device)
+        if self.bias:
+            total = total + g.sum(1).square().sum(1)
+        if not self.weight:
+            return total
+        a = patches(module, self.activation)  # (B, T, K Cin), dropped when this returns
+        groups = module.groups
+        if groups == 1:
+            return total + outer_product_norms(a, g)
+        # Patch features are (kernel position..., channel): split the channels into their groups.
+        kernel = a.shape[2] // module.in_channels
+        split = a.reshape(batch, a.shape[1], kernel, groups, module.in_channels // groups)
+        out_per_group = channels_out // groups
+        for j in range(groups):
+            a_j = split[:, :, :, j].reshape(batch, a.shape[1], -1)
+            total = total + outer_product_norms(a_j, g[:, :, j * out_per_group : (j + 1) * out_per_group])
+        return total
 
     def clipped_sum(self, factors: torch.Tensor) -> dict[str, torch.Tensor]:
-        parts = [block.clipped_sum(factors) for block in self.blocks]
-        return {name: torch.cat([part[name] for part in parts]) for name in parts[0]}
+        module, g_out = self.module, self.grad_output
+        scaled = g_out * factors.reshape(-1, *([1] * (g_out.dim() - 1))).to(g_out.dtype)
+        padding = module.padding
+        assert not isinstance(padding, str)  # ConvRule.check refuses string padding
+        _, weight, bias = torch.ops.aten.convolution_backward(
+            scaled,
+            self.activation,
+            module.weight.to(scaled.dtype),
+            [module.out_channels] if self.bias else None,
+            list(module.stride),
+            list(padding),
+            list(module.dilation),
+            False,
+            [0] * len(module.kernel_size),
+            module.groups,
+            [False, self.weight, self.bias],
+        )
+        out: dict[str, torch.Tensor] = {}
+        if self.weight:
+            out["weight"] = weight
+        if self.bias:
+            out["bias"] = bias
+        return out
 
 
 class ConvRule(LayerRule):
@@ -93,29 +135,7 @@ class ConvRule(LayerRule):
 
     def prepare(self, module: nn.Module, activation: torch.Tensor, grad_output: torch.Tensor) -> Prepared:
         assert isinstance(module, (nn.Conv1d, nn.Conv2d, nn.Conv3d))
-        batch, channels_out = grad_output.shape[:2]
-        weight, bias = trainable(module, "weight"), trainable(module, "bias")
-        g = grad_output.reshape(batch, channels_out, -1).transpose(1, 2)  # (B, T, Cout)
-        groups = module.groups
-        if groups == 1:
-            a = patches(module, activation) if weight else activation.new_zeros(batch, 1, 1)
-            return OuterProduct(a, g, weight=weight, bias=bias, weight_shape=module.weight.shape,
-                                to_weight=_to_weight(module.weight.shape))
-        out_per_group = channels_out // groups
-        block_shape = torch.Size((out_per_group, *module.weight.shape[1:]))
-        if weight:
-            # Patch features are (kernel position..., channel): split the channels into their groups.
-            a = patches(module, activation)
-            kernel = a.shape[2] // module.in_channels
-            split = a.reshape(batch, a.shape[1], kernel, groups, module.in_channels // groups)
-            inputs = [split[:, :, :, j].reshape(batch, a.shape[1], -1) for j in range(groups)]
-        else:  # only the bias is trained: its gradient needs g alone
-            inputs = [activation.new_zeros(batch, 1, 1)] * groups
-        return _Groups([
-            OuterProduct(inputs[j], g[:, :, j * out_per_group : (j + 1) * out_per_group], weight=weight, bias=bias,
-                         weight_shape=block_shape, to_weight=_to_weight(block_shape))
-            for j in range(groups)
-        ])
+        return _ConvPrepared(module, activation, grad_output)
 
 
 for _layer in (nn.Conv1d, nn.Conv2d, nn.Conv3d):

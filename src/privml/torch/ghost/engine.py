@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from privml.torch.clipping import clip_factors
-from privml.torch.ghost.base import LayerRule, rule_for
+from privml.torch.ghost.base import LayerRule, Prepared, rule_for
 
 
 @dataclass
@@ -20,6 +20,15 @@ class _Record:
     output: torch.Tensor
     version: int  # the output's version counter when recorded
     input_version: int
+
+
+def _low(t: torch.Tensor) -> bool:
+    return t.dtype in (torch.bfloat16, torch.float16)
+
+
+def _wide(t: torch.Tensor) -> torch.Tensor:
+    """float32 for a half-precision tensor (autocast): norms, clipping and sums are formed in float32."""
+    return t.float() if _low(t) else t
 
 
 def ghost_modules(model: nn.Module) -> list[tuple[str, nn.Module, LayerRule]]:
@@ -129,20 +138,50 @@ def ghost_clipped_sum(
             )
     outputs = [r.output for r in records]
     raw_grads = torch.autograd.grad(losses.sum(), outputs, allow_unused=True)  # None for an unused output
-    grads = [torch.zeros_like(o) if g is None else g for o, g in zip(outputs, raw_grads, strict=True)]
+    del outputs
+    grads = [torch.zeros_like(r.output) if g is None else g for r, g in zip(records, raw_grads, strict=True)]
+    del raw_grads
+    for record in records:
+        record.output = None  # type: ignore[assignment]  # the graph is freed; keep no reference to it
 
-    prepared = [r.rule.prepare(r.module, r.activation, g) for r, g in zip(records, grads, strict=True)]
-    squared = torch.zeros(x.shape[0], dtype=losses.dtype, device=losses.device)
-    for layer in prepared:
+    # Norms, factors and sums in float32 or wider, never under a caller's autocast (bf16 passes).
+    with torch.autocast(losses.device.type, enabled=False):
+        return _clipped_sums(records, grads, modules, by_module, losses, clip_norm)
+
+
+def _clipped_sums(
+    records: list[_Record],
+    grads: list[torch.Tensor],
+    modules: list[tuple[str, nn.Module, LayerRule]],
+    by_module: dict[int, tuple[str, LayerRule]],
+    losses: torch.Tensor,
+    clip_norm: float,
+) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+    """Per-example norms over all layers, then the clipped sum of each layer (book-keeping)."""
+    # Layer by layer, so only one layer's transient working memory (patches, Gram matrices,
+    # instantiated per-example gradients) is alive at a time (Bu, Mao and Xu 2022). A layer
+    # recorded in half precision is upcast for each pass instead of keeping float32 copies.
+    def prepare(i: int) -> Prepared:
+        record = records[i]
+        return record.rule.prepare(record.module, _wide(record.activation), _wide(grads[i]))
+
+    kept: list[Prepared | None] = []
+    squared = torch.zeros(losses.shape[0], dtype=torch.float32 if _low(losses) else losses.dtype, device=losses.device)
+    for i, record in enumerate(records):
+        layer = prepare(i)
         squared = squared + layer.squared_norms()
+        kept.append(None if _low(record.activation) or _low(grads[i]) else layer)
     norms = squared.clamp(min=0).sqrt()
-    factors = clip_factors(norms, clip_norm).to(losses.dtype)
+    factors = clip_factors(norms, clip_norm)
 
     sums: dict[str, torch.Tensor] = {}
-    for record, layer in zip(records, prepared, strict=True):
+    for i, record in enumerate(records):
         prefix = by_module[id(record.module)][0]
+        layer = kept[i] or prepare(i)
         for attr, value in layer.clipped_sum(factors).items():
             sums[f"{prefix}.{attr}" if prefix else attr] = value
+        kept[i] = None  # free this layer's inputs and gradients
+        grads[i] = None  # type: ignore[call-overload]
     for name, module, _ in modules:
         # A layer that did not run in this forward pass contributes nothing (zero gradient).
         for attr, param in module.named_parameters(recurse=False):
