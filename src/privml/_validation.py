@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import math
 import numbers
+import sys
+import warnings
 
 import numpy as np
 
@@ -102,14 +104,25 @@ def check_count(count: object, name: str = "count", *, minimum: int = 1, maximum
     return out
 
 
+def _is_sparse(x: object) -> bool:
+    # Without scipy.sparse imported nothing can be a sparse matrix: no import on the hot path.
+    module = sys.modules.get("scipy.sparse")
+    return module is not None and bool(module.issparse(x))
+
+
 def check_finite_array(x: object, name: str = "X", *, ndim: int | None = None) -> np.ndarray:
-    """Return ``x`` as a float64 array; reject complex values, NaN/inf and (optionally) the wrong rank."""
+    """Return ``x`` as a float64 array; reject sparse, complex and non-numeric input, NaN/inf and the wrong rank."""
+    if _is_sparse(x):
+        # Densifying silently could need far more memory than the caller expects.
+        raise TypeError(f"{name} is a sparse matrix; privml needs a dense array (call {name}.toarray() first)")
     raw = np.asarray(x)
     if raw.dtype.kind == "c":  # float64 conversion would silently drop the imaginary part
-        raise ValueError(f"{name} must be real-valued, got complex numbers")
+        raise ValueError(f"{name} must be real-valued: Complex data not supported")
     try:
         arr = np.asarray(raw, dtype=np.float64)
-    except (TypeError, ValueError):
+    except TypeError as exc:  # e.g. a dict inside an object array: numpy's message names the type
+        raise TypeError(f"{name} must hold numbers: {str(exc).splitlines()[0]}") from None
+    except ValueError:
         raise ValueError(f"{name} must hold numbers, got {raw.dtype} values") from None
     if ndim is not None and arr.ndim != ndim:
         raise ValueError(f"{name} must have {ndim} dimension(s), got shape {arr.shape}")
@@ -117,3 +130,62 @@ def check_finite_array(x: object, name: str = "X", *, ndim: int | None = None) -
         bad = int(np.size(arr) - np.count_nonzero(np.isfinite(arr)))
         raise ValueError(f"{name} contains {bad} NaN or infinite value(s)")
     return arr
+
+
+# ----------------------------------------------------------------- estimator inputs
+# One set of checks for every numpy estimator's X and y. Messages are one line and
+# never echo the data (error logs are not private); their wording follows
+# scikit-learn's where its estimator checks look for it.
+
+
+def check_X(X: object, *, n_features: int | None = None, owner: str = "the model") -> np.ndarray:
+    """Feature rows as a finite float64 array of shape (n, d) with n, d >= 1.
+
+    ``n_features``: the width the estimator was fitted with (predict time);
+    ``owner`` names the estimator in the width error.
+    """
+    arr = check_finite_array(X, "X")
+    if arr.ndim != 2:
+        raise ValueError(
+            f"X must be 2-dimensional (rows x features), got shape {arr.shape}: Reshape your data, "
+            "e.g. X.reshape(-1, 1) for a single feature or X.reshape(1, -1) for a single row"
+        )
+    if arr.shape[0] == 0:
+        raise ValueError(f"X has no rows (shape={arr.shape}); a minimum of 1 is required")
+    if arr.shape[1] == 0:
+        raise ValueError(f"X has 0 feature(s) (shape={arr.shape}) while a minimum of 1 is required.")
+    if n_features is not None and arr.shape[1] != n_features:
+        raise ValueError(f"X has {arr.shape[1]} features, but {owner} is expecting {n_features} features as input")
+    return arr
+
+
+def check_y(y: object, n_rows: int, *, numeric: bool = False) -> np.ndarray:
+    """One target per row, as a 1-d array (float64 and finite when ``numeric``).
+
+    A column vector of shape (n, 1) is flattened with scikit-learn's
+    DataConversionWarning, as its estimators do.
+    """
+    if y is None:
+        raise ValueError("this estimator requires y to be passed, but the target y is None")
+    if _is_sparse(y):
+        raise TypeError("y is a sparse matrix; privml needs a dense array")
+    arr = check_finite_array(y, "y") if numeric else np.asarray(y)
+    if arr.ndim == 2 and arr.shape[1] == 1:
+        from sklearn.exceptions import DataConversionWarning
+
+        warnings.warn(
+            "A column-vector y was passed when a 1d array was expected: it is flattened (use y.ravel())",
+            DataConversionWarning,
+            stacklevel=3,
+        )
+        arr = arr.ravel()
+    if arr.shape != (n_rows,):
+        raise ValueError(f"y must have shape ({n_rows},), one target per row of X, got {arr.shape}")
+    return arr
+
+
+def check_fitted(estimator: object, attribute: str) -> None:
+    """scikit-learn's NotFittedError (via ``check_is_fitted``) unless ``estimator`` has ``attribute``."""
+    from sklearn.utils.validation import check_is_fitted
+
+    check_is_fitted(estimator, attribute, msg="this %(name)s is not fitted yet: call fit(X, y) first")

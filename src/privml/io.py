@@ -175,9 +175,8 @@ def restore_model(model: Any, arrays: dict[str, np.ndarray], metadata: dict, pat
             raise ValueError(f"{path}: array {name!r} holds NaN or infinite values")
     try:
         # The settings in the file must pass the estimator's own checks, as at fit time.
-        for check in ("_check_privacy_params", "_dpcd_settings"):
-            if hasattr(model, check):
-                getattr(model, check)()
+        if hasattr(model, "_check_hyperparameters"):
+            model._check_hyperparameters()
         model._restore_arrays(arrays, metadata)
     except (KeyError, IndexError, TypeError, ValueError, AttributeError, RuntimeError) as exc:
         raise ValueError(f"{path}: the model file is inconsistent ({type(exc).__name__}: {_one_line(exc)})") from exc

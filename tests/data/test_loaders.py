@@ -189,7 +189,7 @@ class TestCsv:
 
     def test_label_outside_classes_names_the_line(self, tmp_path):
         path = _write_csv(tmp_path / "d.csv", "x,label\n1,a\n2,b\n3,c\n4,a\n5,b\n")
-        with pytest.raises(ValueError, match=r"label 'c' at line 4 is not in classes=\('a', 'b'\)"):
+        with pytest.raises(ValueError, match=r"label 'c' at line 4 is not in the public class set \('a', 'b'\)"):
             load_dataset(f"csv:{path}", classes=("a", "b"))
 
     def test_label_column_option_and_test_path(self, tmp_path):

@@ -17,7 +17,8 @@ import pytest
 from scipy.optimize import minimize_scalar
 from sklearn.base import clone
 from sklearn.datasets import load_diabetes
-from sklearn.linear_model import Lasso, LogisticRegression, Ridge
+from sklearn.exceptions import NotFittedError
+from sklearn.linear_model import ElasticNet, Lasso, LogisticRegression, Ridge
 
 import privml.linear.dpcd as dpcd
 from privml.accounting import GaussianEvent, SelfComposedEvent, make_accountant
@@ -132,7 +133,7 @@ def test_noise_per_step_matches_the_sensitivity_formula():
     n, d, T, C, eps, delta = 7, 2000, 20000, 3.0, 2.0, 1e-5
     X, y = np.zeros((n, d)), np.linspace(-5, 5, n)
     reg = DPCDRegressor(
-        epsilon=eps, delta=delta, passes=T, inner_steps=1, clip=C, penalty="none", gamma=1.0, random_state=0
+        epsilon=eps, delta=delta, passes=T, inner_steps=1, clip_norm=C, l2=0.0, gamma=1.0, random_state=0
     ).fit(X, y)
     sensitivity = 2 * (C / math.sqrt(d)) / n  # uniform clipping C_j = C / sqrt(p); replace-one 2 C_j / n
     sigma = math.sqrt(T) / gaussian_mu(eps, delta) * sensitivity
@@ -150,7 +151,7 @@ def test_noise_per_row_step_is_isotropic_with_the_sensitivity_formula():
     n, d, k, T, C, eps, delta = 7, 500, 3, 10000, 2.0, 2.0, 1e-5
     X, y = np.zeros((n, d)), np.arange(n) % k
     clf = DPCDClassifier(
-        epsilon=eps, delta=delta, passes=T, inner_steps=1, clip=C, gamma=1.0, penalty="none",
+        epsilon=eps, delta=delta, passes=T, inner_steps=1, clip_norm=C, gamma=1.0, l2=0.0,
         classes=range(k), random_state=0,
     ).fit(X, y)
     sensitivity = 2 * (C / math.sqrt(d)) / n  # one L2 clip per row: C_j = C / sqrt(d); replace-one 2 C_j / n
@@ -218,7 +219,7 @@ def test_clipping_bounds_the_step_of_the_estimator():
     y = np.array([-1000.0, 0.1, 400.0, 0.2])
     C = 0.3
     reg = DPCDRegressor(
-        epsilon=HUGE_EPSILON, passes=1, inner_steps=1, clip=C, penalty="none", random_state=0
+        epsilon=HUGE_EPSILON, passes=1, inner_steps=1, clip_norm=C, l2=0.0, random_state=0
     ).fit(X, y)
     expected = -np.mean(np.clip(-y * X[:, 0], -C, C))
     assert reg.weights_[0] == pytest.approx(expected, abs=1e-6)  # noise sd here is ~1e-7
@@ -234,27 +235,23 @@ def test_clip_thresholds():
 
 
 # --------------------------------------------------------------------------- prox
-@pytest.mark.parametrize("penalty", ["none", "l1", "l2"])
-def test_prox_against_closed_forms_and_direct_minimisation(penalty):
+@pytest.mark.parametrize(("l1", "l2"), [(0.0, 0.0), (1.3, 0.0), (0.0, 1.3), (0.6, 0.9)])
+def test_prox_against_closed_forms_and_direct_minimisation(l1, l2):
     rng = np.random.default_rng(1)
     v = rng.normal(scale=2.0, size=50)
-    step, alpha = 0.7, 1.3
-    out = prox(v, step, penalty, alpha)
-    if penalty == "none":
-        expected = v
-    elif penalty == "l1":
-        expected = np.sign(v) * np.maximum(np.abs(v) - step * alpha, 0.0)  # soft-thresholding
-    else:
-        expected = v / (1 + step * alpha)  # shrinkage
+    step = 0.7
+    out = prox(v, step, l1=l1, l2=l2)
+    # Soft-thresholding, then shrinkage (the elastic-net prox).
+    expected = np.sign(v) * np.maximum(np.abs(v) - step * l1, 0.0) / (1 + step * l2)
     assert np.allclose(out, expected, atol=1e-15)
-    psi = {"none": lambda u: 0.0, "l1": lambda u: alpha * abs(u), "l2": lambda u: alpha * u * u / 2}[penalty]
     for vi, oi in zip(v[:10], out[:10], strict=True):
-        res = minimize_scalar(lambda u, vi=vi: (u - vi) ** 2 / 2 + step * psi(u), bracket=(-10, 10), tol=1e-12)
+        objective = lambda u, vi=vi: (u - vi) ** 2 / 2 + step * (l1 * abs(u) + l2 * u * u / 2)
+        res = minimize_scalar(objective, bracket=(-10, 10), tol=1e-12)
         assert oi == pytest.approx(res.x, abs=1e-6)
 
 
 # --------------------------------------------------------------------------- the algorithm
-def _reference_dpcd(X, y, loss, *, epsilon, delta, T, K, gamma, clip, clipping, penalty, alpha, seed, blocks="entry"):
+def _reference_dpcd(X, y, loss, *, epsilon, delta, T, K, gamma, clip_norm, clipping, l1, l2, seed, blocks="entry"):
     """Mangold et al. (2022), Algorithm 1, written directly: full O(n d) gradients per step.
 
     ``blocks="feature"`` (k classes): a step updates the row W[j, :] (flat entries
@@ -268,7 +265,7 @@ def _reference_dpcd(X, y, loss, *, epsilon, delta, T, K, gamma, clip, clipping, 
     n_blocks, width = (d, k) if by_feature else (p, 1)
     M = np.full(d, 0.5) if by_feature else loss.coordinate_smoothness(np.ones(d))
     eta = gamma / M
-    C = np.full(n_blocks, clip / math.sqrt(n_blocks)) if clipping == "uniform" else clip * np.sqrt(M / M.sum())
+    C = np.full(n_blocks, clip_norm / math.sqrt(n_blocks)) if clipping == "uniform" else clip_norm * np.sqrt(M / M.sum())
     sigma = math.sqrt(T * K) / gaussian_mu(epsilon, delta) * (2 * C / n)
     rng = np.random.default_rng(seed)
     schedule = rng.integers(0, n_blocks, size=(T, K))
@@ -285,10 +282,7 @@ def _reference_dpcd(X, y, loss, *, epsilon, delta, T, K, gamma, clip, clipping, 
             clipped = per_example * np.minimum(1.0, C[j] / np.maximum(norms, 1e-300))
             g = clipped.mean(axis=0)
             v = theta[block] - eta[j] * (g + sigma[j] * z[t, s])
-            if penalty == "l1":
-                v = np.sign(v) * np.maximum(np.abs(v) - eta[j] * alpha, 0.0)
-            elif penalty == "l2":
-                v = v / (1 + eta[j] * alpha)
+            v = np.sign(v) * np.maximum(np.abs(v) - eta[j] * l1, 0.0) / (1 + eta[j] * l2)
             theta[block] = v
             iterates.append(theta.copy())
         w_bar = np.mean(iterates, axis=0)
@@ -304,6 +298,7 @@ def _reference_dpcd(X, y, loss, *, epsilon, delta, T, K, gamma, clip, clipping, 
         ("multinomial", "none", "uniform", "feature"),
         ("multinomial", "l1", "lipschitz", "feature"),
         ("multinomial", "l2", "uniform", "feature"),
+        ("logistic", "elastic-net", "uniform", "feature"),
     ],
 )
 def test_matches_direct_reference_implementation(loss_name, penalty, clipping, blocks):
@@ -318,7 +313,8 @@ def test_matches_direct_reference_implementation(loss_name, penalty, clipping, b
         loss, y = LogisticLoss(), np.where(X[:, 0] > 0, 1.0, -1.0)
     else:
         loss, y = MultinomialLogisticLoss(3), rng.integers(0, 3, size=40)
-    params = dict(epsilon=2.0, delta=1e-5, gamma=0.8, clip=0.9, clipping=clipping, penalty=penalty, alpha=0.05)
+    l1, l2 = {"none": (0.0, 0.0), "l1": (0.05, 0.0), "l2": (0.0, 0.05), "elastic-net": (0.03, 0.02)}[penalty]
+    params = dict(epsilon=2.0, delta=1e-5, gamma=0.8, clip_norm=0.9, clipping=clipping, l1=l1, l2=l2)
     T, K = 3, 7
     result = dp_coordinate_descent(X, y, loss, passes=T, inner_steps=K, random_state=11, blocks=blocks, **params)
     expected = _reference_dpcd(X, y, loss, T=T, K=K, seed=11, blocks=blocks, **params)
@@ -330,7 +326,7 @@ def test_matches_direct_reference_implementation(loss_name, penalty, clipping, b
 def test_nonprivate_limit_ridge():
     X, y = _regression_data()
     n, a = X.shape[0], 0.01
-    reg = DPCDRegressor(epsilon=HUGE_EPSILON, passes=200, penalty="l2", alpha=a, clip=50, random_state=0).fit(X, y)
+    reg = DPCDRegressor(epsilon=HUGE_EPSILON, passes=200, l2=a, clip_norm=50, random_state=0).fit(X, y)
     # Ridge minimises ||y - Xw||^2 + alpha_sk ||w||^2, i.e. ours times 2n with alpha_sk = n a.
     ref = Ridge(alpha=n * a, fit_intercept=False).fit(X, y)
     assert np.allclose(reg.coef_, ref.coef_, atol=1e-4)
@@ -339,10 +335,19 @@ def test_nonprivate_limit_ridge():
 def test_nonprivate_limit_lasso():
     X, y = _regression_data(seed=1)
     a = 0.02
-    reg = DPCDRegressor(epsilon=HUGE_EPSILON, passes=200, penalty="l1", alpha=a, clip=50, random_state=0).fit(X, y)
+    reg = DPCDRegressor(epsilon=HUGE_EPSILON, passes=200, l1=a, l2=0.0, clip_norm=50, random_state=0).fit(X, y)
     ref = Lasso(alpha=a, fit_intercept=False, tol=1e-12, max_iter=100_000).fit(X, y)  # same objective
     assert np.allclose(reg.coef_, ref.coef_, atol=1e-4)
     assert np.array_equal(reg.coef_ == 0, ref.coef_ == 0)  # the prox gives exact zeros
+
+
+def test_nonprivate_limit_elastic_net():
+    X, y = _regression_data(seed=1)
+    l1, l2 = 0.01, 0.02
+    reg = DPCDRegressor(epsilon=HUGE_EPSILON, passes=200, l1=l1, l2=l2, clip_norm=50, random_state=0).fit(X, y)
+    # sklearn: alpha (r ||w||_1 + (1 - r) ||w||^2 / 2) on the same (1/2n) squared loss.
+    ref = ElasticNet(alpha=l1 + l2, l1_ratio=l1 / (l1 + l2), fit_intercept=False, tol=1e-12, max_iter=100_000)
+    assert np.allclose(reg.coef_, ref.fit(X, y).coef_, atol=1e-4)
 
 
 @pytest.mark.parametrize("n_classes", [2, 3])
@@ -352,7 +357,7 @@ def test_nonprivate_limit_logistic_regression(n_classes):
     y = (score > 0).astype(int) if n_classes == 2 else np.digitize(score, [-0.3, 0.3])
     n, a = X.shape[0], 0.01
     clf = DPCDClassifier(
-        epsilon=HUGE_EPSILON, passes=400, penalty="l2", alpha=a, clip=10, classes=range(n_classes), random_state=0
+        epsilon=HUGE_EPSILON, passes=400, l2=a, clip_norm=10, classes=range(n_classes), random_state=0
     ).fit(X, y)
     # sklearn: C_sk sum_i loss + ||w||^2 / 2, i.e. ours times 1/a with C_sk = 1 / (n a).
     ref = LogisticRegression(C=1 / (n * a), fit_intercept=False, tol=1e-12, max_iter=10_000).fit(X, y)
@@ -363,7 +368,7 @@ def test_nonprivate_limit_logistic_regression(n_classes):
 # --------------------------------------------------------------------------- utility
 def test_classifier_beats_chance_on_digits_and_degrades_with_epsilon():
     data = load_dataset("digits")
-    params = dict(passes=5, gamma=30.0, clip=5.0, alpha=1e-4, classes=range(10))
+    params = dict(passes=5, gamma=30.0, clip_norm=5.0, l2=1e-4, classes=range(10))
 
     def accuracy(eps: float) -> float:
         scores = [
@@ -387,7 +392,7 @@ def test_regressor_positive_r2_on_diabetes_and_degrades_with_epsilon():
     y = (y_raw - 150.0) / 100.0
     order = np.random.default_rng(0).permutation(len(y))
     train, test = order[:350], order[350:]
-    params = dict(passes=10, gamma=3.0, clip=1.0, penalty="none")
+    params = dict(passes=10, gamma=3.0, clip_norm=1.0, l2=0.0)
 
     def r2(eps: float) -> float:
         return float(
@@ -446,7 +451,7 @@ def test_default_gamma_formula_and_noise_bound():
     assert info["gamma"] == pytest.approx(dpcd.AVERAGE_STEP * 6)
     assert default_gamma([0.0], [0.5], visits=10, feature_bounds=[0.1, 0.1]) == dpcd.AVERAGE_STEP  # ||b||^2 < 1
     # A given gamma is used as given.
-    fixed = DPCDClassifier(gamma=3.0, classes=range(3), random_state=0).fit(X, y)
+    fixed = DPCDClassifier(epsilon=1.0, gamma=3.0, classes=range(3), random_state=0).fit(X, y)
     assert fixed.fit_info_["gamma"] == 3.0 and fixed.fit_info_["gamma_default"] is False
 
 
@@ -476,7 +481,7 @@ def _released_weights(y: np.ndarray, runs: int, seed0: int) -> np.ndarray:
     out = np.empty(runs)
     for r in range(runs):
         reg = DPCDRegressor(
-            epsilon=1.0, delta=0.01, passes=4, inner_steps=1, clip=1.0, penalty="none", random_state=seed0 + r
+            epsilon=1.0, delta=0.01, passes=4, inner_steps=1, clip_norm=1.0, l2=0.0, random_state=seed0 + r
         )
         out[r] = reg.fit(X, y).weights_[0]
     return out
@@ -512,7 +517,7 @@ def _released_rows(x_last: float, runs: int, seed0: int) -> np.ndarray:
     out = np.empty(runs)
     for r in range(runs):
         clf = DPCDClassifier(
-            epsilon=1.0, delta=0.01, passes=4, inner_steps=1, clip=0.05, gamma=1e-6, penalty="none",
+            epsilon=1.0, delta=0.01, passes=4, inner_steps=1, clip_norm=0.05, gamma=1e-6, l2=0.0,
             classes=[0, 1, 2], random_state=seed0 + r,
         )
         out[r] = clf.fit(X, y).weights_[0] @ u
@@ -548,9 +553,9 @@ def _state(rng: np.random.Generator) -> dict:
         ({"passes": 0}, None, None),
         ({"inner_steps": 0}, None, None),
         ({"gamma": 0.0}, None, None),
-        ({"clip": -1.0}, None, None),
-        ({"alpha": -0.1}, None, None),
-        ({"penalty": "elasticnet"}, None, None),
+        ({"clip_norm": -1.0}, None, None),
+        ({"l2": -0.1}, None, None),
+        ({"l1": -0.1}, None, None),
         ({"clipping": "adaptive"}, None, None),
         ({"calibration": "rdp"}, None, None),
         ({"calibration": "closed_form", "epsilon": 2.0}, None, None),
@@ -581,7 +586,7 @@ def test_bad_input_raises_before_any_noise(estimator, overrides, X_bad, y_bad):
             y[0] = np.inf  # a target outside the reals
         else:
             y[0] = 7  # a label outside the public classes
-    params = {"classes": [0, 1]} if estimator is DPCDClassifier else {}
+    params = {"epsilon": 1.0, **({"classes": [0, 1]} if estimator is DPCDClassifier else {})}
     params.update(overrides)
     noise = np.random.default_rng(123)
     before = _state(noise)
@@ -593,23 +598,23 @@ def test_bad_input_raises_before_any_noise(estimator, overrides, X_bad, y_bad):
 def test_data_derived_bounds_warn_and_public_bounds_do_not(recwarn):
     X, y = _regression_data(n=30, d=3)
     with pytest.warns(PrivacyLeakWarning, match="feature_bounds"):
-        reg = DPCDRegressor(feature_bounds="data", random_state=0).fit(X, y)
+        reg = DPCDRegressor(epsilon=1.0, feature_bounds="data", random_state=0).fit(X, y)
     assert reg.fit_info_["feature_bounds_from_data"] is True
     assert np.allclose(reg.fit_info_["feature_bounds"], np.abs(X).max(axis=0))
-    DPCDRegressor(feature_bounds=[0.5, 0.5, 2.0], random_state=0).fit(X, y)
+    DPCDRegressor(epsilon=1.0, feature_bounds=[0.5, 0.5, 2.0], random_state=0).fit(X, y)
     assert not [w for w in recwarn if issubclass(w.category, PrivacyLeakWarning)]
 
 
 def test_classes_inferred_from_data_warn():
     X, _ = _regression_data(n=30, d=3)
     with pytest.warns(PrivacyLeakWarning, match="classes"):
-        DPCDClassifier(random_state=0).fit(X, np.arange(30) % 2)
+        DPCDClassifier(epsilon=1.0, random_state=0).fit(X, np.arange(30) % 2)
 
 
 def test_lipschitz_clipping_follows_public_bounds():
     X, y = _regression_data(n=30, d=3)
     bounds = np.array([1.0, 0.5, 0.25])
-    reg = DPCDRegressor(clip=2.0, clipping="lipschitz", feature_bounds=bounds, random_state=0).fit(X, y)
+    reg = DPCDRegressor(epsilon=1.0, clip_norm=2.0, clipping="lipschitz", feature_bounds=bounds, random_state=0).fit(X, y)
     M = bounds**2
     assert np.allclose(reg.fit_info_["coordinate_smoothness"], M)
     assert np.allclose(reg.fit_info_["clip_thresholds"], 2.0 * np.sqrt(M / M.sum()))
@@ -621,8 +626,46 @@ def test_hyper_parameters_are_stored_as_given_and_clone():
     clf = DPCDClassifier(epsilon=2, passes=3, feature_bounds=[1, 1], random_state=5)
     assert clf.get_params()["epsilon"] == 2 and clf.get_params()["feature_bounds"] == [1, 1]
     assert clone(clf).get_params() == clf.get_params()
-    reg = DPCDRegressor(alpha=0.5)
-    assert clone(reg).get_params()["alpha"] == 0.5
+    reg = DPCDRegressor(epsilon=1.0, l2=0.5)
+    assert clone(reg).get_params()["l2"] == 0.5
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ({"clip": 0.3}, {"clip_norm": 0.3}),
+        ({"alpha": 0.2}, {"l2": 0.2, "l1": 0.0}),
+        ({"penalty": "l2", "alpha": 0.2}, {"l2": 0.2, "l1": 0.0}),
+        ({"penalty": "l1", "alpha": 0.2}, {"l1": 0.2, "l2": 0.0}),
+        ({"penalty": "none"}, {"l1": 0.0, "l2": 0.0}),
+    ],
+)
+@pytest.mark.parametrize("estimator", [DPCDClassifier, DPCDRegressor])
+def test_deprecated_names_map_to_the_new_ones_with_a_warning(estimator, old, new):
+    with pytest.warns(FutureWarning, match="deprecated") as caught:
+        model = estimator(epsilon=1.0, **old)
+    assert {w.filename for w in caught} == {__file__}  # the warning points at the caller
+    params = model.get_params()
+    assert {k: params[k] for k in new} == new and not set(old) & set(params)
+    assert clone(model).get_params() == params  # clones and model files carry the new names only
+    with pytest.warns(FutureWarning, match="clip_norm"):
+        model.set_params(clip=0.7)
+    assert model.clip_norm == 0.7
+
+
+def test_deprecated_and_new_name_together_are_refused():
+    with pytest.raises(TypeError, match="clip_norm"), pytest.warns(FutureWarning):
+        DPCDClassifier(epsilon=1.0, clip=0.3, clip_norm=0.2)
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        DPCDClassifier(epsilon=1.0, clipp=0.3)
+    with pytest.raises(ValueError, match="penalty"), pytest.warns(FutureWarning):
+        DPCDRegressor(epsilon=1.0, penalty="elasticnet")
+
+
+def test_epsilon_is_required():
+    for estimator in (DPCDClassifier, DPCDRegressor):
+        with pytest.raises(TypeError, match="epsilon"):
+            estimator()
 
 
 def test_multiclass_weights_layout_and_prediction():
@@ -649,16 +692,16 @@ def test_multiclass_weights_layout_and_prediction():
 
 def test_progress_bar_goes_to_stderr(capsys):
     X, y = _regression_data(n=20, d=2)
-    DPCDRegressor(passes=3, progress=True, random_state=0).fit(X, y)
+    DPCDRegressor(epsilon=1.0, passes=3, progress=True, random_state=0).fit(X, y)
     captured = capsys.readouterr()
     assert "DP-CD" in captured.err and captured.out == ""
 
 
 def test_same_seed_same_model():
     X, y = _regression_data(n=40, d=3)
-    a = DPCDRegressor(random_state=4).fit(X, y).weights_
-    b = DPCDRegressor(random_state=4).fit(X, y).weights_
-    c = DPCDRegressor(random_state=5).fit(X, y).weights_
+    a = DPCDRegressor(epsilon=1.0, random_state=4).fit(X, y).weights_
+    b = DPCDRegressor(epsilon=1.0, random_state=4).fit(X, y).weights_
+    c = DPCDRegressor(epsilon=1.0, random_state=5).fit(X, y).weights_
     assert np.array_equal(a, b) and not np.array_equal(a, c)
 
 
@@ -680,7 +723,7 @@ def test_classifier_save_load_round_trip(tmp_path, n_classes):
 
 def test_regressor_save_load_round_trip(tmp_path):
     X, y = _regression_data(n=50, d=3)
-    reg = DPCDRegressor(epsilon=3.0, penalty="l1", alpha=0.01, random_state=1).fit(X, y)
+    reg = DPCDRegressor(epsilon=3.0, l1=0.01, l2=0.0, random_state=1).fit(X, y)
     loaded = load_model(save_model(reg, tmp_path / "dpcd-reg.npz"))
     assert type(loaded) is DPCDRegressor
     assert np.array_equal(loaded.predict(X), reg.predict(X))
@@ -690,8 +733,8 @@ def test_regressor_save_load_round_trip(tmp_path):
 
 
 def test_unfitted_regressor_refuses_to_predict():
-    with pytest.raises(RuntimeError, match="not fitted"):
-        DPCDRegressor().predict(np.zeros((2, 2)))
+    with pytest.raises(NotFittedError, match="not fitted"):
+        DPCDRegressor(epsilon=1.0).predict(np.zeros((2, 2)))
 
 
 def test_softmax_cache_stays_exact_after_large_moves():

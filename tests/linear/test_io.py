@@ -11,6 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from sklearn.exceptions import NotFittedError
+
 from privml.io import load_model, read_model_file, save_model
 from privml.linear.nonprivate import NonPrivateClassifier
 from privml.linear.objective_perturbation import ObjectivePerturbationClassifier
@@ -108,7 +110,7 @@ def test_pickled_object_array_is_refused(tmp_path: Path) -> None:
 
 
 def test_saving_refuses_object_arrays_and_unfitted_models(tmp_path: Path) -> None:
-    with pytest.raises(RuntimeError, match="not fitted"):
+    with pytest.raises(NotFittedError, match="not fitted"):
         save_model(OutputPerturbationClassifier(epsilon=1.0), tmp_path / "unfitted")
     # Labels that are Python objects make an object array of classes, which only pickle could store.
     X, _, _ = _data(2)

@@ -1,9 +1,15 @@
-"""Encoding labels as indices into a public class set.
+"""The one label module: a public class set, and labels encoded as indices into it.
 
 The class set is a public parameter (as in diffprivlib, which warns likewise): the number of outputs of a model,
 and therefore its sensitivity and noise, must not depend on which classes
 happen to occur in the private data. When the caller does not give it, it is
 read from the labels with a :class:`~privml.exceptions.PrivacyLeakWarning`.
+
+Data loaders call :func:`encode_labels`; estimators call :func:`fit_classes`
+at fit time and :func:`label_codes` to map labels (a teacher's predictions)
+into a fitted class set. Labels compare by :func:`label_key` everywhere, and
+the order of a given class set defines the indices (a binary loss maps
+``classes[0]`` to -1 and ``classes[1]`` to +1).
 """
 
 from __future__ import annotations
@@ -57,9 +63,11 @@ def check_classes(classes: Sequence[Any], *, what: str = "classes") -> tuple[Any
     """
     if isinstance(classes, (str, bytes)) or not isinstance(classes, Sequence | np.ndarray):
         raise TypeError(f"{what} must be a sequence of labels, got {classes!r}")
+    if isinstance(classes, np.ndarray) and classes.ndim != 1:
+        raise ValueError(f"{what} must be a one-dimensional list of labels, got shape {classes.shape}")
     out = tuple(c.item() if isinstance(c, np.generic) else c for c in classes)
     if len(out) < 2:
-        raise ValueError(f"{what} must list at least 2 classes, got {out!r}")
+        raise ValueError(f"{what} must list at least 2 classes, got {len(out)} class(es): {out!r}")
     keys = [label_key(c) for c in out]
     if any(isinstance(k, float) and math.isnan(k) for k in keys):
         raise ValueError(f"{what} contains NaN: {out!r}")
@@ -139,7 +147,55 @@ def encode_labels(
         for u, k in enumerate(keys):
             if k not in index:
                 row = int(np.flatnonzero(inv == u)[0])
-                raise ValueError(f"{what}: label {y[row].item()!r} at {where(i, row)} is not in classes={classes!r}")
+                raise ValueError(
+                    f"{what}: label {y[row].item()!r} at {where(i, row)} is not in the public class set {classes!r}"
+                )
             lookup[u] = index[k]
         encoded.append(lookup[inv])
     return encoded, classes
+
+
+def fit_classes(y: Any, classes: Sequence[Any] | None, *, owner: str, stacklevel: int = 2) -> tuple[np.ndarray, np.ndarray]:
+    """An estimator's fitted class set and the index of each label in it.
+
+    Parameters
+    ----------
+    y : array_like, shape (n,)
+        The training labels (already checked to be one per row).
+    classes : sequence or None
+        The estimator's public ``classes``; None reads them from ``y`` with a
+        :class:`~privml.exceptions.PrivacyLeakWarning` (see :func:`encode_labels`).
+    owner : str
+        The estimator's name, for messages.
+    stacklevel : int, default 2
+        Passed to :func:`warnings.warn` (2: the caller of this function).
+
+    Returns
+    -------
+    classes_ : numpy.ndarray
+        The class set, in the given order (sorted when read from ``y``).
+    codes : numpy.ndarray of int64
+        ``codes[i] = j`` when ``y[i]`` is ``classes_[j]``.
+
+    Raises
+    ------
+    ValueError
+        For fewer than two classes, a label outside the given set, a NaN label,
+        or (class set not given) real-valued targets, which are regression
+        targets rather than labels: reading each distinct value as a class
+        would publish every value present.
+    """
+    y = np.asarray(y)
+    if classes is None and y.dtype.kind == "f" and y.size and not np.all(np.mod(y[np.isfinite(y)], 1) == 0):
+        raise ValueError(
+            f"{owner}: Unknown label type: continuous (y holds non-integer numbers); "
+            "a classifier needs labels, passed with their public class set as classes=..."
+        )
+    (codes,), found = encode_labels([y], classes, what=owner, stacklevel=stacklevel + 1)
+    return np.asarray(found), codes
+
+
+def label_codes(labels: Any, classes: Sequence[Any] | np.ndarray, *, what: str = "labels") -> np.ndarray:
+    """Indices of ``labels`` in a known class set; a label outside it raises ValueError."""
+    (codes,), _ = encode_labels([np.asarray(labels)], classes, what=what)
+    return codes

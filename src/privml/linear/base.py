@@ -15,7 +15,9 @@ Conventions (Chaudhuri, Monteleoni and Sarwate 2011, Sec. 2; van der Maaten and 
   norm <= 1 (e.g. from :mod:`privml.data`) to make it a no-op.
 - Labels: the class set is a **public** input (``classes=``). If it is not
   given it is taken from ``y`` and a :class:`~privml.exceptions.PrivacyLeakWarning`
-  says so: the set of labels present is itself a function of the data.
+  says so: the set of labels present is itself a function of the data
+  (:func:`privml.data.labels.fit_classes`; X and y are checked by
+  :mod:`privml._validation`).
   Two classes use a binary loss on y in {-1, +1} (``classes[0]`` -> -1);
   more use the multinomial logistic loss on y in {0..k-1}.
 - No intercept is fitted: append a constant feature with
@@ -24,55 +26,20 @@ Conventions (Chaudhuri, Monteleoni and Sarwate 2011, Sec. 2; van der Maaten and 
 
 from __future__ import annotations
 
-import warnings
 from abc import abstractmethod
 from typing import Any, ClassVar
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 
+from privml._deprecation import RenamedParams
 from privml._random import check_random_state
-from privml._validation import check_delta, check_epsilon, check_finite_array, check_positive
+from privml._validation import check_delta, check_epsilon, check_fitted, check_positive, check_X, check_y
+from privml.data.labels import fit_classes
 from privml.data.preprocessing import project_to_unit_ball
-from privml.exceptions import PrivacyLeakWarning
 from privml.guarantee import PrivacyGuarantee
 from privml.losses import HuberHingeLoss, LogisticLoss, Loss, MultinomialLogisticLoss
 from privml.release import partition_info
-
-
-def check_classes(classes: Any, y: np.ndarray) -> np.ndarray:
-    """The public class set as a sorted array; warns if it must come from ``y``."""
-    if classes is None:
-        warnings.warn(
-            "classes were not given, so they are taken from the training labels: the set of labels "
-            "present in the private data is itself released. Pass classes=... (public) to avoid this.",
-            PrivacyLeakWarning,
-            stacklevel=3,
-        )
-        found = np.unique(y)
-    else:
-        found = np.asarray(list(classes))
-        if found.ndim != 1 or found.size != np.unique(found).size:
-            raise ValueError(f"classes must be a list of distinct labels, got {classes!r}")
-    if found.size < 2:
-        raise ValueError(f"need at least two classes, got {found.tolist()!r}")
-    return found
-
-
-def encode_labels(y: Any, classes: np.ndarray) -> np.ndarray:
-    """Map labels to their index in ``classes``; labels outside it raise ValueError."""
-    y = np.asarray(y)
-    if y.ndim != 1:
-        raise ValueError(f"y must be one-dimensional, got shape {y.shape}")
-    found, inverse = np.unique(y, return_inverse=True)
-    lookup = {c.item() if hasattr(c, "item") else c: i for i, c in enumerate(classes)}
-    index = np.empty(found.size, dtype=np.int64)
-    for j, value in enumerate(found):  # one lookup per distinct label, not per record
-        key = value.item() if hasattr(value, "item") else value
-        if key not in lookup:
-            raise ValueError(f"label {key!r} is not in the public class set {list(np.asarray(classes).tolist())!r}")
-        index[j] = lookup[key]
-    return index[inverse.ravel()]
 
 
 def make_loss(n_classes: int, name: str = "logistic", *, huber_width: float = 0.5) -> Loss:
@@ -93,13 +60,15 @@ def loss_labels(y_index: np.ndarray, n_classes: int) -> np.ndarray:
     return 2 * y_index - 1 if n_classes == 2 else y_index
 
 
-class PrivateLinearClassifier(ClassifierMixin, BaseEstimator):
+class PrivateLinearClassifier(RenamedParams, ClassifierMixin, BaseEstimator):
     """Base class of privml's linear classifiers (scikit-learn compatible).
 
     Subclasses define ``__init__`` with keyword-only hyper-parameters stored
     as given (scikit-learn convention), including at least ``epsilon``,
     ``delta``, ``l2``, ``classes`` and ``random_state``, and implement
-    :meth:`_fit_private`.
+    :meth:`_fit_private`. :meth:`_check_hyperparameters` is the one hook that
+    validates the settings; it runs first in :meth:`fit` and when a model file
+    is read back.
 
     Fitted attributes: ``classes_``, ``n_features_in_``, ``weights_`` (shape
     ``(d,)`` binary or ``(d, k)``), ``coef_`` (scikit-learn layout ``(1, d)`` or
@@ -120,7 +89,11 @@ class PrivateLinearClassifier(ClassifierMixin, BaseEstimator):
     released_info: ClassVar[frozenset[str]] = frozenset()
 
     # ------------------------------------------------------------ validation
-    def _check_privacy_params(self) -> tuple[float, float]:
+    def _check_hyperparameters(self) -> Any:
+        """Validate every constructor setting (no data involved); returns what fit needs of them.
+
+        Here (epsilon, delta); subclasses extend it with their own settings.
+        """
         epsilon = check_epsilon(self.epsilon)
         delta = check_delta(self.delta)
         if self.requires_delta and delta == 0:
@@ -131,11 +104,7 @@ class PrivateLinearClassifier(ClassifierMixin, BaseEstimator):
         return check_positive(self.l2, "l2")
 
     def _validate_X(self, X: Any, *, fitted: bool) -> np.ndarray:
-        X = check_finite_array(X, "X", ndim=2)
-        if X.shape[0] == 0:
-            raise ValueError("X has no rows")
-        if fitted and X.shape[1] != self.n_features_in_:
-            raise ValueError(f"X has {X.shape[1]} features, but the model was fitted with {self.n_features_in_}")
+        X = check_X(X, n_features=self.n_features_in_ if fitted else None, owner=type(self).__name__)
         return project_to_unit_ball(X)
 
     # ------------------------------------------------------------------- fit
@@ -144,13 +113,10 @@ class PrivateLinearClassifier(ClassifierMixin, BaseEstimator):
 
         All validation happens before any noise is drawn.
         """
-        self._check_privacy_params()
+        self._check_hyperparameters()
         X = self._validate_X(X, fitted=False)
-        y = np.asarray(y)
-        if y.shape != (X.shape[0],):
-            raise ValueError(f"y must have shape ({X.shape[0]},), got {y.shape}")
-        classes = check_classes(self.classes, y)
-        y_index = encode_labels(y, classes)
+        y = check_y(y, X.shape[0])
+        classes, y_index = fit_classes(y, self.classes, owner=type(self).__name__, stacklevel=3)
         n_classes = classes.size
         rng = check_random_state(self.random_state)
         weights, guarantee, info = self._fit_private(X, loss_labels(y_index, n_classes), n_classes, rng)
@@ -176,8 +142,7 @@ class PrivateLinearClassifier(ClassifierMixin, BaseEstimator):
 
     # --------------------------------------------------------------- predict
     def _check_fitted(self) -> None:
-        if not hasattr(self, "weights_"):
-            raise RuntimeError(f"this {type(self).__name__} is not fitted yet: call fit(X, y) first")
+        check_fitted(self, "weights_")
 
     @property
     def coef_(self) -> np.ndarray:

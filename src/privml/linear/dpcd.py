@@ -6,7 +6,7 @@ minimises the composite objective
 
     F(theta) = (1/n) sum_i loss(theta; x_i, y_i) + psi(theta),
 
-    psi = 0 ("none"), alpha ||theta||_1 ("l1"), or (alpha/2) ||theta||_2^2 ("l2"),
+    psi(theta) = l1 ||theta||_1 + (l2/2) ||theta||_2^2     (l1, l2 >= 0; the default is a light ridge),
 
 by T outer iterations of K randomised proximal block steps::
 
@@ -78,7 +78,7 @@ the scores.
 Defaults of :class:`DPCDClassifier` (tuned on a validation split of MNIST's
 training set, held out from its test set; checked on digits): rows as blocks,
 ``T = 10`` passes, ``C = 0.5``, ``gamma`` from :func:`default_gamma`, a light
-ridge ``alpha = 1e-5``. :class:`DPCDRegressor` keeps the paper's conservative
+ridge ``l2 = 1e-5``. :class:`DPCDRegressor` keeps the paper's conservative
 ``gamma = 1`` and ``C = 1``: the squared loss has no bounded curvature factor
 to exploit, and its scale is the target's.
 """
@@ -96,15 +96,18 @@ import numpy as np
 from numpy.typing import ArrayLike
 from sklearn.base import BaseEstimator, RegressorMixin
 
+from privml._deprecation import RenamedParams, warn_renamed
 from privml._progress import progress_bar
 from privml._random import RandomState, check_random_state
 from privml._validation import (
     check_count,
     check_delta,
     check_epsilon,
-    check_finite_array,
+    check_fitted,
     check_positive,
     check_positive_delta,
+    check_X,
+    check_y,
 )
 from privml.accounting.analytic_gaussian import gaussian_mu
 from privml.accounting.calibration import make_accountant
@@ -139,6 +142,7 @@ __all__ = [
     "prox",
 ]
 
+#: Values of the deprecated ``penalty`` parameter (now ``l1`` and ``l2``; see :func:`_renamed_settings`).
 PENALTIES: tuple[str, ...] = ("none", "l1", "l2")
 CLIPPINGS: tuple[str, ...] = ("uniform", "lipschitz")
 CALIBRATIONS: tuple[str, ...] = ("gdp", "closed_form")
@@ -160,8 +164,8 @@ _GDP_ROUNDING_MARGIN = 1e-9
 
 
 # --------------------------------------------------------------------------- building blocks
-def prox(values: ArrayLike, step: ArrayLike, penalty: str, alpha: float) -> np.ndarray:
-    """Proximal operator ``prox_{step psi}`` of the separable penalty, elementwise.
+def prox(values: ArrayLike, step: ArrayLike, *, l1: float = 0.0, l2: float = 0.0) -> np.ndarray:
+    """Proximal operator ``prox_{step psi}`` of ``psi(u) = l1 |u| + (l2/2) u^2``, elementwise.
 
     Parameters
     ----------
@@ -169,16 +173,15 @@ def prox(values: ArrayLike, step: ArrayLike, penalty: str, alpha: float) -> np.n
         Points ``v`` (one per coordinate).
     step : array_like
         Step sizes ``eta >= 0`` (broadcast against ``values``).
-    penalty : {"none", "l1", "l2"}
-        ``psi(theta) = 0``, ``alpha |theta|`` or ``(alpha / 2) theta^2`` per coordinate.
-    alpha : float
-        Penalty strength, ``>= 0``.
+    l1, l2 : float, default 0
+        Strengths of the L1 and (squared) L2 penalties, ``>= 0``.
 
     Returns
     -------
     numpy.ndarray
-        ``argmin_u (u - v)^2 / 2 + step psi(u)``: the identity, soft-thresholding
-        ``sign(v) max(|v| - step alpha, 0)``, or shrinkage ``v / (1 + step alpha)``.
+        ``argmin_u (u - v)^2 / 2 + step psi(u)``, which is
+        ``sign(v) max(|v| - step l1, 0) / (1 + step l2)``: soft-thresholding,
+        then shrinkage (the elastic-net prox; Parikh and Boyd 2014, Sec. 6.5).
 
     Notes
     -----
@@ -186,28 +189,23 @@ def prox(values: ArrayLike, step: ArrayLike, penalty: str, alpha: float) -> np.n
 
     Examples
     --------
-    >>> prox([3.0, -0.5], 1.0, "l1", 1.0).tolist()
+    >>> prox([3.0, -0.5], 1.0, l1=1.0).tolist()
     [2.0, -0.0]
-    >>> prox([3.0], 1.0, "l2", 2.0).tolist()
+    >>> prox([3.0], 1.0, l2=2.0).tolist()
     [1.0]
     """
     v = np.asarray(values, dtype=np.float64)
-    threshold = np.asarray(step, dtype=np.float64) * alpha
-    if penalty == "none":
-        return v.copy()
-    if penalty == "l1":
-        return np.sign(v) * np.maximum(np.abs(v) - threshold, 0.0)
-    if penalty == "l2":
-        return v / (1.0 + threshold)
-    raise ValueError(f"penalty must be one of {PENALTIES}, got {penalty!r}")
+    step = np.asarray(step, dtype=np.float64)
+    out = np.sign(v) * np.maximum(np.abs(v) - step * l1, 0.0) if l1 else v.copy()
+    return out / (1.0 + step * l2) if l2 else out
 
 
-def clip_thresholds(clip: float, clipping: str, smoothness: ArrayLike) -> np.ndarray:
+def clip_thresholds(clip_norm: float, clipping: str, smoothness: ArrayLike) -> np.ndarray:
     """Per-block clipping thresholds ``C_j`` with ``sum_j C_j^2 = C^2``.
 
     Parameters
     ----------
-    clip : float
+    clip_norm : float
         Overall threshold ``C > 0``.
     clipping : {"uniform", "lipschitz"}
         ``C_j = C / sqrt(B)``, or ``C_j = C sqrt(M_j / sum_l M_l)`` (the
@@ -228,7 +226,7 @@ def clip_thresholds(clip: float, clipping: str, smoothness: ArrayLike) -> np.nda
     privacy; each ``C_j`` sets the L2 sensitivity ``2 C_j / n`` of its block
     step (:func:`coordinate_sensitivity`).
     """
-    c = check_positive(clip, "clip")
+    c = check_positive(clip_norm, "clip_norm")
     m = np.asarray(smoothness, dtype=np.float64)
     if clipping == "uniform":
         return np.full(m.shape, c / math.sqrt(m.size))
@@ -572,10 +570,10 @@ class _Settings:
     passes: int
     inner_steps: int | None
     gamma: float | None
-    clip: float
+    clip_norm: float
     clipping: str
-    penalty: str
-    alpha: float
+    l1: float
+    l2: float
     calibration: str
     progress: bool
     blocks: str = "feature"
@@ -594,10 +592,10 @@ def _check_settings(
     passes: object,
     inner_steps: object,
     gamma: object,
-    clip: object,
+    clip_norm: object,
     clipping: object,
-    penalty: object,
-    alpha: object,
+    l1: object,
+    l2: object,
     calibration: object,
     progress: object,
     blocks: object = "feature",
@@ -620,14 +618,36 @@ def _check_settings(
         passes=check_count(passes, "passes"),
         inner_steps=None if inner_steps is None else check_count(inner_steps, "inner_steps"),
         gamma=None if gamma is None else check_positive(gamma, "gamma"),
-        clip=check_positive(clip, "clip"),
+        clip_norm=check_positive(clip_norm, "clip_norm"),
         clipping=_check_choice(clipping, "clipping", CLIPPINGS),
-        penalty=_check_choice(penalty, "penalty", PENALTIES),
-        alpha=check_positive(alpha, "alpha", allow_zero=True),
+        l1=check_positive(l1, "l1", allow_zero=True),
+        l2=check_positive(l2, "l2", allow_zero=True),
         calibration=calibration,
         progress=bool(progress),
         blocks=_check_choice(blocks, "blocks", BLOCKS),
     )
+
+
+def _renamed_settings(old: dict[str, Any], l2: float) -> dict[str, Any]:
+    """New-name settings for the deprecated ``clip``, ``penalty`` and ``alpha`` (one release).
+
+    ``penalty="l2"`` with ``alpha`` is ``l2=alpha``; ``"l1"`` is ``l1=alpha, l2=0``;
+    ``"none"`` is ``l1=0, l2=0``. A missing ``alpha`` is the current ``l2``
+    (which the old ``alpha`` default equals).
+    """
+    out: dict[str, Any] = {}
+    if "clip" in old:
+        out["clip_norm"] = old["clip"]
+    if "penalty" in old or "alpha" in old:
+        penalty = _check_choice(old.get("penalty", "l2"), "penalty", PENALTIES)
+        alpha = old.get("alpha", l2)
+        out.update({"l2": alpha} if penalty == "l2" else {"l1": alpha if penalty == "l1" else 0.0, "l2": 0.0})
+    return out
+
+
+#: Deprecated DP-CD parameter -> its replacement (accepted for one release).
+_RENAMED = {"clip": "clip_norm", "alpha": "l2 (or l1, with penalty='l1')",
+            "penalty": "l1 and l2 (penalty='none' is l2=0)"}
 
 
 def _resolve_feature_bounds(feature_bounds: Any, X: np.ndarray) -> tuple[np.ndarray, bool]:
@@ -668,15 +688,16 @@ def dp_coordinate_descent(
     passes: int = 10,
     inner_steps: int | None = None,
     gamma: float | None = 1.0,
-    clip: float = 1.0,
+    clip_norm: float = 1.0,
     clipping: str = "uniform",
-    penalty: str = "l2",
-    alpha: float = 1e-3,
+    l1: float = 0.0,
+    l2: float = 1e-3,
     feature_bounds: Any = None,
     calibration: str = "gdp",
     blocks: str = "feature",
     random_state: RandomState = None,
     progress: bool = False,
+    **deprecated: Any,
 ) -> DPCDResult:
     """Run DP-CD (Mangold et al. 2022, Algorithm 1) on ``(X, y)`` for ``loss``.
 
@@ -702,12 +723,14 @@ def dp_coordinate_descent(
         iteration costs about one full-gradient evaluation.
     gamma : float or None
         Step scale: ``eta_j = gamma / M_j``; None: :func:`default_gamma`.
-    clip : float
+    clip_norm : float
         Overall clipping threshold ``C`` (``sum_j C_j^2 = C^2`` over blocks).
     clipping : {"uniform", "lipschitz"}
         See :func:`clip_thresholds`.
-    penalty : {"none", "l1", "l2"}, alpha : float
-        ``psi`` and its strength (see :func:`prox`).
+    l1, l2 : float
+        Strengths of ``psi(theta) = l1 ||theta||_1 + (l2/2) ||theta||_2^2`` (see :func:`prox`).
+    **deprecated :
+        ``clip``, ``penalty`` and ``alpha``, accepted with a FutureWarning for one release.
     feature_bounds : None, "data" or array_like, shape (d,)
         Public bounds ``|x_j| <= b_j``; None means all 1 (true for rows in the
         unit ball). ``"data"`` reads them from ``X`` with a
@@ -742,16 +765,22 @@ def dp_coordinate_descent(
     refresh of the scores per outer iteration (which also stops rounding
     drift).
     """
+    unknown = sorted(set(deprecated) - set(_RENAMED))
+    if unknown:
+        raise TypeError(f"dp_coordinate_descent got an unexpected keyword argument {unknown[0]!r}")
+    for name in deprecated:
+        warn_renamed("dp_coordinate_descent", name, _RENAMED[name], stacklevel=2)
+    renamed = _renamed_settings(deprecated, l2)
     settings = _check_settings(
         epsilon=epsilon,
         delta=delta,
         passes=passes,
         inner_steps=inner_steps,
         gamma=gamma,
-        clip=clip,
+        clip_norm=renamed.get("clip_norm", clip_norm),
         clipping=clipping,
-        penalty=penalty,
-        alpha=alpha,
+        l1=renamed.get("l1", l1),
+        l2=renamed.get("l2", l2),
         calibration=calibration,
         progress=progress,
         blocks=blocks,
@@ -783,7 +812,7 @@ def _run(
     steps = T * K
 
     M = block_smoothness(loss, bounds, by_feature=by_feature)
-    C = clip_thresholds(settings.clip, settings.clipping, M)
+    C = clip_thresholds(settings.clip_norm, settings.clipping, M)
     sensitivity = coordinate_sensitivity(C, n)
     s_gdp = gdp_noise_multiplier(settings.epsilon, settings.delta, steps)
     s_closed = closed_form_noise_multiplier(settings.epsilon, settings.delta, steps)
@@ -814,7 +843,7 @@ def _run(
         state = _Scores(X, y, loss)
     theta = np.zeros((n_blocks, width))
     w_bar = np.zeros((n_blocks, width))
-    penalty, alpha = settings.penalty, settings.alpha
+    l1, l2 = settings.l1, settings.l2
     eta_list, clip_list = eta.tolist(), C.tolist()  # Python floats: cheaper to index in the loop
     bar = progress_bar(T, desc="DP-CD passes", unit="pass", enabled=settings.progress)
     try:
@@ -831,8 +860,8 @@ def _run(
                 g = state.block_gradient(j, clip_list[j])
                 old = theta[j]  # a view: read before theta[j] is overwritten
                 new = old - eta_list[j] * (g + noise[t, step])
-                if penalty != "none":
-                    new = _prox_block(new, eta_list[j], penalty, alpha)
+                if l1 or l2:
+                    new = _prox_block(new, eta_list[j], l1, l2)
                 total[j] += old * (step + 1 - since[j])
                 since[j] = step + 1
                 change = new - old
@@ -871,18 +900,18 @@ def _run(
         "coordinate_smoothness": M.tolist(),
         "feature_bounds": bounds.tolist(),
         "feature_bounds_from_data": bounds_from_data,
-        "penalty": penalty,
-        "alpha": alpha,
+        "l1": l1,
+        "l2": l2,
     }
     return DPCDResult(weights=w_bar.reshape(-1), guarantee=guarantee, info=info)
 
 
-def _prox_block(values: np.ndarray, step: float, penalty: str, alpha: float) -> np.ndarray:
+def _prox_block(values: np.ndarray, step: float, l1: float, l2: float) -> np.ndarray:
     """:func:`prox` of one block (a fresh 1-D array, a scalar step), without conversions: the inner loop's."""
-    if penalty == "l1":
-        return np.sign(values) * np.maximum(np.abs(values) - step * alpha, 0.0)
-    if penalty == "l2":
-        values /= 1.0 + step * alpha
+    if l1:
+        values = np.sign(values) * np.maximum(np.abs(values) - step * l1, 0.0)
+    if l2:
+        values /= 1.0 + step * l2
     return values
 
 
@@ -1116,10 +1145,10 @@ _DPCD_PARAMS = (
     "passes",
     "inner_steps",
     "gamma",
-    "clip",
+    "clip_norm",
     "clipping",
-    "penalty",
-    "alpha",
+    "l1",
+    "l2",
     "calibration",
     "progress",
 )
@@ -1133,22 +1162,26 @@ _RELEASED_INFO = frozenset({
     "n_blocks", "block_size", "noise_multiplier", "noise_multiplier_gdp", "noise_multiplier_closed_form",
     "noise_ratio_closed_form_to_gdp", "closed_form_applies", "mu", "sensitivity", "sigma", "sigma_gdp",
     "sigma_closed_form", "clip_thresholds", "step_sizes", "coordinate_smoothness", "feature_bounds",
-    "feature_bounds_from_data", "penalty", "alpha",
+    "feature_bounds_from_data", "l1", "l2",
 })
 
 
-class _DPCDMixin:
+class _DPCDMixin(RenamedParams):
     """Hyper-parameter handling shared by the two DP-CD estimators."""
 
     released_info = _RELEASED_INFO
+    _renamed_params = _RENAMED
 
-    def _dpcd_settings(self) -> _Settings:
+    def _translate_renamed(self, old: dict[str, Any]) -> dict[str, Any]:
+        return _renamed_settings(old, self.l2)  # type: ignore[attr-defined]
+
+    def _check_hyperparameters(self) -> _Settings:
         params = {name: getattr(self, name) for name in _DPCD_PARAMS}
         # Only the classifier has a choice of blocks (one-output models have one coordinate per feature).
         return _check_settings(blocks=getattr(self, "blocks", "feature"), **params)
 
     def _fit_dpcd(self, X: np.ndarray, y: np.ndarray, loss: Loss, rng: np.random.Generator) -> DPCDResult:
-        settings = self._dpcd_settings()
+        settings = self._check_hyperparameters()
         X, y = loss.check_data(X, y)
         bounds, from_data = _resolve_feature_bounds(self.feature_bounds, X)  # type: ignore[attr-defined]
         return _run(X, y, loss, settings, bounds, from_data, rng)
@@ -1164,8 +1197,8 @@ class DPCDClassifier(_DPCDMixin, PrivateLinearClassifier):
 
     Parameters
     ----------
-    epsilon : float, default 1.0
-        Privacy budget, > 0.
+    epsilon : float
+        Privacy budget, > 0 (required).
     delta : float, default 1e-5
         > 0 (Gaussian noise); should be well below 1/n.
     passes : int, default 10
@@ -1180,19 +1213,20 @@ class DPCDClassifier(_DPCDMixin, PrivateLinearClassifier):
         Step scale, ``eta_j = gamma / M_j``. None: :func:`default_gamma`, a
         public function of ``n``, epsilon, delta, ``T``, ``K``, ``C`` and the
         feature bounds (``fit_info_["gamma"]`` reports the value used).
-    clip : float, default 0.5
+    clip_norm : float, default 0.5
         Overall clipping threshold ``C`` (``sum_j C_j^2 = C^2`` over blocks).
         With rows in the unit ball, ``C_j = C / sqrt(d)`` is about the size of
         a typical record's ``|x_ij|``.
     clipping : {"uniform", "lipschitz"}, default "uniform"
         ``C_j = C / sqrt(B)`` or ``C sqrt(M_j / sum M)`` over the ``B`` blocks.
-    penalty : {"none", "l1", "l2"}, default "l2"
-        ``psi``: 0, ``alpha ||w||_1`` or ``(alpha/2) ||w||_2^2``, applied by its prox.
-    alpha : float, default 1e-5
-        Penalty strength, >= 0. The steps are large (rows in the unit ball
+    l2 : float, default 1e-5
+        Ridge strength lambda >= 0: ``psi`` has the term ``(l2/2) ||w||_2^2``,
+        applied by its prox. The steps are large (rows in the unit ball
         spread over many features, and a good model has large weights), so
-        the shrinkage ``1 / (1 + eta_j alpha)`` of each step bites much harder
-        than ``alpha`` suggests: keep it small.
+        the shrinkage ``1 / (1 + eta_j l2)`` of each step bites much harder
+        than ``l2`` suggests: keep it small.
+    l1 : float, default 0
+        Lasso strength >= 0: the term ``l1 ||w||_1`` of ``psi`` (soft-thresholding).
     feature_bounds : None, "data" or array_like of shape (d,), default None
         **Public** bounds ``|x_j| <= b_j`` (capped at 1). None: all 1, implied
         by ``||x|| <= 1``. ``"data"`` reads them from the training data and
@@ -1210,6 +1244,9 @@ class DPCDClassifier(_DPCDMixin, PrivateLinearClassifier):
     random_state : None, int, SeedSequence or Generator, default None
     progress : bool, default False
         Progress bar on stderr.
+    **deprecated :
+        ``clip`` (now ``clip_norm``), ``penalty`` and ``alpha`` (now ``l1``/``l2``),
+        accepted with a FutureWarning for one release.
 
     Attributes
     ----------
@@ -1247,42 +1284,39 @@ class DPCDClassifier(_DPCDMixin, PrivateLinearClassifier):
     def __init__(
         self,
         *,
-        epsilon: float = 1.0,
+        epsilon: float,
         delta: float = 1e-5,
         passes: int = 10,
         inner_steps: int | None = None,
         gamma: float | None = None,
-        clip: float = 0.5,
+        clip_norm: float = 0.5,
         clipping: str = "uniform",
-        penalty: str = "l2",
-        alpha: float = 1e-5,
+        l2: float = 1e-5,
+        l1: float = 0.0,
         feature_bounds: Any = None,
         calibration: str = "gdp",
         blocks: str = "feature",
         classes: Any = None,
         random_state: RandomState = None,
         progress: bool = False,
+        **deprecated: Any,
     ) -> None:
         self.epsilon = epsilon
         self.delta = delta
         self.passes = passes
         self.inner_steps = inner_steps
         self.gamma = gamma
-        self.clip = clip
+        self.clip_norm = clip_norm
         self.clipping = clipping
-        self.penalty = penalty
-        self.alpha = alpha
+        self.l2 = l2
+        self.l1 = l1
         self.feature_bounds = feature_bounds
         self.calibration = calibration
         self.blocks = blocks
         self.classes = classes
         self.random_state = random_state
         self.progress = progress
-
-    def fit(self, X: Any, y: Any) -> DPCDClassifier:
-        """Train privately on (X, y); every check runs before any noise is drawn."""
-        self._dpcd_settings()
-        return super().fit(X, y)  # type: ignore[return-value]
+        self._take_renamed(deprecated)
 
     def _fit_private(
         self, X: np.ndarray, y: np.ndarray, n_classes: int, rng: np.random.Generator
@@ -1303,11 +1337,11 @@ class DPCDRegressor(_DPCDMixin, RegressorMixin, BaseEstimator):
 
     Parameters
     ----------
-    epsilon, delta, passes, inner_steps, gamma, clip, clipping, penalty, alpha,
-    feature_bounds, calibration, random_state, progress :
+    epsilon, delta, passes, inner_steps, gamma, clip_norm, clipping, l2, l1,
+    feature_bounds, calibration, random_state, progress, **deprecated :
         As in :class:`DPCDClassifier` (``M_j = b_j^2`` for the squared loss),
         but with the paper's conservative defaults ``gamma = 1``, ``C = 1``,
-        ``alpha = 1e-3``: the squared loss has no bounded residual to make
+        ``l2 = 1e-3``: the squared loss has no bounded residual to make
         :func:`default_gamma`'s average-curvature step safe, and its scores
         are in the target's units, not logits. ``gamma=None`` applies
         :func:`default_gamma` all the same.
@@ -1337,7 +1371,7 @@ class DPCDRegressor(_DPCDMixin, RegressorMixin, BaseEstimator):
     >>> import numpy as np
     >>> rng = np.random.default_rng(0)
     >>> X = rng.uniform(-1, 1, size=(2000, 2)) / 2
-    >>> reg = DPCDRegressor(epsilon=5.0, penalty="none", random_state=0).fit(X, X @ [1.0, -1.0])
+    >>> reg = DPCDRegressor(epsilon=5.0, l2=0.0, random_state=0).fit(X, X @ [1.0, -1.0])
     >>> reg.score(X, X @ [1.0, -1.0]) > 0.5
     True
     """
@@ -1347,49 +1381,45 @@ class DPCDRegressor(_DPCDMixin, RegressorMixin, BaseEstimator):
     def __init__(
         self,
         *,
-        epsilon: float = 1.0,
+        epsilon: float,
         delta: float = 1e-5,
         passes: int = 10,
         inner_steps: int | None = None,
         gamma: float = 1.0,
-        clip: float = 1.0,
+        clip_norm: float = 1.0,
         clipping: str = "uniform",
-        penalty: str = "l2",
-        alpha: float = 1e-3,
+        l2: float = 1e-3,
+        l1: float = 0.0,
         feature_bounds: Any = None,
         calibration: str = "gdp",
         random_state: RandomState = None,
         progress: bool = False,
+        **deprecated: Any,
     ) -> None:
         self.epsilon = epsilon
         self.delta = delta
         self.passes = passes
         self.inner_steps = inner_steps
         self.gamma = gamma
-        self.clip = clip
+        self.clip_norm = clip_norm
         self.clipping = clipping
-        self.penalty = penalty
-        self.alpha = alpha
+        self.l2 = l2
+        self.l1 = l1
         self.feature_bounds = feature_bounds
         self.calibration = calibration
         self.random_state = random_state
         self.progress = progress
+        self._take_renamed(deprecated)
 
     def _validate_X(self, X: Any, *, fitted: bool) -> np.ndarray:
-        X = check_finite_array(X, "X", ndim=2)
-        if X.shape[0] == 0 or X.shape[1] == 0:
-            raise ValueError(f"X needs at least one row and one column, got shape {X.shape}")
-        if fitted and X.shape[1] != self.n_features_in_:
-            raise ValueError(f"X has {X.shape[1]} features, but the model was fitted with {self.n_features_in_}")
+        X = check_X(X, n_features=self.n_features_in_ if fitted else None, owner=type(self).__name__)
         return project_to_unit_ball(X)
 
     def fit(self, X: Any, y: Any) -> DPCDRegressor:
         """Train privately on (X, y); every check runs before any noise is drawn."""
-        self._dpcd_settings()
+        self._check_hyperparameters()
         X = self._validate_X(X, fitted=False)
-        y = check_finite_array(y, "y")
-        if y.shape != (X.shape[0],):
-            raise ValueError(f"y must have shape ({X.shape[0]},), got {y.shape}")
+        y = check_y(y, X.shape[0], numeric=True)
         rng = check_random_state(self.random_state)
         result = self._fit_dpcd(X, y, SquaredLoss(), rng)
         self.n_features_in_ = X.shape[1]
@@ -1399,8 +1429,7 @@ class DPCDRegressor(_DPCDMixin, RegressorMixin, BaseEstimator):
         return self
 
     def _check_fitted(self) -> None:
-        if not hasattr(self, "weights_"):
-            raise RuntimeError(f"this {type(self).__name__} is not fitted yet: call fit(X, y) first")
+        check_fitted(self, "weights_")
 
     @property
     def coef_(self) -> np.ndarray:

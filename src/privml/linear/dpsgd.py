@@ -829,8 +829,7 @@ class DPSGDClassifier(PrivateLinearClassifier):
         Every argument and hyper-parameter is checked, and the noise and the
         guarantee are fixed, before the first noise draw.
         """
-        self._check_hyperparameters()
-        super().fit(X, y)
+        super().fit(X, y)  # runs _check_hyperparameters first
         return self
 
     def _sample_rate(self, n: int) -> float:

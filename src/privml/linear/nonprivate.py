@@ -106,7 +106,7 @@ class NonPrivateClassifier(PrivateLinearClassifier):
         self.tol = tol
         self.max_iter = max_iter
 
-    def _check_privacy_params(self) -> tuple[float, float]:
+    def _check_hyperparameters(self) -> tuple[float, float]:
         # No privacy parameters; validate the solver settings first instead.
         check_l2_setting(self.l2)
         check_solver_settings(self.tol, self.max_iter)

@@ -322,7 +322,7 @@ class ObjectivePerturbationClassifier(PrivateLinearClassifier):
             raise ValueError(f"variant must be one of {_VARIANTS}, got {self.variant!r}")
         return "kst12" if self.variant == "auto" else self.variant
 
-    def _check_privacy_params(self) -> tuple[float, float]:
+    def _check_hyperparameters(self) -> tuple[float, float]:
         # Runs first in fit: every hyper-parameter is checked before the data.
         epsilon = check_epsilon(self.epsilon)
         delta = check_delta(self.delta)
@@ -338,7 +338,7 @@ class ObjectivePerturbationClassifier(PrivateLinearClassifier):
     def _fit_private(
         self, X: np.ndarray, y: np.ndarray, n_classes: int, rng: np.random.Generator
     ) -> tuple[np.ndarray, PrivacyGuarantee, dict]:
-        epsilon, delta = self._check_privacy_params()
+        epsilon, delta = self._check_hyperparameters()
         variant = self._check_variant()
         if variant == "cms11" and n_classes != 2:
             raise ValueError(

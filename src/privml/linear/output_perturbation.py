@@ -170,9 +170,9 @@ class OutputPerturbationClassifier(PrivateLinearClassifier):
         self.tol = tol
         self.max_iter = max_iter
 
-    def _check_privacy_params(self) -> tuple[float, float]:
+    def _check_hyperparameters(self) -> tuple[float, float]:
         # Runs first in fit: every hyper-parameter is checked before the data.
-        privacy = super()._check_privacy_params()
+        privacy = super()._check_hyperparameters()
         check_l2_setting(self.l2)
         check_solver_settings(self.tol, self.max_iter)
         return privacy
@@ -185,7 +185,7 @@ class OutputPerturbationClassifier(PrivateLinearClassifier):
     def _fit_private(
         self, X: np.ndarray, y: np.ndarray, n_classes: int, rng: np.random.Generator
     ) -> tuple[np.ndarray, PrivacyGuarantee, dict]:
-        epsilon, delta = self._check_privacy_params()
+        epsilon, delta = self._check_hyperparameters()
         tol, max_iter = check_solver_settings(self.tol, self.max_iter)
         loss = make_loss(n_classes, self.loss, huber_width=self.huber_width)
         n, d = X.shape

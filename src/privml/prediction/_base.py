@@ -13,7 +13,8 @@ from typing import Any
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 
-from privml._validation import MAX_BUDGET, check_count, check_finite_array
+from privml._deprecation import RenamedParams
+from privml._validation import MAX_BUDGET, check_count, check_fitted, check_X
 from privml.ledger import BudgetLedger, MemoryLedger
 
 __all__ = ["BudgetedPredictor", "check_ledger"]
@@ -35,12 +36,15 @@ def check_ledger(ledger: object, budget: int) -> None:
         )
 
 
-class BudgetedPredictor(ClassifierMixin, BaseEstimator):
+class BudgetedPredictor(RenamedParams, ClassifierMixin, BaseEstimator):
     """Base of the private predictors: a fitted model whose answers are counted.
 
     Subclasses set ``method``, define keyword-only ``__init__`` parameters
-    including ``epsilon``, ``delta``, ``budget``, ``ledger`` and
-    ``random_state``, and call :meth:`_attach_ledger` when fitted.
+    including ``epsilon``, ``delta``, ``budget``, ``accountant``, ``ledger``
+    and ``random_state``, validate them in ``_check_hyperparameters`` (the
+    one hook, run first in ``fit`` and when a model file is read back), and
+    call :meth:`_attach_ledger` when fitted. ``accounting`` is the deprecated
+    name of ``accountant`` (accepted for one release).
 
     Fitted attributes shared by both: ``classes_``, ``n_features_in_``,
     ``ledger_``, ``privacy_`` (the total guarantee over ``budget`` answers)
@@ -48,6 +52,14 @@ class BudgetedPredictor(ClassifierMixin, BaseEstimator):
     """
 
     method: str = "abstract"
+    _renamed_params = {"accounting": "accountant"}
+
+    def __sklearn_tags__(self) -> Any:
+        tags = super().__sklearn_tags__()
+        # Every answer draws fresh noise (that is what makes B answers private), so two
+        # calls on the same rows differ: checks that compare calls cannot apply.
+        tags.non_deterministic = True
+        return tags
 
     def _ledger_context(self) -> dict[str, Any]:
         """What the budget protects: a ledger reopened for another calibration must not continue this count."""
@@ -75,18 +87,12 @@ class BudgetedPredictor(ClassifierMixin, BaseEstimator):
         self.ledger_ = ledger if ledger is not None else MemoryLedger(budget, context=self._ledger_context())
 
     def _check_fitted(self) -> None:
-        if not hasattr(self, "ledger_"):
-            raise RuntimeError(f"this {type(self).__name__} is not fitted yet: call fit(X, y) first")
+        check_fitted(self, "ledger_")
 
     def _check_rows(self, X: Any) -> np.ndarray:
         """Query rows as a finite float array of the fitted width (checked before any spending)."""
         self._check_fitted()
-        X = check_finite_array(X, "X", ndim=2)
-        if X.shape[0] == 0:
-            raise ValueError("X has no rows")
-        if X.shape[1] != self.n_features_in_:
-            raise ValueError(f"X has {X.shape[1]} features, but the model was fitted with {self.n_features_in_}")
-        return X
+        return check_X(X, n_features=self.n_features_in_, owner=type(self).__name__)
 
     def _spend(self, X: Any, key: str | None) -> np.ndarray:
         """Validate ``X``, then charge one answer per row (BudgetExhausted: nothing charged)."""

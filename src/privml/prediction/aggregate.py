@@ -39,10 +39,11 @@ from joblib import Parallel, delayed
 from sklearn.base import BaseEstimator, clone
 
 from privml._random import RandomState, check_random_state
-from privml._validation import MAX_BUDGET, check_count, check_delta, check_epsilon, check_finite_array
+from privml._validation import MAX_BUDGET, check_count, check_delta, check_epsilon, check_X, check_y
+from privml.data.labels import fit_classes, label_codes
 from privml.guarantee import PrivacyGuarantee
 from privml.ledger import BudgetLedger
-from privml.linear.base import PrivateLinearClassifier, check_classes, encode_labels
+from privml.linear.base import PrivateLinearClassifier
 from privml.linear.nonprivate import NonPrivateClassifier
 from privml.mechanisms.exponential import ExponentialMechanism
 from privml.neighbouring import Neighbouring
@@ -155,7 +156,7 @@ class SubsampleAndAggregate(BudgetedPredictor):
     classes : sequence, optional
         The **public** class set (the candidates of the vote); inferred from
         ``y`` with a :class:`~privml.exceptions.PrivacyLeakWarning` if omitted.
-    accounting : {"auto", "basic", "advanced", "zcdp"}, default "auto"
+    accountant : {"auto", "basic", "advanced", "zcdp"}, default "auto"
         Composition used for the per-query epsilon
         (:func:`~privml.prediction.calibration.calibrate_vote_epsilon`);
         ``"auto"`` takes the largest.
@@ -166,6 +167,8 @@ class SubsampleAndAggregate(BudgetedPredictor):
         Teachers trained in parallel by joblib (None: one process).
     random_state : None, int or numpy Generator, optional
         Drives the partition and the votes; None draws OS entropy.
+    **deprecated :
+        ``accounting`` (now ``accountant``), accepted with a FutureWarning for one release.
 
     Attributes
     ----------
@@ -215,10 +218,11 @@ class SubsampleAndAggregate(BudgetedPredictor):
         delta: float = 0.0,
         budget: int,
         classes: Any = None,
-        accounting: str = "auto",
+        accountant: str = "auto",
         ledger: BudgetLedger | None = None,
         n_jobs: int | None = None,
         random_state: RandomState = None,
+        **deprecated: Any,
     ) -> None:
         self.estimator = estimator
         self.n_models = n_models
@@ -226,14 +230,15 @@ class SubsampleAndAggregate(BudgetedPredictor):
         self.delta = delta
         self.budget = budget
         self.classes = classes
-        self.accounting = accounting
+        self.accountant = accountant
         self.ledger = ledger
         self.n_jobs = n_jobs
         self.random_state = random_state
+        self._take_renamed(deprecated)
 
     # ------------------------------------------------------------ validation
-    def _check_settings(self) -> VoteCalibration:
-        """Validate every privacy setting and calibrate the per-query epsilon (no data involved)."""
+    def _check_hyperparameters(self) -> VoteCalibration:
+        """Validate every setting and calibrate the per-query epsilon (no data involved)."""
         epsilon = check_epsilon(self.epsilon)
         delta = check_delta(self.delta)
         budget = check_count(self.budget, "budget", maximum=MAX_BUDGET)
@@ -242,7 +247,7 @@ class SubsampleAndAggregate(BudgetedPredictor):
         check_random_state(self.random_state)  # type check only
         if self.estimator is not None and not isinstance(self.estimator, BaseEstimator):
             raise TypeError(f"estimator must be a scikit-learn estimator, got {type(self.estimator).__name__}")
-        return calibrate_vote_epsilon(epsilon, delta, budget, self.accounting)
+        return calibrate_vote_epsilon(epsilon, delta, budget, self.accountant)
 
     def _base_estimator(self, classes: np.ndarray) -> BaseEstimator:
         """The estimator each teacher is cloned from, told the public class set where it can be."""
@@ -261,13 +266,11 @@ class SubsampleAndAggregate(BudgetedPredictor):
         Nothing is released by fitting; all settings are validated first.
         """
         self._check_refit()
-        calibration = self._check_settings()
-        X = check_finite_array(X, "X", ndim=2)
-        y = np.asarray(y)
-        if y.shape != (X.shape[0],):
-            raise ValueError(f"y must have shape ({X.shape[0]},), got {y.shape}")
-        classes = check_classes(self.classes, y)
-        encode_labels(y, classes)  # labels outside the public set are refused before training
+        calibration = self._check_hyperparameters()
+        X = check_X(X, owner=type(self).__name__)
+        y = check_y(y, X.shape[0])
+        # Labels outside the public set are refused here, before any teacher is trained.
+        classes, _ = fit_classes(y, self.classes, owner=type(self).__name__, stacklevel=2)
         rng = check_random_state(self.random_state)
         parts = random_partition(X.shape[0], self.n_models, rng)
         base = self._base_estimator(classes)
@@ -355,7 +358,7 @@ class SubsampleAndAggregate(BudgetedPredictor):
                 scores = projected @ teacher.weights_
                 index = (scores > 0).astype(np.int64) if scores.ndim == 1 else np.argmax(scores, axis=1)
             else:
-                index = encode_labels(teacher.predict(X), self.classes_)
+                index = label_codes(teacher.predict(X), self.classes_, what="a teacher's predictions")
             # One vote per row per teacher, so the fancy-indexed increment has no repeated index.
             votes[rows, index] += 1
         return votes
@@ -423,7 +426,7 @@ class SubsampleAndAggregate(BudgetedPredictor):
             teachers,
             classes,
             teachers[0].n_features_in_,
-            self._check_settings(),
+            self._check_hyperparameters(),
             check_random_state(self.random_state),
             part_sizes=tuple(part_sizes) if part_sizes else None,
         )

@@ -131,7 +131,7 @@ def load_predictor(
                 "(the total guarantee over the budget of answers)"
             )
         return PredictionSensitivity.from_model(
-            load_model(path), epsilon=epsilon, delta=delta, budget=budget, accounting=accounting,
+            load_model(path), epsilon=epsilon, delta=delta, budget=budget, accountant=accounting,
             ledger=ledger, random_state=random_state,
         )
     if stored in PREDICTION_METHODS:
@@ -140,7 +140,7 @@ def load_predictor(
         model = load_model(path)
         settings = _overrides(epsilon=epsilon, budget=budget, random_state=random_state,
                               delta=delta if delta != 0 else None,
-                              accounting=accounting if accounting != "auto" else None)
+                              accountant=accounting if accounting != "auto" else None)
         model.set_params(**settings, ledger=ledger)
         # Recalibrate from the (possibly new) settings; the saved noise is never trusted.
         restore_model(model, *read_model_file(path), path)

@@ -22,11 +22,21 @@ import numpy as np
 from scipy.special import expit, softmax
 
 from privml._random import RandomState, check_random_state
-from privml._validation import MAX_BUDGET, check_count, check_delta, check_epsilon, check_finite_array, check_positive
+from privml._validation import (
+    MAX_BUDGET,
+    check_count,
+    check_delta,
+    check_epsilon,
+    check_fitted,
+    check_positive,
+    check_X,
+    check_y,
+)
+from privml.data.labels import fit_classes
 from privml.data.preprocessing import project_to_unit_ball
 from privml.guarantee import PrivacyGuarantee
 from privml.ledger import BudgetLedger
-from privml.linear.base import check_classes, make_loss
+from privml.linear.base import make_loss
 from privml.linear.nonprivate import NonPrivateClassifier
 from privml.linear.sensitivity import erm_sensitivity, l2_for_noise, rms_noise_multiplier
 from privml.linear.solvers import DEFAULT_MAX_ITER, DEFAULT_TOL, check_l2_setting, check_solver_settings
@@ -129,7 +139,7 @@ class PredictionSensitivity(BudgetedPredictor):
         Total privacy parameter over all ``budget`` answers, > 0.
     delta : float, default 0
         0: L2-Laplace noise, epsilon-DP by basic composition. In (0, 1):
-        Gaussian noise, calibrated by ``accounting``.
+        Gaussian noise, calibrated by ``accountant``.
     budget : int
         B, the number of answers (rows) ever released; answer B + 1 is refused.
     l2 : "auto" or float, default "auto"
@@ -142,7 +152,7 @@ class PredictionSensitivity(BudgetedPredictor):
     classes : sequence, optional
         The **public** class set; inferred from ``y`` with a
         :class:`~privml.exceptions.PrivacyLeakWarning` if omitted.
-    accounting : {"auto", "basic", "advanced", "gdp"}, default "auto"
+    accountant : {"auto", "basic", "advanced", "gdp"}, default "auto"
         Composition used to calibrate the Gaussian noise
         (:func:`~privml.prediction.calibration.calibrate_prediction_noise`);
         ``"auto"`` takes the smallest noise. Only ``"basic"`` with delta = 0.
@@ -157,6 +167,8 @@ class PredictionSensitivity(BudgetedPredictor):
     tol, max_iter :
         Solver settings of the non-private fit; the sensitivity includes
         ``2 tol / lambda`` for the distance to the exact minimiser.
+    **deprecated :
+        ``accounting`` (now ``accountant``), accepted with a FutureWarning for one release.
 
     Attributes
     ----------
@@ -218,11 +230,12 @@ class PredictionSensitivity(BudgetedPredictor):
         loss: str = "logistic",
         huber_width: float = 0.5,
         classes: Any = None,
-        accounting: str = "auto",
+        accountant: str = "auto",
         ledger: BudgetLedger | None = None,
         random_state: RandomState = None,
         tol: float = DEFAULT_TOL,
         max_iter: int = DEFAULT_MAX_ITER,
+        **deprecated: Any,
     ) -> None:
         self.epsilon = epsilon
         self.delta = delta
@@ -231,21 +244,24 @@ class PredictionSensitivity(BudgetedPredictor):
         self.loss = loss
         self.huber_width = huber_width
         self.classes = classes
-        self.accounting = accounting
+        self.accountant = accountant
         self.ledger = ledger
         self.random_state = random_state
         self.tol = tol
         self.max_iter = max_iter
+        self._take_renamed(deprecated)
 
     # ------------------------------------------------------------ validation
-    def _check_settings(self) -> PredictionNoise:
-        """Validate every privacy setting and calibrate the per-query noise (no data involved)."""
+    def _check_hyperparameters(self) -> PredictionNoise:
+        """Validate every setting and calibrate the per-query noise (no data involved)."""
         epsilon = check_epsilon(self.epsilon)
         delta = check_delta(self.delta)
         budget = check_count(self.budget, "budget", maximum=MAX_BUDGET)
         check_ledger(self.ledger, budget)
         check_random_state(self.random_state)  # type check only: the generator is made at fit
-        return calibrate_prediction_noise(epsilon, delta, budget, self.accounting)
+        check_l2_setting(self.l2)
+        check_solver_settings(self.tol, self.max_iter)
+        return calibrate_prediction_noise(epsilon, delta, budget, self.accountant)
 
     # ------------------------------------------------------------------- fit
     def fit(self, X: Any, y: Any) -> PredictionSensitivity:
@@ -254,14 +270,10 @@ class PredictionSensitivity(BudgetedPredictor):
         Nothing is released by fitting; all settings are validated first.
         """
         self._check_refit()
-        noise = self._check_settings()
-        check_l2_setting(self.l2)
-        check_solver_settings(self.tol, self.max_iter)
-        X = check_finite_array(X, "X", ndim=2)
-        y = np.asarray(y)
-        if y.shape != (X.shape[0],):
-            raise ValueError(f"y must have shape ({X.shape[0]},), got {y.shape}")
-        classes = check_classes(self.classes, y)
+        noise = self._check_hyperparameters()
+        X = check_X(X, owner=type(self).__name__)
+        y = check_y(y, X.shape[0])
+        classes, _ = fit_classes(y, self.classes, owner=type(self).__name__, stacklevel=2)
         loss = make_loss(classes.size, self.loss, huber_width=self.huber_width)
         n_outputs = 1 if classes.size == 2 else classes.size
         if self.l2 == "auto":
@@ -282,9 +294,10 @@ class PredictionSensitivity(BudgetedPredictor):
         epsilon: float,
         delta: float = 0.0,
         budget: int,
-        accounting: str = "auto",
+        accountant: str = "auto",
         ledger: BudgetLedger | None = None,
         random_state: RandomState = None,
+        **deprecated: Any,
     ) -> PredictionSensitivity:
         """Serve an already fitted :class:`~privml.linear.NonPrivateClassifier` privately.
 
@@ -292,6 +305,8 @@ class PredictionSensitivity(BudgetedPredictor):
         from its ``fit_info_`` (``n_train``, ``l2``) and its ``tol``. The
         model must have been fitted by privml's solver (the bound assumes the
         minimiser of the regularised objective, to within ``tol``).
+
+        ``accounting`` is the deprecated name of ``accountant`` (one release).
 
         Raises
         ------
@@ -303,9 +318,8 @@ class PredictionSensitivity(BudgetedPredictor):
         """
         if not isinstance(model, NonPrivateClassifier):
             raise TypeError(f"model must be a fitted NonPrivateClassifier, got {type(model).__name__}")
-        info = getattr(model, "fit_info_", None)
-        if info is None or not hasattr(model, "weights_"):
-            raise ValueError("model is not fitted")
+        check_fitted(model, "weights_")
+        info = model.fit_info_
         if "n_train" not in info:
             raise ValueError(
                 "the model does not record its training-set size n_train (written by an older privml?): "
@@ -319,13 +333,14 @@ class PredictionSensitivity(BudgetedPredictor):
             loss=model.loss,
             huber_width=model.huber_width,
             classes=tuple(c.item() if hasattr(c, "item") else c for c in model.classes_),
-            accounting=accounting,
+            accountant=accountant,
             ledger=ledger,
             random_state=random_state,
             tol=model.tol,
             max_iter=model.max_iter,
+            **deprecated,
         )
-        out._set_model(model, out._check_settings(), l2_rule=str(info.get("l2_rule", "given")))
+        out._set_model(model, out._check_hyperparameters(), l2_rule=str(info.get("l2_rule", "given")))
         return out
 
     def _set_model(self, model: NonPrivateClassifier, noise: PredictionNoise, *, l2_rule: str) -> None:
@@ -415,4 +430,4 @@ class PredictionSensitivity(BudgetedPredictor):
         model.n_features_in_ = int(model.weights_.shape[0])
         model.fit_info_ = {k: info[k] for k in ("n_train", "l2") if k in info}
         # The noise is recomputed from the settings, never read from the file.
-        self._set_model(model, self._check_settings(), l2_rule=str(info.get("l2_rule", "given")))
+        self._set_model(model, self._check_hyperparameters(), l2_rule=str(info.get("l2_rule", "given")))

@@ -522,7 +522,7 @@ class AccuracyFirstClassifier(PrivateLinearClassifier):
             return doubling_grid(self.epsilon_min, self.epsilon_max)
         return epsilon_grid(self.epsilon_min, self.epsilon_max, self.n_steps)
 
-    def _check_privacy_params(self) -> tuple[float, float]:
+    def _check_hyperparameters(self) -> tuple[float, float]:
         # Runs first in fit: every hyper-parameter is checked before the data and the noise.
         if self.metric not in METRICS:
             raise ValueError(f"metric must be one of {METRICS}, got {self.metric!r}")
@@ -558,7 +558,7 @@ class AccuracyFirstClassifier(PrivateLinearClassifier):
     def _fit_private(
         self, X: np.ndarray, y: np.ndarray, n_classes: int, rng: np.random.Generator
     ) -> tuple[np.ndarray, PrivacyGuarantee, dict]:
-        _, delta = self._check_privacy_params()
+        _, delta = self._check_hyperparameters()
         tol, max_iter = check_solver_settings(self.tol, self.max_iter)
         grid = self._grid()
         target, margin = float(self.target), float(self.margin)

@@ -275,7 +275,7 @@ def _dpsgd(p: dict[str, Any], k: int, seed: int, shape: Shape) -> dict[str, Any]
 
 
 def _dpcd(p: dict[str, Any], k: int, seed: int, shape: Shape) -> dict[str, Any]:
-    return {**_privacy(p), "classes": _classes(k), "random_state": seed, **_given(p, "clip")}
+    return {**_privacy(p), "classes": _classes(k), "random_state": seed, **_given(p, "clip_norm")}
 
 
 def _prediction_sensitivity(p: dict[str, Any], k: int, seed: int, shape: Shape) -> dict[str, Any]:
@@ -334,7 +334,7 @@ METHODS: dict[str, Method] = {
         Method("dpsgd", "DP-SGD", "training", "privml.linear.dpsgd:DPSGDClassifier",
                ("epsilon", "delta", "neighbouring"), {"clip_norm": (0.03, 0.1, 0.3, 1.0)}, False, _dpsgd),
         Method("dpcd", "DP coordinate descent", "training", "privml.linear.dpcd:DPCDClassifier",
-               ("epsilon", "delta"), {"clip": (0.1, 0.5, 2.0)}, False, _dpcd),
+               ("epsilon", "delta"), {"clip_norm": (0.1, 0.5, 2.0)}, False, _dpcd),
         Method("prediction-sensitivity", "prediction sensitivity", "prediction",
                "privml.prediction:PredictionSensitivity",
                ("epsilon", "delta", "budget"), {"l2": _L2_GRID}, True, _prediction_sensitivity),
