@@ -8,9 +8,13 @@ name                                   what
                                        logical step, micro-batches, PLD/RDP accounting
 :class:`TorchClassifier`               scikit-learn estimator (fit/predict/predict_proba)
 :func:`validate_model`, `fix_model`    reject layers that mix examples; BatchNorm ->
-                                       GroupNorm
+                                       GroupNorm, MultiheadAttention -> DP version
 :class:`TramerBonehCNN`,               models (Tramer & Boneh 2021; a GroupNorm ResNet)
 :class:`GroupNormResNet`
+:class:`WideResNet`,                   GroupNorm WRN-16-4 (De et al. 2022); a transformer
+:class:`TransformerClassifier`         encoder classifier of token sequences
+:class:`DPMultiheadAttention`          nn.MultiheadAttention from nn.Linear layers
+                                       (``fix_model`` swaps it in)
 :class:`PoissonSampler`,               the sampling the accountant assumes (index
 :class:`FixedSizeSampler`,             batches: Poisson, or exactly b records without
 :func:`poisson_batches`                replacement; batches of a torch Dataset)
@@ -26,24 +30,28 @@ pair of :mod:`privml.accounting.pld`, group privacy, or, for fixed-size
 batches, Wang, Balle and Kasiviswanathan 2019).
 """
 
+from privml.torch.attention import DPMultiheadAttention
 from privml.torch.classifier import TorchClassifier
 from privml.torch.clipping import MODES, clip_factors
 from privml.torch.dpsgd import DPSGD, cross_entropy_per_example
 from privml.torch.ghost import ghost_clipped_sum
-from privml.torch.models import GroupNormResNet, TramerBonehCNN, build_model
+from privml.torch.models import GroupNormResNet, TramerBonehCNN, TransformerClassifier, WideResNet, build_model
 from privml.torch.per_sample import per_example_gradients, vmap_clipped_sum
 from privml.torch.sampling import FixedSizeSampler, PoissonSampler, micro_batches, poisson_batches
 from privml.torch.validation import UnsupportedModuleError, find_problems, fix_model, validate_model
 
 __all__ = [
     "DPSGD",
+    "DPMultiheadAttention",
     "MODES",
     "FixedSizeSampler",
     "GroupNormResNet",
     "PoissonSampler",
     "TorchClassifier",
     "TramerBonehCNN",
+    "TransformerClassifier",
     "UnsupportedModuleError",
+    "WideResNet",
     "build_model",
     "clip_factors",
     "cross_entropy_per_example",

@@ -1,4 +1,4 @@
-"""Reject layers that mix examples, and offer the fix (BatchNorm -> GroupNorm).
+"""Reject layers DP-SGD cannot train privately, and offer the fix (BatchNorm -> GroupNorm, MHA -> DP MHA).
 
 Per-example clipping bounds the sensitivity of the clipped sum only if
 example i's gradient depends on example i alone. A layer that normalises
@@ -8,11 +8,20 @@ so the add/remove-one sensitivity C of Abadi et al. (2016) no longer holds.
 Normalisation layers with running statistics (BatchNorm, InstanceNorm with
 ``track_running_stats``) also store averages of the private data in their
 buffers, released with the model without clipping or noise.
+
+:class:`torch.nn.MultiheadAttention` does not mix examples, but keeps its
+query, key and value projections in one fused ``in_proj_weight`` used by a
+functional kernel, not in ``nn.Linear`` layers, so the per-example gradient
+rules of ghost clipping do not know it. :func:`fix_model` swaps it for
+:class:`~privml.torch.attention.DPMultiheadAttention`, the same function
+built from ``nn.Linear`` layers (outputs unchanged, as Opacus does).
 """
 
 from __future__ import annotations
 
 from torch import nn
+
+from privml.torch.attention import DPMultiheadAttention
 
 _BATCH_NORMS = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.SyncBatchNorm)
 _INSTANCE_NORMS = (nn.InstanceNorm1d, nn.InstanceNorm2d, nn.InstanceNorm3d)
@@ -29,7 +38,8 @@ class UnsupportedModuleError(ValueError):
             "the model cannot be trained with DP-SGD:\n  - "
             + "\n  - ".join(problems)
             + "\nprivml.torch.fix_model(model) replaces every BatchNorm by a GroupNorm "
-            "(and InstanceNorm with running statistics by one without)."
+            "(and InstanceNorm with running statistics by one without), and every MultiheadAttention "
+            "by an equivalent DPMultiheadAttention."
         )
 
 
@@ -43,6 +53,12 @@ def find_problems(model: nn.Module) -> list[str]:
             problems.append(
                 f"{where}: {type(module).__name__} normalises with batch statistics, so it mixes examples "
                 "(one example's gradient depends on the others) and its running averages leak"
+            )
+        elif isinstance(module, nn.MultiheadAttention):
+            problems.append(
+                f"{where}: MultiheadAttention keeps its query/key/value projections in one fused in_proj "
+                "parameter, not in Linear layers the per-example gradient rules know; fix_model swaps it for "
+                "privml.torch.DPMultiheadAttention (same outputs)"
             )
         elif isinstance(module, _INSTANCE_NORMS) and module.track_running_stats:
             problems.append(f"{where}: {type(module).__name__}(track_running_stats=True) stores unprivatised averages")
@@ -71,13 +87,24 @@ def _groups(channels: int, preferred: int) -> int:
 
 
 def fix_model(model: nn.Module, *, groups: int = 32) -> nn.Module:
-    """Replace, in place, every BatchNorm by a GroupNorm and drop InstanceNorm running statistics.
+    """Replace, in place, every BatchNorm by a GroupNorm, drop InstanceNorm running statistics, swap attention.
 
     Each ``BatchNorm*d(C)`` becomes ``GroupNorm(g, C)`` with ``g`` the largest
     divisor of C not above ``groups`` (32 following Wu and He 2018), keeping
     ``eps`` and ``affine``; trained BatchNorm weights are not carried over (the
-    normalisations differ). Returns the model (a bare BatchNorm is returned
-    as its replacement).
+    normalisations differ). Each ``nn.MultiheadAttention`` becomes
+    :meth:`DPMultiheadAttention.from_torch(mha) <privml.torch.attention.DPMultiheadAttention.from_torch>`,
+    which keeps its weights, so the model computes the same outputs; an
+    ``nn.TransformerEncoder`` around it stops converting padded inputs to
+    nested tensors in evaluation (that fast path needs the fused
+    projection). Returns the model (a bare module is returned as its
+    replacement).
+
+    Raises
+    ------
+    ValueError
+        for a MultiheadAttention with ``add_bias_kv`` or ``add_zero_attn``
+        (:class:`~privml.torch.attention.DPMultiheadAttention` has no equivalent).
     """
     if not isinstance(groups, int) or groups < 1:
         raise ValueError(f"groups must be a positive int, got {groups!r}")
@@ -90,6 +117,12 @@ def fix_model(model: nn.Module, *, groups: int = 32) -> nn.Module:
             setattr(model, name, new)
         else:
             fix_model(child, groups=groups)
+    if isinstance(model, nn.TransformerEncoder) and any(
+        isinstance(getattr(layer, "self_attn", None), DPMultiheadAttention) for layer in model.layers
+    ):
+        # Decided at construction from the fused MultiheadAttention; in eval mode with a padding mask it
+        # would feed nested tensors to the layers, which DPMultiheadAttention does not accept.
+        model.use_nested_tensor = False
     return model
 
 
@@ -97,6 +130,8 @@ def _replacement(module: nn.Module, groups: int) -> nn.Module | None:
     if isinstance(module, _BATCH_NORMS):
         channels = module.num_features
         return nn.GroupNorm(_groups(channels, groups), channels, eps=module.eps, affine=module.affine)
+    if isinstance(module, nn.MultiheadAttention):
+        return DPMultiheadAttention.from_torch(module)
     if isinstance(module, _INSTANCE_NORMS) and module.track_running_stats:
         return type(module)(module.num_features, eps=module.eps, affine=module.affine, track_running_stats=False)
     return None
