@@ -182,10 +182,9 @@ def run_dpcd(X, y, bounds, *, epsilon, delta, clip, gamma, passes, clipping, pen
         delta=delta,
         passes=passes,
         gamma=gamma,
-        clip=clip,
+        clip_norm=clip,
         clipping=clipping,
-        penalty=penalty,
-        alpha=lam,
+        l2=lam if penalty == "l2" else 0.0,
         feature_bounds=bounds,
         random_state=seed,
     )

@@ -66,7 +66,7 @@ def accountings(method: str, delta: float) -> tuple[str, ...]:
 def ps_accuracy(model: NonPrivateClassifier, X, y, *, delta: float, budget: int, accounting: str, seed: int) -> float:
     """Accuracy of one private answer per row, B rows per fresh deployment."""
     ps = PredictionSensitivity.from_model(
-        model, epsilon=EPSILON, delta=delta, budget=budget, accounting=accounting, random_state=seed
+        model, epsilon=EPSILON, delta=delta, budget=budget, accountant=accounting, random_state=seed
     )
     correct = 0
     for start in range(0, X.shape[0], budget):

@@ -5,7 +5,8 @@ privml's estimators share one vocabulary (``epsilon``, ``delta``, ``l2``,
 still work for one release: an estimator lists them in ``_renamed_params``
 and takes them through ``**deprecated`` in ``__init__`` (scikit-learn's
 ``get_params`` ignores a ``**`` parameter, so clones and model files carry the
-new names only) and through :meth:`RenamedParams.set_params`.
+new names only; the advertised signature leaves it out altogether) and through
+:meth:`RenamedParams.set_params`.
 """
 
 from __future__ import annotations
@@ -38,6 +39,18 @@ class RenamedParams:
 
     #: old parameter name -> what replaces it (shown in the FutureWarning)
     _renamed_params: ClassVar[Mapping[str, str]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        init = cls.__dict__.get("__init__")
+        if init is None:
+            return
+        signature = inspect.signature(init)
+        current = [p for p in signature.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+        if len(current) < len(signature.parameters):
+            # The advertised signature is the current vocabulary: help(), the docs and every
+            # caller that reads it (scikit-learn's checks, option lists) never see the old names.
+            init.__signature__ = signature.replace(parameters=current)
 
     def _translate_renamed(self, old: dict[str, Any]) -> dict[str, Any]:
         """New-name settings for the deprecated ``old`` ones (default: a plain rename)."""

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from sklearn.exceptions import NotFittedError
 
 from privml.io import load_model, read_model_file, save_model

@@ -53,7 +53,7 @@ def _present(keys: list[float | str]) -> tuple[Any, ...]:
     return tuple(sorted(str(k) for k in keys))
 
 
-def check_classes(classes: Sequence[Any], *, what: str = "classes") -> tuple[Any, ...]:
+def check_classes(classes: Sequence[Any] | np.ndarray, *, what: str = "classes") -> tuple[Any, ...]:
     """Validate a public class set: at least two distinct, non-NaN labels.
 
     Returns
@@ -78,7 +78,7 @@ def check_classes(classes: Sequence[Any], *, what: str = "classes") -> tuple[Any
 
 def encode_labels(
     labels: Sequence[np.ndarray],
-    classes: Sequence[Any] | None,
+    classes: Sequence[Any] | np.ndarray | None,
     *,
     what: str,
     positions: Sequence[np.ndarray] | None = None,
@@ -155,7 +155,9 @@ def encode_labels(
     return encoded, classes
 
 
-def fit_classes(y: Any, classes: Sequence[Any] | None, *, owner: str, stacklevel: int = 2) -> tuple[np.ndarray, np.ndarray]:
+def fit_classes(
+    y: Any, classes: Sequence[Any] | None, *, owner: str, stacklevel: int = 2
+) -> tuple[np.ndarray, np.ndarray]:
     """An estimator's fitted class set and the index of each label in it.
 
     Parameters
