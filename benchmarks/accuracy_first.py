@@ -39,8 +39,8 @@ from _common import machine, timed, write_json
 
 from privml.data import load_dataset
 from privml.linear.base import make_loss
-from privml.linear.output_perturbation import auto_l2
-from privml.linear.sensitivity import erm_sensitivity
+from privml.linear.output_perturbation import AUTO_SCORE_NOISE
+from privml.linear.sensitivity import auto_l2, erm_sensitivity, rms_noise_multiplier
 from privml.linear.solvers import minimise_objective
 from privml.losses import RegularisedObjective
 from privml.selection import apriori_epsilon_excess_risk, doubling_grid, epsilon_grid, select_output_perturbation
@@ -81,7 +81,8 @@ def prepare(seed: int = 0) -> dict:
     val, train = np.sort(order[:n_val]), np.sort(order[n_val:])
     loss = make_loss(2)
     n_train, dim = train.size, X.shape[1]
-    l2 = auto_l2(n_train, dim, reference_epsilon(EPSILON_MIN, EPSILON_MAX), DELTA, loss.lipschitz)
+    reference = reference_epsilon(EPSILON_MIN, EPSILON_MAX)
+    l2 = auto_l2(n_train, loss.lipschitz, rms_noise_multiplier(reference, DELTA, dim), AUTO_SCORE_NOISE)
     objective = RegularisedObjective(loss, X[train], y[train], l2)
     start = time.perf_counter()
     solution = minimise_objective(objective)

@@ -66,18 +66,19 @@ class PerClassClipping(DPSGDClassifier):
 
 
 class RealisedBatchNormalisation(DPSGDClassifier):
-    """Broken: divides by the realised Poisson batch size."""
+    """Broken: divides by the realised Poisson batch size (private) instead of the public q n."""
 
-    def _normalise(self, noisy_sum, divisor, realised):
-        return noisy_sum / max(realised, 1)
+    def _batches(self, n, plan, rng):
+        for index, _ in super()._batches(n, plan, rng):
+            yield index, float(max(index.size, 1))
 
 
 class StepCounter(DPSGDClassifier):
-    """Counts optimiser steps (calls of the per-step normalisation)."""
+    """Counts optimiser steps (one clipped sum per step)."""
 
-    def _normalise(self, noisy_sum, divisor, realised):
+    def _clipped_sum(self, loss, weights, X, y, clip, row_norms):
         self.counted_steps = getattr(self, "counted_steps", 0) + 1
-        return super()._normalise(noisy_sum, divisor, realised)
+        return super()._clipped_sum(loss, weights, X, y, clip, row_norms)
 
 
 # ------------------------------------------------------------------- clipping

@@ -16,7 +16,6 @@ from privml.exceptions import PrivacyLeakWarning
 from privml.linear.objective_perturbation import (
     AUTO_FLAT_NOISE,
     ObjectivePerturbationClassifier,
-    auto_l2,
     objective_constants,
 )
 from privml.linear.sensitivity import cms11_constants, kst12_constants, objective_gaussian_sigma
@@ -108,15 +107,27 @@ def test_objective_constants_dispatch() -> None:
     )
 
 
-def test_auto_l2_rule() -> None:
-    n, dim, k = 60_000, 7850, 10
-    loss = MultinomialLogisticLoss(k)
-    sigma = objective_gaussian_sigma(1.0, 1e-5, math.sqrt(2), k - 1)
-    expected = 2 * math.sqrt(2) * (sigma / (2 * math.sqrt(2))) / (n * AUTO_FLAT_NOISE["gaussian"])
-    assert auto_l2(n, dim, 1.0, 1e-5, loss) == pytest.approx(expected)
-    expected_pure = 2 * math.sqrt(2) * math.sqrt(dim + 1) / (n * AUTO_FLAT_NOISE["l2-laplace"])
-    assert auto_l2(n, dim, 1.0, 0.0, loss) == pytest.approx(expected_pure)
-    assert auto_l2(n, dim, 1e4, 1e-5, loss) == 1 / n
+@pytest.mark.parametrize("delta", [1e-5, 0.0])
+def test_auto_l2_rule(delta: float) -> None:
+    # lambda = max(1/n, 2 L m / (n tau)), m the rms of b per coordinate in sensitivities 2L.
+    rng = np.random.default_rng(4)
+    n, d, k = 40, 4, 3
+    X = rng.standard_normal((n, d))
+    X /= np.maximum(1.0, np.linalg.norm(X, axis=1, keepdims=True))
+    y = np.arange(n) % k
+    model = ObjectivePerturbationClassifier(epsilon=1.0, delta=delta, classes=list(range(k)), random_state=0)
+    lipschitz, dim = math.sqrt(2), d * k
+    if delta > 0:
+        m = objective_gaussian_sigma(1.0, delta, lipschitz, k - 1) / (2 * lipschitz)
+        expected = 2 * lipschitz * m / (n * AUTO_FLAT_NOISE["gaussian"])
+    else:
+        expected = 2 * lipschitz * math.sqrt(dim + 1) / (n * AUTO_FLAT_NOISE["l2-laplace"])
+    assert expected > 1 / n  # the noise term, not the floor, is checked here
+    assert model.fit(X, y).fit_info_["l2"] == pytest.approx(expected, rel=1e-12)
+    assert model.fit_info_["l2_rule"].startswith("auto")
+    # Falls with epsilon, floors at scikit-learn's 1/n.
+    weak = ObjectivePerturbationClassifier(epsilon=1e3, delta=delta, classes=list(range(k)), random_state=0)
+    assert weak.fit(X, y).fit_info_["l2"] == 1 / n
 
 
 # ------------------------------------------------------------ the noise b

@@ -13,8 +13,8 @@ from privml.accounting.analytic_gaussian import analytic_gaussian_sigma
 from privml.audit import neighbour_distribution_test
 from privml.data import load_dataset
 from privml.exceptions import PrivacyLeakWarning
-from privml.linear.output_perturbation import AUTO_SCORE_NOISE, OutputPerturbationClassifier, auto_l2
-from privml.linear.sensitivity import erm_sensitivity
+from privml.linear.output_perturbation import AUTO_SCORE_NOISE, OutputPerturbationClassifier
+from privml.linear.sensitivity import auto_l2, erm_sensitivity, rms_noise_multiplier
 from privml.linear.solvers import DEFAULT_TOL, ConvergenceError, minimise_objective
 from privml.losses import LogisticLoss, MultinomialLogisticLoss, RegularisedObjective
 from privml.neighbouring import Neighbouring
@@ -150,25 +150,34 @@ def test_accuracy_on_digits_degrades_with_epsilon(digits) -> None:
 
 
 # ------------------------------------------------------------ the l2 rule
+def _auto(n: int, dim: int, epsilon: float, delta: float, lipschitz: float) -> float:
+    """Output perturbation's l2="auto": the shared rule at the rms noise per score."""
+    return auto_l2(n, lipschitz, rms_noise_multiplier(epsilon, delta, dim), AUTO_SCORE_NOISE)
+
+
 def test_auto_l2_rule() -> None:
     n, dim = 60_000, 7850
     multiplier = analytic_gaussian_sigma(1.0, 1e-5, 1.0)
     expected = 2 * math.sqrt(2) * multiplier / (n * AUTO_SCORE_NOISE)
-    assert auto_l2(n, dim, 1.0, 1e-5, math.sqrt(2)) == pytest.approx(expected)
+    assert _auto(n, dim, 1.0, 1e-5, math.sqrt(2)) == pytest.approx(expected)
     # L2-Laplace: per-coordinate rms sqrt(dim + 1) / eps sensitivities.
-    assert auto_l2(n, dim, 1.0, 0.0, 1.0) == pytest.approx(2 * math.sqrt(dim + 1) / (n * AUTO_SCORE_NOISE))
+    assert _auto(n, dim, 1.0, 0.0, 1.0) == pytest.approx(2 * math.sqrt(dim + 1) / (n * AUTO_SCORE_NOISE))
     # Falls with epsilon, floors at scikit-learn's 1/n.
-    assert auto_l2(n, dim, 0.1, 1e-5, 1.0) > auto_l2(n, dim, 1.0, 1e-5, 1.0)
-    assert auto_l2(n, dim, 1e4, 1e-5, 1.0) == 1 / n
+    assert _auto(n, dim, 0.1, 1e-5, 1.0) > _auto(n, dim, 1.0, 1e-5, 1.0)
+    assert _auto(n, dim, 1e4, 1e-5, 1.0) == 1 / n
 
 
-def test_fit_reports_the_auto_l2_and_guarantee() -> None:
-    X, y = _small_data(None)
-    model = OutputPerturbationClassifier(epsilon=0.5, delta=1e-6, classes=[0, 1], random_state=0).fit(X, y)
-    assert model.fit_info_["l2"] == pytest.approx(auto_l2(20, 3, 0.5, 1e-6, 1.0))
+@pytest.mark.parametrize(("k", "delta"), [(None, 1e-6), (None, 0.0), (3, 1e-6)])
+def test_fit_reports_the_auto_l2_and_guarantee(k: int | None, delta: float) -> None:
+    X, y = _small_data(k)
+    model = OutputPerturbationClassifier(epsilon=0.5, delta=delta, classes=list(range(k or 2)), random_state=0)
+    model.fit(X, y)
+    # (n, number of parameters, L) = (20, 3, 1) binary, (20, 9, sqrt 2) with 3 classes.
+    dim, lipschitz = (3, 1.0) if k is None else (9, math.sqrt(2))
+    assert model.fit_info_["l2"] == _auto(20, dim, 0.5, delta, lipschitz)
     assert model.fit_info_["l2_rule"].startswith("auto")
     assert model.nonprivate_diagnostics_["grad_norm"] <= DEFAULT_TOL
-    assert (model.privacy_.epsilon, model.privacy_.delta) == (0.5, 1e-6)
+    assert (model.privacy_.epsilon, model.privacy_.delta) == (0.5, delta)
     assert model.privacy_.neighbouring is Neighbouring.REPLACE_ONE
     assert model.get_params()["l2"] == "auto"  # hyper-parameters stay as given
 

@@ -10,6 +10,7 @@ import pytest
 
 from privml.accounting.analytic_gaussian import analytic_gaussian_sigma
 from privml.linear.sensitivity import (
+    auto_l2,
     cms11_constants,
     erm_sensitivity,
     gradient_directions,
@@ -85,6 +86,16 @@ def test_erm_sensitivity_bounds_random_replacements(loss) -> None:
 def test_l2_for_noise_inverts_the_sensitivity() -> None:
     lam = l2_for_noise(math.sqrt(2), 60_000, 3.7, 0.25)
     assert 3.7 * erm_sensitivity(math.sqrt(2), 60_000, lam) == pytest.approx(0.25)
+
+
+def test_auto_l2_is_the_noise_target_floored_at_one_over_n() -> None:
+    # The one l2="auto" rule: max(1/n, 2 L m / (n tau)).
+    assert auto_l2(60_000, math.sqrt(2), 3.7, 0.25) == l2_for_noise(math.sqrt(2), 60_000, 3.7, 0.25)
+    assert auto_l2(1000, 1.0, 2.0, 0.25) == pytest.approx(2 * 2.0 / (1000 * 0.25))
+    assert auto_l2(1000, 1.0, 1e-3, 0.25) == 1 / 1000  # little noise: scikit-learn's default
+    assert auto_l2(1000, 1.0, 0.2, 0.25) > auto_l2(1000, 1.0, 0.1, 0.25)  # grows with the noise
+    with pytest.raises(ValueError, match="n"):
+        auto_l2(0, 1.0, 1.0, 0.25)
 
 
 # ------------------------------------------------------------------- CMS11

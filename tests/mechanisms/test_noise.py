@@ -30,6 +30,7 @@ def test_a_scale_per_block_broadcasts_like_scaling_standard_normals() -> None:
     sigma = np.array([[0.5], [2.0]])
     drawn = sample_noise("gaussian", sigma, (2, 3), 3)
     np.testing.assert_array_equal(drawn, np.random.default_rng(3).standard_normal((2, 3)) * sigma)
+    assert not sample_noise("gaussian", np.array([0.0, 1.0]), (5, 2), 3)[:, 0].any()  # a block of sensitivity 0
     many = sample_noise("gaussian", np.array([0.1, 10.0]), (20_000, 2), 4)
     np.testing.assert_allclose(many.std(axis=0), [0.1, 10.0], rtol=0.03)
 
@@ -52,7 +53,8 @@ def test_mechanisms_draw_through_it() -> None:
     ("gaussian", 0.0, "scale must be > 0"),
     ("laplace", -1.0, "scale must be > 0"),
     ("gaussian", float("inf"), "scale must be finite"),
-    ("gaussian", np.array([1.0, 0.0]), "scale must be finite and > 0"),
+    ("gaussian", np.array([1.0, -1.0]), "scale must be finite, >= 0"),
+    ("laplace", np.array([0.0, 0.0]), "> 0 somewhere"),
     ("l2-laplace", np.array([1.0, 2.0]), "scale"),
 ])
 def test_bad_settings_are_refused(distribution, scale, message) -> None:

@@ -117,6 +117,7 @@ from privml.exceptions import PrivacyLeakWarning
 from privml.guarantee import PrivacyGuarantee
 from privml.linear.base import PrivateLinearClassifier, make_loss
 from privml.losses import Loss, MultinomialLogisticLoss, SquaredLoss, check_feature_bounds
+from privml.mechanisms import sample_noise
 from privml.neighbouring import Neighbouring
 from privml.release import partition_info
 
@@ -832,7 +833,7 @@ def _run(
     # the block schedule is data-independent, which the composition needs.
     # Block j gets N(0, sigma_j^2 I_width) (isotropic: its sensitivity is an L2 bound).
     schedule = rng.integers(0, n_blocks, size=(T, K))
-    noise = rng.standard_normal((T, K, width)) * sigma[schedule][:, :, None]
+    noise = sample_noise("gaussian", sigma[schedule][:, :, None], (T, K, width), rng)
 
     state: _BlockState
     if by_feature:

@@ -83,7 +83,7 @@ from privml.accounting.events import (
 from privml.guarantee import PrivacyGuarantee
 from privml.linear.base import PrivateLinearClassifier, make_loss
 from privml.losses import Loss
-from privml.mechanisms.l2_laplace import sample_l2_laplace
+from privml.mechanisms import sample_noise
 from privml.neighbouring import Neighbouring
 
 __all__ = [
@@ -895,8 +895,9 @@ class DPSGDClassifier(PrivateLinearClassifier):
                 batch = np.take(X, index, axis=0)
                 total = self._clipped_sum(loss, weights, batch, y[index], clip, row_norms[index])
                 noisy = total + self._noise(plan, clip, weights.shape, rng)
+                # The divisor is public (see _batches), never the realised Poisson size.
                 # l2 W is data-independent: added after clipping and normalising, at full weight.
-                gradient = self._normalise(noisy, divisor, index.size) + l2 * weights
+                gradient = noisy / divisor + l2 * weights
                 weights = weights - rates[step] * gradient
                 averager.update(step, weights)
                 bar.update(1)
@@ -925,7 +926,12 @@ class DPSGDClassifier(PrivateLinearClassifier):
         return averager.result(weights), noise.guarantee, info
 
     def _batches(self, n: int, plan: _Plan, rng: np.random.Generator) -> Iterator[tuple[np.ndarray, float]]:
-        """Yield (indices, divisor) for each step: the batch and the public normaliser."""
+        """Yield (indices, divisor) for each step: the batch and the public normaliser of its noisy sum.
+
+        The divisor is the expected batch size ``q n`` under Poisson sampling:
+        the realised size of a Poisson sample depends on which records are
+        in the data, so dividing by it would release it without noise.
+        """
         if plan.design == "direct":
             # A random partition drawn before, and independently of, the data values.
             for part in np.array_split(rng.permutation(n), plan.steps):
@@ -949,18 +955,10 @@ class DPSGDClassifier(PrivateLinearClassifier):
     def _noise(
         self, plan: _Plan, clip: float, shape: tuple[int, ...], rng: np.random.Generator
     ) -> np.ndarray:
-        """One draw of the step's noise for a sum of sensitivity ``plan.noise.sensitivity * clip``."""
-        scale = plan.noise.multiplier * clip
-        if plan.noise.kind == "gaussian":
-            return rng.normal(0.0, scale, size=shape)
-        return sample_l2_laplace(math.prod(shape), scale, 1, rng)[0].reshape(shape)
+        """One draw of the step's noise for a sum of sensitivity ``plan.noise.sensitivity * clip``.
 
-    def _normalise(self, noisy_sum: np.ndarray, divisor: float, realised: int) -> np.ndarray:
-        """Noisy sum over the public divisor (expected batch size, or the direct design's batch size).
-
-        ``realised``, the Poisson sample's size, is private and deliberately
-        unused; it is passed so that this one method holds the whole choice
-        of divisor (the tests override it to show the realised-size bug caught).
+        Gaussian with standard deviation, or L2-Laplace (one vector over the
+        whole gradient) with scale, ``noise_multiplier * clip``.
         """
-        return noisy_sum / divisor
+        return sample_noise(plan.noise.kind, plan.noise.multiplier * clip, shape, rng)
 

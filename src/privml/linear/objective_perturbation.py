@@ -134,11 +134,11 @@ from privml.guarantee import PrivacyGuarantee
 from privml.linear.base import PrivateLinearClassifier, make_loss
 from privml.linear.sensitivity import (
     ObjectivePerturbationConstants,
+    auto_l2,
     cms11_constants,
     gradient_directions,
     hessian_trace_bound,
     kst12_constants,
-    l2_for_noise,
     objective_gaussian_sigma,
     rms_noise_multiplier,
 )
@@ -150,10 +150,10 @@ from privml.linear.solvers import (
     minimise_objective,
 )
 from privml.losses import Loss, RegularisedObjective
-from privml.mechanisms import sample_l2_laplace
+from privml.mechanisms import sample_noise
 from privml.neighbouring import Neighbouring
 
-__all__ = ["AUTO_FLAT_NOISE", "ObjectivePerturbationClassifier", "auto_l2", "objective_constants"]
+__all__ = ["AUTO_FLAT_NOISE", "ObjectivePerturbationClassifier", "objective_constants"]
 
 #: Noise, in weight units, that ``l2="auto"`` lets ``b / (n lambda)`` put on each
 #: coordinate, i.e. on the score of a unit-norm record along directions of no
@@ -169,28 +169,19 @@ _VARIANTS = ("auto", "cms11", "kst12")
 
 
 def _b_noise_multiplier(epsilon: float, delta: float, dim: int, loss: Loss) -> float:
-    """Per-coordinate rms of ``b`` in units of its sensitivity 2L, at the full epsilon."""
+    """Per-coordinate rms of ``b`` in units of its sensitivity 2L, at the full epsilon.
+
+    The ``m`` of the ``l2="auto"`` rule (:func:`~privml.linear.sensitivity.auto_l2`,
+    with ``tau`` = :data:`AUTO_FLAT_NOISE` for the noise of ``b``): the lambda at
+    which ``b / (n lambda)`` has rms ``tau`` per coordinate. Gaussian: the
+    calibration of :func:`~privml.linear.sensitivity.objective_gaussian_sigma`;
+    L2-Laplace: ``sqrt(p + 1) / epsilon``. Depends on (p, epsilon, delta) and
+    the loss's constants only; costs no privacy.
+    """
     if delta > 0:
         sensitivity = 2.0 * loss.lipschitz
         return objective_gaussian_sigma(epsilon, delta, loss.lipschitz, gradient_directions(loss)) / sensitivity
     return rms_noise_multiplier(epsilon, 0.0, dim)
-
-
-def auto_l2(n: int, dim: int, epsilon: float, delta: float, loss: Loss) -> float:
-    """The ``l2="auto"`` rule of objective perturbation, from public quantities only.
-
-    ``lambda = max(1/n, 2 L m / (n tau))``, with ``m`` the per-coordinate rms
-    of ``b`` in sensitivities at the full epsilon (Gaussian: the calibration
-    of :func:`~privml.linear.sensitivity.objective_gaussian_sigma`;
-    L2-Laplace: ``sqrt(p + 1)/epsilon``) and ``tau`` = :data:`AUTO_FLAT_NOISE`
-    for that noise:
-    the lambda at which ``b / (n lambda)`` has rms ``tau`` per coordinate
-    (:func:`~privml.linear.sensitivity.l2_for_noise`). Depends on
-    (n, p, epsilon, delta) and the loss's constants only; costs no privacy.
-    """
-    multiplier = _b_noise_multiplier(epsilon, delta, dim, loss)
-    target = AUTO_FLAT_NOISE["gaussian" if delta > 0 else "l2-laplace"]
-    return max(1.0 / n, l2_for_noise(loss.lipschitz, n, multiplier, target))
 
 
 def objective_constants(
@@ -230,7 +221,8 @@ class ObjectivePerturbationClassifier(PrivateLinearClassifier):
         0: epsilon-DP with L2-Laplace ``b``. In (0, 1): (epsilon, delta)-DP
         with Gaussian ``b`` (variant "kst12" only).
     l2 : "auto" or float, default "auto"
-        ``lambda > 0``; ``"auto"`` applies :func:`auto_l2` (public quantities
+        ``lambda > 0``; ``"auto"`` applies :func:`~privml.linear.sensitivity.auto_l2`
+        at the noise of ``b`` (:data:`AUTO_FLAT_NOISE`; public quantities
         only). ``Delta`` is added on top when lambda alone would let the
         Jacobian use more than half of epsilon.
     loss : {"logistic", "huber", "multinomial"}, default "logistic"
@@ -349,12 +341,13 @@ class ObjectivePerturbationClassifier(PrivateLinearClassifier):
         n, d = X.shape
         dim = loss.n_parameters(d)
         given = check_l2_setting(self.l2)
-        l2 = auto_l2(n, dim, epsilon, delta, loss) if given is None else given
-        constants = objective_constants(variant, epsilon, delta, n, l2, loss)
-        if constants.noise == "gaussian":
-            b = rng.normal(0.0, constants.noise_scale, size=dim)
+        if given is None:
+            target = AUTO_FLAT_NOISE["gaussian" if delta > 0 else "l2-laplace"]
+            l2 = auto_l2(n, loss.lipschitz, _b_noise_multiplier(epsilon, delta, dim, loss), target)
         else:
-            b = sample_l2_laplace(dim, constants.noise_scale, 1, rng)[0]
+            l2 = given
+        constants = objective_constants(variant, epsilon, delta, n, l2, loss)
+        b = sample_noise(constants.noise, constants.noise_scale, dim, rng)
         objective = RegularisedObjective(loss, X, y, l2, linear=b, extra_l2=constants.extra_l2)
         result = minimise_objective(objective, tol=tol, max_iter=max_iter)
         rule = f"auto: max(1/n, 2 L m / (n {AUTO_FLAT_NOISE[constants.noise]}))"

@@ -29,8 +29,10 @@ Objective perturbation (minimise ``J(w) + (1/n) b.w + (Delta/2)||w||^2``):
     ``g`` directions a record's gradient can take (:func:`gradient_directions`).
 
 Default regularisation: :func:`l2_for_noise` inverts :func:`erm_sensitivity`
-(the lambda at which the noise has a chosen size), the basis of the
-estimators' ``l2="auto"`` rules.
+(the lambda at which the noise has a chosen size), and :func:`auto_l2` is the
+one ``l2="auto"`` rule every estimator applies (output and objective
+perturbation, prediction sensitivity, Accuracy First), each with the noise
+of its own mechanism.
 
 References: CMS11 = Chaudhuri, Monteleoni, Sarwate (2011), "Differentially
 private empirical risk minimization", JMLR 12. KST12 = Kifer, Smith, Thakurta
@@ -51,6 +53,7 @@ from privml.losses import Loss, MarginLoss, MultinomialLogisticLoss
 
 __all__ = [
     "ObjectivePerturbationConstants",
+    "auto_l2",
     "cms11_constants",
     "erm_sensitivity",
     "gradient_directions",
@@ -212,6 +215,54 @@ def l2_for_noise(lipschitz: float, n: int, noise_multiplier: float, target: floa
     noise_multiplier = check_positive(noise_multiplier, "noise_multiplier")
     target = check_positive(target, "target")
     return 2.0 * lipschitz * noise_multiplier / (n * target)
+
+
+def auto_l2(n: int, lipschitz: float, noise_multiplier: float, target: float) -> float:
+    """The ``l2="auto"`` rule: ``lambda = max(1/n, 2 L m / (n tau))``, from public quantities only.
+
+    The lambda at which noise of ``m`` = ``noise_multiplier`` sensitivities
+    has size ``tau`` = ``target`` (:func:`l2_for_noise`, the inverse of the
+    sensitivity ``2L/(n lambda)`` of :func:`erm_sensitivity`), floored at
+    ``1/n``, scikit-learn's default regularisation, which it reaches as
+    epsilon grows. Larger lambda shrinks the noise but biases the model
+    towards 0; the balance point moves with the noise, i.e. with
+    ``1/(n epsilon)`` up to a delta-dependent factor.
+
+    Every estimator with an ``l2="auto"`` setting calls this rule, with the
+    noise of its own mechanism:
+
+    - :class:`~privml.linear.OutputPerturbationClassifier` (and Accuracy
+      First at its reference epsilon): ``m`` = :func:`rms_noise_multiplier`
+      of (epsilon, delta, p), ``tau`` = ``AUTO_SCORE_NOISE``;
+    - :class:`~privml.linear.ObjectivePerturbationClassifier`: ``m`` = the
+      rms of ``b`` per coordinate, ``tau`` = ``AUTO_FLAT_NOISE``;
+    - :class:`~privml.prediction.PredictionSensitivity`: ``m`` = the rms
+      noise per logit, ``tau`` = ``AUTO_LOGIT_NOISE``.
+
+    Parameters
+    ----------
+    n : int
+        Number of training records (public).
+    lipschitz : float
+        ``L`` of the loss.
+    noise_multiplier : float
+        Root-mean-square noise per coordinate in units of the L2 sensitivity.
+    target : float
+        The wanted root-mean-square noise per coordinate.
+
+    Returns
+    -------
+    float
+        lambda. Costs no privacy: every argument is public.
+
+    Examples
+    --------
+    >>> auto_l2(1000, 1.0, 2.0, 0.25)
+    0.016
+    >>> auto_l2(1000, 1.0, 0.01, 0.25)  # little noise: the 1/n floor
+    0.001
+    """
+    return max(1.0 / check_count(n, "n"), l2_for_noise(lipschitz, n, noise_multiplier, target))
 
 
 def rms_noise_multiplier(epsilon: float, delta: float, dim: int) -> float:

@@ -48,7 +48,7 @@ NOISE_DISTRIBUTIONS: tuple[str, ...] = ("gaussian", "laplace", "l2-laplace")
 
 
 def sample_noise(
-    distribution: NoiseDistribution,
+    distribution: NoiseDistribution | str,
     scale: float | ArrayLike,
     shape: int | tuple[int, ...],
     rng: RandomState,
@@ -65,8 +65,8 @@ def sample_noise(
         Standard deviation (Gaussian), Laplace scale ``b`` (Laplace), or the
         scale ``b`` of the density ``exp(-||z|| / b)`` (L2-Laplace), > 0.
         The per-coordinate distributions also accept an array of scales
-        broadcastable to the output (e.g. a sigma per coordinate block);
-        L2-Laplace needs one scale.
+        broadcastable to the output (e.g. a sigma per coordinate block, 0
+        for a block of sensitivity 0); L2-Laplace needs one scale.
     shape : int or tuple of int
         Shape of one release. For L2-Laplace the whole release is one vector
         (a matrix is its flattening, e.g. ``vec(W)``); ``()`` is a scalar.
@@ -108,8 +108,9 @@ def sample_noise(
         scales: float | np.ndarray = check_positive(scale, "scale")
     else:
         scales = np.asarray(scale, dtype=np.float64)
-        if not (np.all(np.isfinite(scales)) and np.all(scales > 0)):
-            raise ValueError("scale must be finite and > 0 everywhere")
+        # An entry may be 0: a block whose sensitivity is 0 needs no noise.
+        if not (np.all(np.isfinite(scales)) and np.all(scales >= 0) and np.any(scales > 0)):
+            raise ValueError("scale must be finite, >= 0 everywhere and > 0 somewhere")
     if distribution == "gaussian":
         return gen.normal(0.0, scales, size=full)
     return gen.laplace(0.0, scales, size=full)

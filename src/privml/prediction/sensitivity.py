@@ -38,21 +38,21 @@ from privml.guarantee import PrivacyGuarantee
 from privml.ledger import BudgetLedger
 from privml.linear.base import make_loss
 from privml.linear.nonprivate import NonPrivateClassifier
-from privml.linear.sensitivity import erm_sensitivity, l2_for_noise, rms_noise_multiplier
+from privml.linear.sensitivity import auto_l2, erm_sensitivity, rms_noise_multiplier
 from privml.linear.solvers import DEFAULT_MAX_ITER, DEFAULT_TOL, check_l2_setting, check_solver_settings
-from privml.mechanisms.l2_laplace import sample_l2_laplace
+from privml.mechanisms import sample_noise
 from privml.neighbouring import Neighbouring
 from privml.prediction._base import BudgetedPredictor, check_ledger
 from privml.prediction.calibration import PredictionNoise, calibrate_prediction_noise
 
-__all__ = ["AUTO_LOGIT_NOISE", "PredictionSensitivity", "auto_l2", "logit_sensitivity"]
+__all__ = ["AUTO_LOGIT_NOISE", "PredictionSensitivity", "logit_sensitivity"]
 
-#: Root-mean-square noise on one logit that ``l2="auto"`` aims for (see
-#: :func:`auto_l2`). On a validation split of MNIST's training set (50,000 /
-#: 10,000; benchmarks/prediction.py, never test data), the lambda chosen from
-#: a grid put rms noise 0.19-0.22 on each logit in every configuration
-#: (epsilon = 1, delta in {0, 1e-5}, B <= 100, Laplace or Gaussian) that beat
-#: chance by a wide margin.
+#: Root-mean-square noise on one logit that ``l2="auto"`` aims for (the ``tau``
+#: of :func:`~privml.linear.sensitivity.auto_l2`). On a validation split of
+#: MNIST's training set (50,000 / 10,000; benchmarks/prediction.py, never
+#: test data), the lambda chosen from a grid put rms noise 0.19-0.22 on each
+#: logit in every configuration (epsilon = 1, delta in {0, 1e-5}, B <= 100,
+#: Laplace or Gaussian) that beat chance by a wide margin.
 AUTO_LOGIT_NOISE = 0.2
 
 
@@ -93,41 +93,17 @@ def logit_sensitivity(lipschitz: float, n: int, l2: float, *, grad_tol: float = 
 
 
 def _rms_noise_multiplier(noise: PredictionNoise, n_outputs: int) -> float:
-    """Root-mean-square noise per logit, in units of the sensitivity."""
+    """Root-mean-square noise per logit, in units of the sensitivity.
+
+    The ``m`` of the ``l2="auto"`` rule (:func:`~privml.linear.sensitivity.auto_l2`
+    with ``tau`` = :data:`AUTO_LOGIT_NOISE`): the lambda at which each logit gets
+    noise of rms ``tau``. Larger lambda shrinks the noise but also the logits.
+    A function of (k, epsilon, delta, B) only, all public.
+    """
     if noise.distribution == "gaussian":
         return noise.noise_multiplier
     # L2-Laplace with scale b = Delta / eps_q in dimension p: rms_noise_multiplier's formula.
     return rms_noise_multiplier(1.0 / noise.noise_multiplier, 0.0, n_outputs)
-
-
-def auto_l2(n: int, n_outputs: int, noise: PredictionNoise, lipschitz: float) -> float:
-    """The ``l2="auto"`` rule of prediction sensitivity, from public quantities only.
-
-    ``lambda = max(1/n, 2 L m / (n tau))``, where ``m`` is the per-logit rms
-    noise in units of the sensitivity and ``tau`` = :data:`AUTO_LOGIT_NOISE`:
-    the lambda at which each logit gets noise of rms ``tau``
-    (:func:`~privml.linear.sensitivity.l2_for_noise`, the inverse of the
-    sensitivity ``2L/(n lambda)``). Larger lambda shrinks the noise but also
-    the logits; the floor ``1/n`` is scikit-learn's default regularisation.
-
-    Parameters
-    ----------
-    n : int
-        Training set size.
-    n_outputs : int
-        Logits per answer (1 for two classes, k otherwise).
-    noise : PredictionNoise
-        The per-query calibration.
-    lipschitz : float
-        ``L`` of the loss.
-
-    Returns
-    -------
-    float
-        lambda; costs no privacy, since (n, k, epsilon, delta, B, L) are public.
-    """
-    multiplier = _rms_noise_multiplier(noise, n_outputs)
-    return max(1.0 / n, l2_for_noise(lipschitz, n, multiplier, AUTO_LOGIT_NOISE))
 
 
 class PredictionSensitivity(BudgetedPredictor):
@@ -143,7 +119,9 @@ class PredictionSensitivity(BudgetedPredictor):
     budget : int
         B, the number of answers (rows) ever released; answer B + 1 is refused.
     l2 : "auto" or float, default "auto"
-        lambda of the non-private model; ``"auto"`` applies :func:`auto_l2`.
+        lambda of the non-private model; ``"auto"`` applies
+        :func:`~privml.linear.sensitivity.auto_l2` at the per-logit noise
+        (:data:`AUTO_LOGIT_NOISE`).
     loss : {"logistic", "huber", "multinomial"}, default "logistic"
         As :class:`~privml.linear.NonPrivateClassifier` (more than two
         classes always use the multinomial logistic loss, ``L = sqrt(2)``).
@@ -277,7 +255,7 @@ class PredictionSensitivity(BudgetedPredictor):
         loss = make_loss(classes.size, self.loss, huber_width=self.huber_width)
         n_outputs = 1 if classes.size == 2 else classes.size
         if self.l2 == "auto":
-            l2 = auto_l2(X.shape[0], n_outputs, noise, loss.lipschitz)
+            l2 = auto_l2(X.shape[0], loss.lipschitz, _rms_noise_multiplier(noise, n_outputs), AUTO_LOGIT_NOISE)
         else:
             l2 = check_positive(self.l2, "l2")
         model = NonPrivateClassifier(
@@ -374,11 +352,9 @@ class PredictionSensitivity(BudgetedPredictor):
     # --------------------------------------------------------------- answers
     def _noise(self, shape: tuple[int, ...]) -> np.ndarray:
         """Fresh noise for ``shape[0]`` answers of ``shape[1:]`` logits each."""
-        scale = self.fit_info_["noise_scale"]
-        if self.noise_.distribution == "gaussian":
-            return self._rng.normal(0.0, scale, size=shape)
-        dim = 1 if len(shape) == 1 else shape[1]
-        return sample_l2_laplace(dim, scale, shape[0], self._rng).reshape(shape)
+        # One release per answer: L2-Laplace noise is one vector over an answer's logits.
+        return sample_noise(self.noise_.distribution, self.fit_info_["noise_scale"], shape[1:], self._rng,
+                            size=shape[0])
 
     def decision_function(self, X: Any, *, key: str | None = None) -> np.ndarray:
         """Noisy logits, one private answer per row: shape (n,) for two classes, else (n, k).

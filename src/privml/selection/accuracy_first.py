@@ -61,8 +61,8 @@ from privml._validation import (
 )
 from privml.guarantee import PrivacyGuarantee
 from privml.linear.base import PrivateLinearClassifier, make_loss
-from privml.linear.output_perturbation import auto_l2
-from privml.linear.sensitivity import erm_sensitivity
+from privml.linear.output_perturbation import AUTO_SCORE_NOISE
+from privml.linear.sensitivity import auto_l2, erm_sensitivity, rms_noise_multiplier
 from privml.linear.solvers import (
     DEFAULT_MAX_ITER,
     DEFAULT_TOL,
@@ -427,7 +427,8 @@ class AccuracyFirstClassifier(PrivateLinearClassifier):
         ``4 / (n_val at_epsilon)``, at a few to 50 percent more epsilon.
     l2 : "auto" or float, default "auto"
         ``lambda``, one value for the whole search (the minimiser is shared).
-        ``"auto"``: :func:`~privml.linear.output_perturbation.auto_l2` at
+        ``"auto"``: output perturbation's rule (:func:`~privml.linear.sensitivity.auto_l2`
+        at :data:`~privml.linear.output_perturbation.AUTO_SCORE_NOISE`) at
         :func:`reference_epsilon` of ``(epsilon_min, epsilon_max)`` (public quantities only).
     loss, huber_width, classes, tol, max_iter
         As :class:`~privml.linear.output_perturbation.OutputPerturbationClassifier`.
@@ -570,7 +571,7 @@ class AccuracyFirstClassifier(PrivateLinearClassifier):
         given = check_l2_setting(self.l2)
         if given is None:
             reference = reference_epsilon(float(self.epsilon_min), float(self.epsilon_max))
-            l2 = auto_l2(n_train, dim, reference, delta, loss.lipschitz)
+            l2 = auto_l2(n_train, loss.lipschitz, rms_noise_multiplier(reference, delta, dim), AUTO_SCORE_NOISE)
         else:
             l2 = given
         objective = RegularisedObjective(loss, X_train, y_train, l2)
