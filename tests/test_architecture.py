@@ -102,3 +102,37 @@ def test_the_checker_sees_a_planted_violation(tmp_path, monkeypatch, contract) -
     monkeypatch.setitem(MODULES, "privml.accounting.bad", planted)
     with pytest.raises(AssertionError):
         contract()
+
+
+def test_private_selection_never_imports_the_study() -> None:
+    # The study calls privml.selection (Liu-Talwar random stopping), never the reverse.
+    assert _violations(_within("privml.selection"), ("privml.study", "privml.cli")) == []
+
+
+#: numpy Generator methods that draw privacy noise (uniform coins, permutations and integers are not noise)
+NOISE_SAMPLERS = {"normal", "standard_normal", "laplace", "gamma", "standard_gamma", "exponential",
+                  "standard_exponential", "gumbel"}
+#: where a noise sampler may be called: the mechanisms, torch's device-side sampler (its own module), the
+#: auditing tools (canaries and probe inputs, not privacy noise) and the deliberately broken negative controls
+NOISE_HOMES = ("privml.mechanisms", "privml.torch", "privml.audit", "privml.testing")
+
+
+def _noise_draws(name: str, path: Path) -> list[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    return [f"{name}:{node.lineno} calls .{node.func.attr}()" for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.attr in NOISE_SAMPLERS
+            and not (isinstance(node.func.value, ast.Name) and node.func.value.id in {"math", "special", "stats"})]
+
+
+def test_every_noise_draw_goes_through_the_mechanisms() -> None:
+    # Issue 17: noise is drawn in privml.mechanisms (sample_noise and the mechanism classes), once.
+    found = [hit for name, path in MODULES.items() if not _within(*NOISE_HOMES)(name)
+             for hit in _noise_draws(name, path)]
+    assert found == []
+
+
+def test_the_noise_check_sees_a_planted_draw(tmp_path) -> None:
+    planted = tmp_path / "bad.py"
+    planted.write_text("def f(rng, w):\n    return w + rng.normal(0.0, 1.0, size=w.shape)\n")
+    assert _noise_draws("privml.linear.bad", planted) == ["privml.linear.bad:2 calls .normal()"]

@@ -1,12 +1,11 @@
 from __future__ import annotations
 
-import math
-
 import pytest
 
-from privml.study.methods import get_method
+from privml.selection import RandomStopping
+from privml.study.methods import Method, get_method
 from privml.study.prepare import prepare
-from privml.study.selection import grid_for, private_candidate_budget, select_and_run
+from privml.study.selection import grid_for, select_and_run
 from privml.study.spec import Selection
 
 
@@ -22,21 +21,15 @@ def test_grid_skips_hyper_parameters_fixed_by_the_point():
     assert grid_for(method, {"l2": 0.5}, selection) == []
 
 
-@pytest.mark.parametrize(("epsilon", "delta", "gamma"), [(1.0, 0.0, 0.2), (1.0, 1e-5, 0.2), (0.3, 1e-6, 0.5)])
-def test_private_selection_budget_totals_the_target(epsilon, delta, gamma):
-    eps1, delta1, cap = private_candidate_budget(epsilon, delta, gamma)
-    # Liu & Talwar (2019), Thm 3.4: (3 eps1 + 3 sqrt(2 delta1), sqrt(2 delta1) T / gamma + delta2).
-    assert 3 * eps1 + 3 * math.sqrt(2 * delta1) == pytest.approx(epsilon, rel=1e-12)
-    if delta == 0:
-        assert (delta1, cap) == (0.0, None)
-    else:
-        assert math.sqrt(2 * delta1) * cap / gamma + delta / 2 == pytest.approx(delta, rel=1e-12)
-        assert cap >= math.log(2 / delta) / gamma
+def test_private_selection_refuses_a_vanishing_budget_before_any_candidate_trains(digits, monkeypatch):
+    def fit(*args, **kwargs):
+        raise AssertionError("a candidate trained")
 
-
-def test_private_selection_refuses_a_vanishing_budget():
+    monkeypatch.setattr(Method, "fit", fit)
+    selection = Selection(mode="private", grids={"output": {"l2": (1e-3, 1e-1)}})
     with pytest.raises(ValueError, match="too small for a private selection"):
-        private_candidate_budget(1e-9, 1e-5, 0.2)
+        select_and_run(get_method("output"), digits, {"epsilon": 1e-9, "delta": 1e-5, "l2": None}, seed=0,
+                       selection=selection)
 
 
 def test_validation_mode_picks_on_validation_and_says_it_leaks(digits):
@@ -57,6 +50,9 @@ def test_private_mode_charges_the_selection(digits):
     # Reported guarantee is the whole selection (3 eps1 = epsilon), each candidate ran at epsilon / 3.
     assert out.result.epsilon == pytest.approx(2.0)
     assert out.result.info["candidate_epsilon"] == pytest.approx(2.0 / 3)
+    stopping = RandomStopping(2.0, 0.0, stop_probability=0.5)
+    assert (out.result.epsilon, out.result.delta) == (stopping.privacy.epsilon, stopping.privacy.delta)
+    assert out.result.info["neighbouring"] == "replace-one"
     assert out.result.info["runs"] >= 1
     # Only the released candidate (the best) and its noisy score are kept: the theorem covers nothing else.
     assert out.candidates == [{"params": out.chosen, "score": out.candidates[0]["score"]}]
@@ -77,3 +73,11 @@ def test_private_prediction_falls_back_to_public_defaults_in_private_mode(digits
                          {"epsilon": 1.0, "delta": 0.0, "budget": 10, "l2": None}, seed=0,
                          selection=Selection(mode="private"))
     assert out.mode == "public" and "public defaults" in out.note
+
+
+@pytest.mark.parametrize(("relation", "expected"), [("replace-one", "replace-one"), ("mixed", "add/remove-one")])
+def test_private_selection_is_stated_under_the_candidates_relation(digits, relation, expected):
+    selection = Selection(mode="private", stop_probability=1.0, grids={"dpsgd": {"clip_norm": (0.1, 1.0)}})
+    out = select_and_run(get_method("dpsgd"), digits, {"epsilon": 2.0, "delta": 1e-5, "neighbouring": relation},
+                         seed=0, selection=selection)
+    assert out.result.info["neighbouring"] == expected and out.result.info["runs"] == 1

@@ -1,4 +1,5 @@
-"""Choosing the privacy level from an accuracy target: Accuracy First.
+"""Private selection: the privacy level from an accuracy target (Accuracy First), and
+hyper-parameters from private candidates (Liu and Talwar's random stopping).
 
 Ligett, Neel, Roth, Waggoner and Wu (2017), "Accuracy First: Selecting a
 Differential Privacy Level for Accuracy-Constrained ERM" (NeurIPS; Neel's
@@ -6,6 +7,11 @@ slides in the seed documents). Instead of fixing epsilon and hoping the model
 is accurate enough, fix the accuracy and find, privately, the smallest epsilon
 that reaches it; the privacy paid depends on where the search stops (ex-post
 privacy).
+
+Liu and Talwar (2019), "Private selection from private candidates" (STOC):
+run a private candidate algorithm (train and score one hyper-parameter
+setting) again and again, stop at random, release only the best; the total
+cost is about three times one candidate's (:class:`RandomStopping`).
 
 =====================================  =============================================================
 module                                 what
@@ -18,9 +24,12 @@ module                                 what
 :mod:`.doubling`                       the doubling baseline (independent models at eps_0 2^k)
 :mod:`.utility_bound`                  the a-priori epsilon from output perturbation's worst-case bound
 :mod:`.plotting`                       :func:`plot_trace` (needs matplotlib)
+:mod:`.random_stopping`                :class:`RandomStopping`: the best of private candidates
+                                       (Liu and Talwar 2019), with its guarantee
 =====================================  =============================================================
 
-Every guarantee is stated for **replace-one** neighbours.
+Accuracy First's guarantees are stated for **replace-one** neighbours; a
+random-stopping selection's for the relation its candidates are private under.
 """
 
 from privml.selection.accuracy_first import (
@@ -39,6 +48,7 @@ from privml.selection.noise_reduction import (
     gaussian_noise_reduction,
     laplace_noise_reduction,
 )
+from privml.selection.random_stopping import RandomStopping, RandomStoppingOutcome
 from privml.selection.utility_bound import apriori_epsilon_excess_risk
 
 __all__ = [
@@ -49,6 +59,8 @@ __all__ = [
     "IATStep",
     "InteractiveAboveThreshold",
     "NoiseReductionChain",
+    "RandomStopping",
+    "RandomStoppingOutcome",
     "Release",
     "SelectionResult",
     "SelectionStep",

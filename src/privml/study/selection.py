@@ -10,28 +10,21 @@ Three modes (:class:`privml.study.spec.Selection`), recorded with every run:
     ignores it; privml labels every such result ``leaky``).
 ``private`` (honest)
     Liu & Talwar (2019), "Private selection from private candidates",
-    random stopping (their Theorem 3.4; Papernot & Steinke 2022 generalise
-    it). One candidate run Q draws a grid point uniformly, trains on the
-    training part with (eps1, delta1) and scores on the validation part,
-    releasing ``accuracy + Lap(1 / (n_val eps1))``. The two parts are a
+    random stopping (:class:`privml.selection.RandomStopping`, which states
+    the theorem, solves for the per-candidate budget (eps1, delta1) that
+    totals the target (epsilon, delta), runs the candidates and returns the
+    guarantee). One candidate run Q draws a grid point uniformly, trains on
+    the training part with (eps1, delta1) and scores on the validation part,
+    releasing ``accuracy + Lap(1 / (n_val eps1))``
+    (:class:`privml.mechanisms.LaplaceMechanism`: replace-one changes the
+    count of correct validation answers by at most 1). The two parts are a
     data-independent split by index, so under replace-one (and add/remove)
     neighbours a changed record lies in one part only and Q is
-    (eps1, delta1)-DP by parallel composition. Q is repeated, keeping the
-    best score, and stops after each run with probability gamma. For
-    ``delta = 0`` the selection is ``3 eps1``-DP (uncapped); for
-    ``delta > 0`` it is capped at ``T = ceil(ln(1/delta2) / gamma)`` runs and
-    is ``(3 eps1 + 3 sqrt(2 delta1), sqrt(2 delta1) T / gamma + delta2)``-DP.
-    (Statements of the theorem differ on the ``1 / gamma`` in the delta
-    term; privml charges the larger form, so the charge is valid under
-    either, at the price of a smaller ``delta1``: at epsilon = 1, delta = 1e-5
-    and the default gamma = 0.2 (T = 62), delta1 = 1.3e-16 instead of
-    3.3e-15, and the candidates' analytic-Gaussian noise grows by 5.8%.)
-    privml solves for (eps1, delta1) so the total is the target (eps, delta):
-    ``delta2 = delta / 2``, ``sqrt(2 delta1) T / gamma = delta / 2``. The
-    released model is the chosen candidate itself (trained without the
-    validation part; refitting would cost more privacy). Private prediction
-    methods have no candidate model to release, so they fall back to the
-    public defaults in this mode, and say so.
+    (eps1, delta1)-DP by parallel composition. The released model is the
+    chosen candidate itself (trained without the validation part; refitting
+    would cost more privacy). Private prediction methods have no candidate
+    model to release, so they fall back to the public defaults in this mode,
+    and say so.
 ``public``
     No tuning: each estimator's defaults, computed from public quantities
     only (e.g. ``l2="auto"``). Costs nothing, leaks nothing.
@@ -40,18 +33,17 @@ Three modes (:class:`privml.study.spec.Selection`), recorded with every run:
 from __future__ import annotations
 
 import itertools
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from privml.study.methods import Method, RunResult
+from privml.mechanisms import LaplaceMechanism
+from privml.neighbouring import Neighbouring
+from privml.selection.random_stopping import RandomStopping
+from privml.study.methods import Fitted, Method, RunResult
 from privml.study.prepare import StudyData
 from privml.study.spec import Selection
-
-#: Refuse a private selection whose per-candidate epsilon would be this small (nothing useful is left).
-_MIN_CANDIDATE_EPSILON = 1e-6
 
 
 @dataclass(frozen=True)
@@ -96,28 +88,6 @@ def grid_for(method: Method, params: dict[str, Any], selection: Selection) -> li
         return []
     names = sorted(grid)
     return [dict(zip(names, combo)) for combo in itertools.product(*(grid[n] for n in names))]
-
-
-def private_candidate_budget(epsilon: float, delta: float, gamma: float) -> tuple[float, float, int | None]:
-    """Per-candidate (eps1, delta1) and cap T for a random-stopping selection totalling (epsilon, delta).
-
-    Liu & Talwar (2019), Theorem 3.4; see the module docstring. ``T`` is
-    ``None`` for ``delta = 0`` (uncapped, pure 3 eps1).
-
-    Raises
-    ------
-    ValueError
-        If nothing of epsilon is left for the candidates.
-    """
-    if delta == 0:
-        return epsilon / 3.0, 0.0, None
-    delta2 = delta / 2.0
-    cap = math.ceil(math.log(1.0 / delta2) / gamma)
-    delta1 = (delta / 2.0 * gamma / cap) ** 2 / 2.0
-    eps1 = (epsilon - 3.0 * math.sqrt(2.0 * delta1)) / 3.0
-    if eps1 < _MIN_CANDIDATE_EPSILON:
-        raise ValueError(f"epsilon = {epsilon:g} is too small for a private selection at delta = {delta:g}")
-    return eps1, delta1, cap
 
 
 def select_and_run(
@@ -193,41 +163,56 @@ def _private(
     method: Method, data: StudyData, params: dict[str, Any], grid: list[dict[str, Any]],
     train: np.ndarray, val: np.ndarray, rng: np.random.Generator, gamma: float,
 ) -> Selected:
-    epsilon, delta = float(params["epsilon"]), float(params["delta"])
-    eps1, delta1, cap = private_candidate_budget(epsilon, delta, gamma)
-    n_val = val.size
-    best: tuple[float, dict[str, Any], Any, int] | None = None
-    runs = 0
+    relation = _candidate_relation(method, params)
+    # Every parameter is checked here, before any candidate trains.
+    selection = RandomStopping(float(params["epsilon"]), float(params["delta"]), stop_probability=gamma,
+                               neighbouring=relation)
+    eps1, delta1 = selection.candidate_epsilon, selection.candidate_delta
+    X_fit, y_fit, X_val, y_val = data.X_train[train], data.y_train[train], data.X_train[val], data.y_train[val]
+    # Replace-one changes the count of correct validation answers by at most 1.
+    score_sensitivity = 1.0 / val.size
     train_seconds = 0.0
-    while True:
-        runs += 1
-        candidate = grid[int(rng.integers(len(grid)))]
-        fitted = method.fit(data.X_train[train], data.y_train[train], params={**params, **candidate,
-                            "epsilon": eps1, "delta": delta1}, n_classes=data.n_classes,
-                            seed=int(rng.integers(2**31)), image_shape=data.image_shape)
+
+    def candidate(rng: np.random.Generator) -> tuple[float, tuple[dict[str, Any], Fitted]]:
+        nonlocal train_seconds
+        chosen = grid[int(rng.integers(len(grid)))]
+        fitted = method.fit(X_fit, y_fit, params={**params, **chosen, "epsilon": eps1, "delta": delta1},
+                            n_classes=data.n_classes, seed=int(rng.integers(2**31)), image_shape=data.image_shape)
+        if fitted.info.get("neighbouring") != relation.value:
+            raise RuntimeError(f"{method.name} trained under {fitted.info.get('neighbouring')} neighbours, "
+                               f"but its private selection is stated under {relation.value}")
         train_seconds += fitted.train_seconds
-        accuracy, _ = method.evaluate(fitted, data.X_train[val], data.y_train[val])
-        # Replace-one changes the count of correct validation answers by at most 1.
-        score = accuracy + rng.laplace(scale=1.0 / (n_val * eps1))
-        if best is None or score > best[0]:
-            best = (float(score), candidate, fitted, runs)
-        if rng.random() < gamma or (cap is not None and runs >= cap):
-            break
-    best_score, chosen, fitted, _ = best
+        accuracy, _ = method.evaluate(fitted, X_val, y_val)
+        noisy = LaplaceMechanism(epsilon=eps1, sensitivity=score_sensitivity, neighbouring=relation,
+                                 random_state=rng).randomise(accuracy)
+        return float(noisy), (chosen, fitted)
+
+    outcome = selection.run(candidate, rng)
+    chosen, fitted = outcome.output
     # Random stopping releases the best candidate (and its noisy score) only: the
-    # others' scores are outside the theorem (Liu & Talwar 2019, Thm 3.4), so they
-    # are dropped here and never reach the study store. The number of runs depends
-    # on the coin flips alone, not on the data.
-    candidates = [{"params": chosen, "score": best_score}]
+    # others' scores are outside the theorem, so they never reach the study store.
+    # The number of runs depends on the coin flips alone, not on the data.
+    candidates = [{"params": chosen, "score": outcome.score}]
     accuracy, predict_seconds = method.evaluate(fitted, data.X_test, data.y_test)
-    total_epsilon = 3.0 * eps1 + 3.0 * math.sqrt(2.0 * delta1)
-    total_delta = 0.0 if cap is None else math.sqrt(2.0 * delta1) * cap / gamma + delta / 2.0
-    result = RunResult(accuracy=accuracy, epsilon=total_epsilon, delta=total_delta, train_seconds=train_seconds,
-                       predict_seconds=predict_seconds,
+    runs, guarantee = outcome.runs, outcome.privacy
+    result = RunResult(accuracy=accuracy, epsilon=guarantee.epsilon, delta=guarantee.delta,
+                       train_seconds=train_seconds, predict_seconds=predict_seconds,
                        info={**fitted.info, "candidate_epsilon": eps1, "candidate_delta": delta1, "runs": runs})
     return Selected(result=result, mode="private", chosen=chosen, candidates=candidates,
                     note=f"Liu-Talwar random stopping (gamma = {gamma:g}, {runs} candidate runs at "
                          f"eps1 = {eps1:.4g}, delta1 = {delta1:.3g}); cost charged in epsilon, delta")
+
+
+def _candidate_relation(method: Method, params: dict[str, Any]) -> Neighbouring:
+    """The relation a method's candidates are private under at this point (checked after each fit).
+
+    Methods whose accounting follows the study's relation (``neighbouring``
+    in :attr:`Method.uses`, i.e. DP-SGD) are add/remove-one unless the point
+    says replace-one; every other private method is analysed under replace-one.
+    """
+    if "neighbouring" in method.uses and params.get("neighbouring", "replace-one") != "replace-one":
+        return Neighbouring.ADD_REMOVE_ONE
+    return Neighbouring.REPLACE_ONE
 
 
 def _split(n: int, fraction: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
