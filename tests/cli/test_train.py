@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from privml.data import load_dataset
+from privml.io import read_model_file
 from tests.cli_runner import run, run_json
 
 KEYS = {"method", "dataset", "n_train", "n_test", "test_accuracy", "epsilon", "delta", "neighbouring"}
@@ -91,10 +92,18 @@ def test_show_nonprivate_prints_diagnostics_with_a_warning(capsys, tmp_path):
 
 
 def test_options_a_method_cannot_use_are_errors(capsys):
-    code, _, err = run(capsys, "train", "--method", "dpcd", "--dataset", "digits", "--epsilon", "1", "--l2", "0.5")
-    assert code == 2 and "--l2 does not apply to --method dpcd" in err
     code, _, err = run(capsys, "train", "--method", "nonprivate", "--dataset", "digits", "--epsilon", "1")
     assert code == 2 and "--epsilon does not apply" in err
+
+
+def test_dpcd_uses_the_l2_it_is_given(capsys, tmp_path):
+    # DP-CD's ridge strength is l2 like every other method's (it was alpha, and --l2 was refused).
+    out = tmp_path / "dpcd.npz"
+    code, _, err = run(capsys, "train", "--method", "dpcd", "--dataset", "digits", "--epsilon", "1", "--l2", "0.5",
+                       "--max-train", "300", "--seed", "0", "--out", str(out))
+    assert code == 0, err
+    _, metadata = read_model_file(out)
+    assert metadata["params"]["l2"] == 0.5 and metadata["fit_info"]["l2"] == 0.5
 
 
 def test_inferred_classes_warn_on_stderr(capsys, tmp_path):
