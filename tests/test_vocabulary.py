@@ -107,6 +107,10 @@ def test_classes_read_from_the_labels_warn_and_real_targets_are_refused() -> Non
     with pytest.warns(PrivacyLeakWarning, match="read from the labels"):
         classes, codes = fit_classes(np.array([2.0, 0.0, 2.0]), None, owner="M")
     assert classes.tolist() == [0, 2] and codes.tolist() == [1, 0, 1]
+    with pytest.warns(PrivacyLeakWarning):  # classes read from labels keep the labels' dtype
+        assert fit_classes(np.array([True, False]), None, owner="M")[0].tolist() == [False, True]
+        X, y = _data()
+        assert set(NonPrivateClassifier().fit(X, y > 0).predict(X)) <= {False, True}
     with pytest.raises(ValueError, match="Unknown label type: continuous"):
         fit_classes(np.array([0.5, 1.5]), None, owner="M")
     # Given as public classes, the same values are labels.

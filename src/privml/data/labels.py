@@ -194,6 +194,10 @@ def fit_classes(
             "a classifier needs labels, passed with their public class set as classes=..."
         )
     (codes,), found = encode_labels([y], classes, what=owner, stacklevel=stacklevel + 1)
+    if classes is None and y.dtype.kind in "biuf":
+        # Classes read from numeric or boolean labels keep the labels' dtype (as np.unique(y)
+        # would), so predictions compare equal to them; label_key spells booleans "False"/"True".
+        return (np.array([c == "True" for c in found]) if y.dtype.kind == "b" else np.asarray(found, y.dtype)), codes
     return np.asarray(found), codes
 
 
