@@ -54,8 +54,11 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
     epochs, batch_size, learning_rate, momentum, clip_norm:
         DP-SGD hyper-parameters (defaults of Tramer and Boneh 2021 for MNIST);
         ``batch_size`` is the *expected* Poisson batch size, capped at n.
-    noise_multiplier, accountant, mode, max_physical_batch_size, secure_noise:
+    noise_multiplier, accountant, mode, secure_noise:
         As in :class:`~privml.torch.DPSGD`.
+    max_physical_batch_size:
+        As in :class:`~privml.torch.DPSGD`; ``"auto"`` (default) is 256 on the
+        CPU (memory) and the whole logical batch on a GPU (speed).
     neighbouring, sampling, replace_one_bound:
         As in :class:`~privml.torch.DPSGD`: ``"add/remove-one"`` (default) or
         ``"replace-one"``; ``"poisson"`` (default) or ``"fixed-size"``
@@ -126,7 +129,7 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         sampling: str = "poisson",
         replace_one_bound: str = "tight",
         mode: str = "auto",
-        max_physical_batch_size: int | None = 256,
+        max_physical_batch_size: int | str | None = "auto",
         secure_noise: bool = False,
         device: str = "auto",
         precision: str = "fp32",
@@ -191,6 +194,11 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         """The device to use, checked before any computation (a missing GPU is an error, not a fallback)."""
         return resolve_device(self.device)
 
+    def _physical_batch(self, device: torch.device) -> int | None:
+        if self.max_physical_batch_size == "auto":
+            return 256 if device.type == "cpu" else None
+        return self.max_physical_batch_size  # type: ignore[return-value]  # the engine validates it
+
     def _threads(self) -> Any:
         return _ThreadLimit(self.threads)
 
@@ -234,7 +242,7 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
                     sampling=self.sampling,
                     replace_one_bound=self.replace_one_bound,
                     mode=self.mode,  # type: ignore[arg-type]
-                    max_physical_batch_size=self.max_physical_batch_size,
+                    max_physical_batch_size=self._physical_batch(device),
                     secure_noise=self.secure_noise,
                     seed=seed,
                     precision=self.precision,

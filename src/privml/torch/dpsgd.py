@@ -447,7 +447,7 @@ class DPSGD:
         The norms are private (a diagnostic for tests inside the trust
         boundary); the sum has sensitivity C under add/remove-one neighbours.
         """
-        sums = {name: torch.zeros_like(p) for name, p in self._params}
+        sums: dict[str, torch.Tensor] | None = None
         norms = []
         parts = micro_batches(torch.arange(x.shape[0], device=x.device), self.max_physical_batch_size)
         for part in parts:
@@ -458,9 +458,14 @@ class DPSGD:
                     partial, n = ghost_clipped_sum(self.module, self.loss_fn, xb, yb, self.clip_norm, self._ghost)
                 else:
                     partial, n = vmap_clipped_sum(self.module, self.loss_fn, xb, yb, self.clip_norm)
-            for name in sums:
-                sums[name] += partial[name].detach()
+            if sums is None:  # the first micro-batch's sums are fresh tensors: accumulate into them
+                sums = {name: partial[name].detach() for name, _ in self._params}
+            else:
+                for name in sums:
+                    sums[name] += partial[name].detach()
             norms.append(n.detach())
+        if sums is None:  # an empty batch
+            sums = {name: torch.zeros_like(p) for name, p in self._params}
         return sums, torch.cat(norms) if norms else torch.zeros(0, device=self.device)
 
     def _autocast(self) -> Any:
@@ -484,15 +489,32 @@ class DPSGD:
         added once, by rank 0 (see :mod:`privml.torch.distributed`).
         """
         sums, _ = self.clipped_sum(x, y)
+        tensors = [sums[name] for name, _ in self._params]
         if self.rank == 0:
-            for name, p in self._params:
-                sums[name] += self._noise.normal(p.shape, self.noise_std, dtype=p.dtype)
+            torch._foreach_add_(tensors, self._draw_noise())
         if self.distributed:
             import torch.distributed as dist
 
-            for name, _ in self._params:
-                dist.all_reduce(sums[name], op=dist.ReduceOp.SUM)
-        return {name: value / self.expected_batch_size for name, value in sums.items()}
+            for tensor in tensors:
+                dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
+        torch._foreach_div_(tensors, self.expected_batch_size)
+        return sums
+
+    def _draw_noise(self) -> list[torch.Tensor]:
+        """N(0, s^2 C^2) for every coordinate of every trained parameter: one draw per dtype, split into shapes.
+
+        One kernel instead of one per parameter tensor (a step of a small
+        model on a GPU is bound by launches); the coordinates are independent
+        either way.
+        """
+        noise: list[torch.Tensor | None] = [None] * len(self._params)
+        for dtype in dict.fromkeys(p.dtype for _, p in self._params):
+            members = [i for i, (_, p) in enumerate(self._params) if p.dtype == dtype]
+            sizes = [self._params[i][1].numel() for i in members]
+            flat = self._noise.normal((sum(sizes),), self.noise_std, dtype=dtype)
+            for i, part in zip(members, torch.split(flat, sizes), strict=True):
+                noise[i] = part.view(self._params[i][1].shape)
+        return noise  # type: ignore[return-value]  # every slot is filled: each parameter has a dtype
 
     def step(self, x: torch.Tensor, y: torch.Tensor) -> None:
         """One logical DP-SGD step on a Poisson sample ``(x, y)`` (possibly empty), counted once.
@@ -551,9 +573,13 @@ class DPSGD:
             for batch in sampler:
                 self.step(X[batch], y[batch])
                 bar.update(1)
-                if self.steps_taken % per_epoch == 0 or self.steps_taken == self.planned_steps:
+                if (progress or on_epoch is not None) and (
+                    self.steps_taken % per_epoch == 0 or self.steps_taken == self.planned_steps
+                ):
+                    # Accounting the steps so far costs a composition: only when someone looks.
                     epoch = math.ceil(self.steps_taken / per_epoch)
-                    bar.set_postfix_str(f"epoch {epoch} eps={self.epsilon:.3g}")
+                    if progress:
+                        bar.set_postfix_str(f"epoch {epoch} eps={self.epsilon:.3g}")
                     if on_epoch is not None:
                         on_epoch(epoch, self)
         self.train_seconds_ = time.perf_counter() - start

@@ -67,12 +67,29 @@ class PoissonSampler:
 
     def sample(self) -> torch.Tensor:
         """One logical batch: a sorted int64 tensor of indices (empty with probability (1-q)^n)."""
-        keep = self.source.uniform(self.n) < self.sample_rate
-        return torch.nonzero(keep, as_tuple=False).flatten()
+        return self.sample_many(1)[0]
+
+    def sample_many(self, count: int) -> list[torch.Tensor]:
+        """``count`` independent logical batches, drawn together.
+
+        The coins of all ``count`` batches are one draw and the indices one
+        ``nonzero``: on a GPU, finding the indices waits for the device, and
+        doing it once per chunk of steps instead of once per step lets the
+        host run ahead of the device. The batches are distributed exactly as
+        ``count`` calls of :meth:`sample`.
+        """
+        keep = (self.source.uniform(count * self.n) < self.sample_rate).reshape(count, self.n)
+        _, columns = torch.nonzero(keep, as_tuple=True)  # row-major: batch by batch, each sorted
+        return list(torch.split(columns, keep.sum(1).tolist()))
 
     def __iter__(self) -> Iterator[torch.Tensor]:
-        for _ in range(self.steps):
-            yield self.sample()
+        # Chunks of steps whose coins take at most about 32 MiB (float64), and at most 64 steps.
+        chunk = max(1, min(64, (1 << 22) // max(1, self.n)))
+        remaining = self.steps
+        while remaining:
+            count = min(chunk, remaining)
+            yield from self.sample_many(count)
+            remaining -= count
 
 
 class FixedSizeSampler:

@@ -1,0 +1,450 @@
+"""DP-SGD on a GPU: privml (ghost, ghost in bf16, vmap) vs Opacus 1.6 (hooks, ghost) vs non-private training.
+
+Two parts, in one process, written to ``benchmarks/results/torch_gpu.json``
+(and to ``$OUT`` when that is set, for the device tool):
+
+``steps``
+    Median milliseconds per logical step and peak GPU memory
+    (``torch.cuda.max_memory_allocated`` over the timed steps: model, data,
+    optimiser state and the step's working memory) of each variant on each
+    row: the Tramer-Boneh CNN at batch 256 and 2048 (MNIST-shaped), a GroupNorm
+    ResNet (width 64, 2 blocks per stage, 8 groups) and the WideResNet-16-4 of
+    De et al. (2022) at 3x32x32, batch 256, and a 2-layer transformer encoder
+    classifier (d = 256, sequence 128, vocabulary 8192) at batch 64 and 256.
+    Synthetic inputs (timing does not depend on the values), the same initial
+    weights for every variant, 5 warm-up steps, then timed steps between
+    CUDA events. Before timing, privml's clipped sum is checked against
+    Opacus's (float64, noise off) on the small rows: like for like.
+``mnist``
+    End to end on MNIST: the Tramer-Boneh CNN, epsilon = 3, delta = 1e-5
+    (add/remove-one, PLD), 40 epochs, expected batch 512, C = 0.1, SGD lr 0.5
+    momentum 0.9 (Tramer and Boneh 2021). privml is ``TorchClassifier(device=
+    "cuda")`` as a user calls it (calibration, sampling and evaluation
+    included); Opacus (hooks) gets the same noise multiplier, the same number
+    of steps and the same Poisson batches gathered on the GPU (its fastest
+    data path, not a DataLoader over single records); the non-private run
+    takes the same number of steps on shuffled batches of 512.
+
+Run on a machine with a CUDA GPU and Opacus importable::
+
+    python benchmarks/torch_gpu.py            # both parts
+    python benchmarks/torch_gpu.py steps --rows tb-256
+
+Without a GPU it says so and exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from _common import machine, write_json  # noqa: E402
+
+RESULT = HERE / "results" / "torch_gpu.json"
+VARIANTS = ("nonprivate", "privml-ghost", "privml-ghost-bf16", "privml-vmap", "opacus-hooks", "opacus-ghost")
+CLIP = 0.1
+SIGMA = 1.0
+N_TRAIN = 60_000
+#: row name -> (model, batch)
+ROWS: dict[str, tuple[str, int]] = {
+    "tb-256": ("tramer-boneh", 256),
+    "tb-2048": ("tramer-boneh", 2048),
+    "resnet-256": ("resnet", 256),
+    "wrn-256": ("wide-resnet", 256),
+    "transformer-64": ("transformer", 64),
+    "transformer-256": ("transformer", 256),
+}
+LABELS = {
+    "tramer-boneh": "Tramer-Boneh CNN, 1x28x28",
+    "resnet": "GroupNormResNet(width=64, blocks=2, groups=8), 3x32x32",
+    "wide-resnet": "WideResNet-16-4 (GroupNorm 16), 3x32x32",
+    "transformer": "2-layer transformer (d=256, 4 heads, seq 128, vocab 8192)",
+}
+SEQ, VOCAB = 128, 8192
+
+
+# ------------------------------------------------------------------ models and batches
+def build(model: str):  # noqa: ANN201 - torch is imported late
+    from privml.torch.models import GroupNormResNet, TramerBonehCNN
+
+    if model == "tramer-boneh":
+        return TramerBonehCNN()
+    if model == "resnet":
+        return GroupNormResNet(in_channels=3, width=64, blocks=2, groups=8)
+    if model == "wide-resnet":
+        from privml.torch.models import build_model
+
+        return build_model("wide-resnet", in_channels=3, n_classes=10, image_size=32)
+    if model == "transformer":
+        from privml.torch.models.transformer import TransformerClassifier
+
+        return TransformerClassifier(vocab_size=VOCAB, n_classes=10, max_len=SEQ, d_model=256, n_heads=4, n_layers=2)
+    raise ValueError(model)
+
+
+def batch(model: str, size: int, device: str):  # noqa: ANN201
+    import torch
+
+    generator = torch.Generator(device=device).manual_seed(0)
+    y = torch.randint(0, 10, (size,), generator=generator, device=device)
+    if model == "transformer":
+        return torch.randint(0, VOCAB, (size, SEQ), generator=generator, device=device), y
+    shape = (1, 28, 28) if model == "tramer-boneh" else (3, 32, 32)
+    return torch.randn(size, *shape, generator=generator, device=device), y
+
+
+# ------------------------------------------------------------------ one step of each variant
+def make_step(variant: str, model_name: str, X, y) -> Callable[[], None]:  # noqa: ANN001
+    import torch
+    import torch.nn.functional as F
+
+    torch.manual_seed(0)
+    model = build(model_name).to(X.device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    size = X.shape[0]
+    if variant == "nonprivate":
+
+        def step() -> None:
+            optimizer.zero_grad(set_to_none=True)
+            F.cross_entropy(model(X), y).backward()
+            optimizer.step()
+
+        return step
+    if variant.startswith("privml-"):
+        from privml.torch import DPSGD
+
+        parts = variant.split("-")
+        engine = DPSGD(model, optimizer=optimizer, n_samples=N_TRAIN, clip_norm=CLIP, batch_size=size,
+                       noise_multiplier=SIGMA, mode=parts[1], precision="bf16" if "bf16" in parts else "fp32", seed=0)
+        return lambda: engine.step(X, y)
+    model, optimizer, criterion = _opacus(model, optimizer, X, y, variant.split("-")[1])
+
+    def opacus_step() -> None:
+        optimizer.zero_grad(set_to_none=True)
+        criterion(model(X), y).backward()
+        optimizer.step()
+
+    return opacus_step
+
+
+def _opacus(model, optimizer, X, y, mode: str, noise: float = SIGMA):  # noqa: ANN001, ANN202
+    """Opacus's private model, optimiser and criterion; batches are fed directly (expected size = X's rows)."""
+    import torch
+    from opacus import PrivacyEngine
+    from torch import nn
+    from torch.utils.data import DataLoader, TensorDataset
+
+    # make_private reads the sample rate (batch / n) from a data loader; the loader itself is never iterated.
+    fake = TensorDataset(torch.zeros(N_TRAIN, 1))
+    loader = DataLoader(fake, batch_size=X.shape[0])
+    criterion = nn.CrossEntropyLoss()
+    made = PrivacyEngine(accountant="rdp").make_private(
+        module=model, optimizer=optimizer, data_loader=loader, noise_multiplier=noise, max_grad_norm=CLIP,
+        poisson_sampling=True, grad_sample_mode=mode, criterion=criterion)
+    if mode == "ghost":
+        return made[0], made[1], made[2]
+    return made[0], made[1], criterion
+
+
+def measure(step: Callable[[], None], timed_steps: int, device: str) -> dict[str, float]:
+    import torch
+
+    cuda = device.startswith("cuda")
+    for _ in range(5):
+        step()
+    if cuda:
+        sync(device)
+        torch.cuda.reset_peak_memory_stats()
+    times = []
+    for _ in range(timed_steps):
+        if cuda:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            step()
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end))
+        else:  # a dry run of the script on a machine without a GPU (--device cpu)
+            began = time.perf_counter()
+            step()
+            times.append((time.perf_counter() - began) * 1e3)
+    return {"median_ms": statistics.median(times), "q1_ms": statistics.quantiles(times, n=4)[0],
+            "q3_ms": statistics.quantiles(times, n=4)[2],
+            "peak_gib": torch.cuda.max_memory_allocated() / 2**30 if cuda else float("nan"), "steps": timed_steps}
+
+
+def parity(model_name: str, device: str) -> float:
+    """Largest relative difference of privml's clipped sum (ghost) from Opacus's (hooks), float64, no noise."""
+    import torch
+
+    from privml.torch import DPSGD
+
+    X, y = batch(model_name, 16, device)
+    if X.is_floating_point():
+        X = X.double()
+    torch.manual_seed(0)
+    ours = build(model_name).double().to(device)
+    theirs = build(model_name).double().to(device)
+    theirs.load_state_dict(ours.state_dict())
+    engine = DPSGD(ours, optimizer=torch.optim.SGD(ours.parameters(), lr=0.1), n_samples=N_TRAIN, clip_norm=CLIP,
+                   batch_size=16, noise_multiplier=1.0, mode="ghost", seed=0)
+    sums, _ = engine.clipped_sum(X, y)
+    model, optimizer, criterion = _opacus(theirs, torch.optim.SGD(theirs.parameters(), lr=0.1), X, y, "hooks", 0.0)
+    optimizer.zero_grad()
+    torch.nn.functional.cross_entropy(model(X), y, reduction="mean").backward()
+    optimizer.pre_step()  # clip, add zero noise, divide by the expected batch size (16)
+    names = [name for name, _ in ours.named_parameters()]
+    mine = torch.cat([sums[n].flatten() / 16 for n in names])
+    other = torch.cat([p.grad.flatten() for p in theirs.parameters()])
+    return float((mine - other).norm() / other.norm())
+
+
+def run_steps(rows: list[str], variants: list[str], timed_steps: int, device: str) -> dict[str, Any]:
+    import torch
+
+    out: dict[str, Any] = {}
+    for row in rows:
+        model_name, size = ROWS[row]
+        X, y = batch(model_name, size, device)
+        result: dict[str, Any] = {"model": LABELS[model_name], "batch": size,
+                                  "parameters": sum(p.numel() for p in build(model_name).parameters())}
+        if size <= 256 and "opacus-hooks" in variants:
+            try:
+                result["parity_vs_opacus"] = parity(model_name, device)
+            except Exception as exc:  # noqa: BLE001 - a peer's failure is recorded, not fatal
+                result["parity_vs_opacus"] = f"{type(exc).__name__}: {exc}"[:300]
+        for variant in variants:
+            torch.cuda.empty_cache()
+            try:
+                result[variant] = measure(make_step(variant, model_name, X, y), timed_steps, device)
+            except Exception as exc:  # noqa: BLE001
+                result[variant] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+            torch.cuda.empty_cache()
+            print(f"{row} {variant}: {result[variant]}", file=sys.stderr, flush=True)
+        out[row] = result
+    return out
+
+
+# ------------------------------------------------------------------ end to end on MNIST
+def run_mnist(epochs: float, device: str, max_train: int | None) -> dict[str, Any]:
+    import numpy as np
+    import torch
+    import torch.nn.functional as F
+
+    from privml.torch import TorchClassifier
+    from privml.torch.data import load_images
+    from privml.torch.models import TramerBonehCNN
+    from privml.torch.sampling import PoissonSampler
+
+    data = load_images("mnist", max_train=max_train, random_state=0)
+    X_train, y_train = data.X_train.to(device), data.y_train.to(device)
+    X_test, y_test = data.X_test.to(device), data.y_test.to(device)
+    n, batch_size = X_train.shape[0], 512
+
+    def accuracy(model) -> float:  # noqa: ANN001
+        with torch.no_grad():
+            model.eval()
+            return float((model(X_test).argmax(1) == y_test).float().mean())
+
+    out: dict[str, Any] = {"epochs": epochs, "batch_size": batch_size, "clip_norm": CLIP, "epsilon": 3.0,
+                           "delta": 1e-5, "n_train": int(n)}
+    # privml, as a user calls it: numpy in, calibration and all.
+    sync(device)
+    start = time.perf_counter()
+    clf = TorchClassifier(epsilon=3.0, delta=1e-5, classes=tuple(range(10)), epochs=epochs, batch_size=batch_size,
+                          learning_rate=0.5, momentum=0.9, clip_norm=CLIP, device=device, random_state=0)
+    clf.fit(data.X_train.numpy(), data.y_train.numpy())
+    sync(device)
+    seconds = time.perf_counter() - start
+    acc = float(np.mean(clf.predict(data.X_test.numpy()) == data.y_test.numpy()))
+    sigma, steps = clf.fit_info_["noise_multiplier"], clf.fit_info_["steps"]
+    out["privml"] = {"seconds": seconds, "test_accuracy": acc, "noise_multiplier": sigma, "steps": steps,
+                     "epsilon_spent": clf.privacy_.epsilon}
+    print(f"mnist privml: {out['privml']}", file=sys.stderr, flush=True)
+    # The same in bf16 autocast (clipping and noise in float32).
+    sync(device)
+    start = time.perf_counter()
+    fast = TorchClassifier(epsilon=3.0, delta=1e-5, classes=tuple(range(10)), epochs=epochs, batch_size=batch_size,
+                           learning_rate=0.5, momentum=0.9, clip_norm=CLIP, device=device, precision="bf16",
+                           random_state=0).fit(data.X_train.numpy(), data.y_train.numpy())
+    sync(device)
+    out["privml-bf16"] = {"seconds": time.perf_counter() - start, "steps": fast.fit_info_["steps"],
+                          "test_accuracy": float(np.mean(fast.predict(data.X_test.numpy()) == data.y_test.numpy()))}
+    print(f"mnist privml-bf16: {out['privml-bf16']}", file=sys.stderr, flush=True)
+
+    # Opacus (hooks): the same noise, steps and Poisson batches, gathered on the GPU.
+    torch.manual_seed(0)
+    model = TramerBonehCNN().to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.5, momentum=0.9)
+    model, optimizer, criterion = _opacus(model, optimizer, X_train[:batch_size], y_train[:batch_size], "hooks", sigma)
+    generator = torch.Generator(device=device).manual_seed(1)
+    sampler = PoissonSampler(n=int(n), sample_rate=batch_size / n, steps=steps, generator=generator)
+    sync(device)
+    start = time.perf_counter()
+    for idx in sampler:
+        optimizer.zero_grad(set_to_none=True)
+        criterion(model(X_train[idx]), y_train[idx]).backward()
+        optimizer.step()
+    sync(device)
+    out["opacus-hooks"] = {"seconds": time.perf_counter() - start, "test_accuracy": accuracy(model), "steps": steps}
+    print(f"mnist opacus: {out['opacus-hooks']}", file=sys.stderr, flush=True)
+
+    # Non-private: the same number of steps, shuffled batches of 512.
+    torch.manual_seed(0)
+    model = TramerBonehCNN().to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.5, momentum=0.9)
+    generator = torch.Generator(device=device).manual_seed(2)
+    per_epoch = n // batch_size
+    sync(device)
+    start = time.perf_counter()
+    model.train()
+    for step in range(steps):
+        if step % per_epoch == 0:
+            order = torch.randperm(n, generator=generator, device=device)
+        idx = order[(step % per_epoch) * batch_size:(step % per_epoch + 1) * batch_size]
+        optimizer.zero_grad(set_to_none=True)
+        F.cross_entropy(model(X_train[idx]), y_train[idx]).backward()
+        optimizer.step()
+    sync(device)
+    out["nonprivate"] = {"seconds": time.perf_counter() - start, "test_accuracy": accuracy(model), "steps": steps}
+    print(f"mnist nonprivate: {out['nonprivate']}", file=sys.stderr, flush=True)
+    return out
+
+
+def sync(device: str) -> None:
+    import torch
+
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+# ------------------------------------------------------------------ output
+def _device_description() -> dict[str, Any]:
+    import torch
+
+    props = torch.cuda.get_device_properties(0)
+    return {"gpu": props.name, "gpu_memory_gib": props.total_memory / 2**30, "torch": torch.__version__,
+            "cuda": torch.version.cuda, "opacus": _opacus_version()}
+
+
+def _opacus_version() -> str:
+    try:
+        import opacus
+
+        return opacus.__version__
+    except ImportError:
+        return "not installed"
+
+
+def render(data: dict) -> str:
+    """Markdown section for BENCHMARKS.md from the stored results."""
+    m, d = data.get("machine", {}), data.get("device", {})
+    out = ["## DP-SGD on a GPU: privml vs Opacus", ""]
+    out.append(f"Device: {d.get('gpu')} ({d.get('gpu_memory_gib', 0):.0f} GiB), torch {d.get('torch')}, CUDA "
+               f"{d.get('cuda')}, Opacus {d.get('opacus')}; host {m.get('cpu')}, {m.get('cores')} cores, commit "
+               f"{m.get('commit')}, {m.get('date')}.")
+    out += ["", "Command: `python benchmarks/torch_gpu.py` on the GPU machine (the device tool; Opacus carried as a "
+            "wheel). Not part of `make bench`, which runs on the CPU machine.", ""]
+    steps = data.get("steps")
+    if steps:
+        out += [
+            f"Median ms per logical step (peak GPU memory, GiB) of one DP-SGD step, flat clipping to C = {CLIP}, "
+            f"noise multiplier {SIGMA}, synthetic batch, same initial weights; ratios against Opacus's faster mode "
+            "and against non-private.",
+            "",
+            "| model, batch | " + " | ".join(VARIANTS) + " | privml ghost / best Opacus | privml ghost / non-private "
+            "| parity vs Opacus |",
+            "|---|" + "---|" * (len(VARIANTS) + 3),
+        ]
+        for row in steps.values():
+            cells = []
+            for variant in VARIANTS:
+                r = row.get(variant, {})
+                cells.append(f"{r['median_ms']:.2f} ({r['peak_gib']:.2f})" if "median_ms" in r
+                             else ("error" if "error" in r else "-"))
+            ghost = row.get("privml-ghost", {}).get("median_ms")
+            opacus = [row.get(v, {}).get("median_ms") for v in ("opacus-hooks", "opacus-ghost")]
+            opacus = [t for t in opacus if t]
+            ratio = f"{ghost / min(opacus):.2f}x" if ghost and opacus else "-"
+            nonpriv = row.get("nonprivate", {}).get("median_ms")
+            vs_np = f"{ghost / nonpriv:.2f}x" if ghost and nonpriv else "-"
+            par = row.get("parity_vs_opacus")
+            par_s = f"{par:.1e}" if isinstance(par, float) else ("error" if par else "-")
+            out.append(f"| {row['model']}, {row['batch']} | " + " | ".join(cells) + f" | {ratio} | {vs_np} | {par_s} |")
+        errors = [f"{name} {v}: {row[v]['error']}" for name, row in steps.items() for v in VARIANTS
+                  if isinstance(row.get(v), dict) and "error" in row[v]]
+        if errors:
+            out += ["", "Errors: " + "; ".join(errors)]
+        out.append("")
+    mnist = data.get("mnist")
+    if mnist:
+        out += [
+            f"End to end, MNIST, Tramer-Boneh CNN, epsilon = {mnist['epsilon']:g}, delta = {mnist['delta']:g}, "
+            f"{mnist['epochs']:g} epochs, expected batch {mnist['batch_size']}, C = {mnist['clip_norm']}:",
+            "",
+            "| run | wall time (s) | test accuracy | steps |",
+            "|---|---|---|---|",
+        ]
+        for name in ("privml", "privml-bf16", "opacus-hooks", "nonprivate"):
+            r = mnist.get(name)
+            if r:
+                out.append(f"| {name} | {r['seconds']:.1f} | {r['test_accuracy'] * 100:.2f}% | {r['steps']} |")
+        out.append("")
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("parts", nargs="*", choices=["steps", "mnist", "render"], help="default: steps mnist")
+    parser.add_argument("--rows", nargs="+", default=list(ROWS), choices=list(ROWS))
+    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
+    parser.add_argument("--timed-steps", type=int, default=20)
+    parser.add_argument("--epochs", type=float, default=40.0)
+    parser.add_argument("--out", default=str(RESULT))
+    parser.add_argument("--device", default="cuda", help="cuda; 'cpu' only dry-runs the script (nothing is stored)")
+    parser.add_argument("--max-train", type=int, default=None, help="MNIST training records (default: all 60,000)")
+    args = parser.parse_args(argv)
+    args.parts = args.parts or ["steps", "mnist"]
+    if args.parts == ["render"]:
+        print(render(json.loads(Path(args.out).read_text())))
+        return 0
+    try:
+        import torch
+    except ImportError:
+        print("torch_gpu: torch is not installed; nothing to measure", file=sys.stderr)
+        return 0
+    if args.device == "cpu":
+        steps = run_steps(args.rows, args.variants, args.timed_steps, "cpu") if "steps" in args.parts else {}
+        mnist = run_mnist(args.epochs, "cpu", args.max_train) if "mnist" in args.parts else {}
+        print(json.dumps({"steps": steps, "mnist": mnist}, indent=1, default=str))
+        return 0
+    if not torch.cuda.is_available():
+        print("torch_gpu: no CUDA device here; this benchmark needs a GPU (nothing measured)", file=sys.stderr)
+        return 0
+    torch.backends.cudnn.benchmark = True
+    path = Path(args.out)
+    data = json.loads(path.read_text()) if path.exists() else {}
+    data.update(machine=machine(), device=_device_description())
+    if "steps" in args.parts:
+        data["steps"] = {**data.get("steps", {}), **run_steps(args.rows, args.variants, args.timed_steps, "cuda")}
+        write_json(path, data)
+    if "mnist" in args.parts:
+        data["mnist"] = run_mnist(args.epochs, "cuda", args.max_train)
+        write_json(path, data)
+    if os.environ.get("OUT"):
+        write_json(Path(os.environ["OUT"]) / path.name, data)
+    print(render(data))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
