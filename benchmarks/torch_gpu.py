@@ -430,7 +430,7 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("torch_gpu: no CUDA device here; this benchmark needs a GPU (nothing measured)", file=sys.stderr)
         return 0
-    torch.backends.cudnn.benchmark = True
+    torch.backends.cudnn.benchmark = True  # fixed shapes in the step table
     path = Path(args.out)
     data = json.loads(path.read_text()) if path.exists() else {}
     data.update(machine=machine(), device=_device_description())
@@ -438,6 +438,9 @@ def main(argv: list[str] | None = None) -> int:
         data["steps"] = {**data.get("steps", {}), **run_steps(args.rows, args.variants, args.timed_steps, "cuda")}
         write_json(path, data)
     if "mnist" in args.parts:
+        # Poisson batches change size every step: cuDNN autotuning would re-run for each new size
+        # (PyTorch's default is off; a user training with Poisson sampling should leave it off).
+        torch.backends.cudnn.benchmark = False
         data["mnist"] = run_mnist(args.epochs, "cuda", args.max_train)
         write_json(path, data)
     if os.environ.get("OUT"):

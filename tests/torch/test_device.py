@@ -180,3 +180,22 @@ def test_cuda_training_runs_on_the_device(secure):
     engine_source = RandomSource("cuda", secure=secure, seed=0)
     z = engine_source.normal((200_000,), 2.0)
     assert z.device.type == "cuda" and abs(float(z.std()) - 2.0) < 0.02
+
+
+def test_clipping_arithmetic_never_uses_tf32():
+    from privml.torch.ghost.engine import exact_float32
+
+    saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+    try:
+        seen = []
+
+        def rule_spy(*args):
+            seen.append((torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32))
+
+        with exact_float32():
+            rule_spy()
+        assert seen == [(False, False)]
+        assert (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32) == (True, True)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved

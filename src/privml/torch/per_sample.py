@@ -9,6 +9,7 @@ from torch import nn
 from torch.func import functional_call, grad, vmap
 
 from privml.torch.clipping import clip_factors
+from privml.torch.ghost.engine import exact_float32
 
 
 def per_example_gradients(
@@ -64,7 +65,7 @@ def vmap_clipped_sum(
     """
     per_example = per_example_gradients(model, loss_fn, x, y)
     # Norms, clip factors and sums in the gradients' own precision, never under a caller's autocast.
-    with torch.autocast(x.device.type, enabled=False):
+    with torch.autocast(x.device.type, enabled=False), exact_float32():
         norms = flat_norms(per_example)
         factors = clip_factors(norms, clip_norm)
         sums = {name: torch.tensordot(factors.to(g.dtype), g, dims=1) for name, g in per_example.items()}

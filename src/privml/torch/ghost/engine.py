@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -20,6 +21,27 @@ class _Record:
     output: torch.Tensor
     version: int  # the output's version counter when recorded
     input_version: int
+
+
+@contextmanager
+def exact_float32() -> Iterator[None]:
+    """Turn off TF32 in matrix products and cuDNN convolutions for the clipping arithmetic.
+
+    On Ampere and later GPUs, TF32 rounds float32 operands to 10 mantissa
+    bits (relative error ~1e-3). The clip factors must come from the norms of
+    exactly the per-example gradients that are summed, and the sum must hold
+    each example's contribution to within C: with TF32, norms and sums would
+    be off by ~1e-3 relative and an example could move the sum by about
+    1.001 C, more than the sensitivity the noise is calibrated to. (The
+    forward and backward passes may use TF32 or bf16: that changes which
+    gradients are computed, not the bound on their clipped sum.)
+    """
+    matmul, cudnn = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = matmul, cudnn
 
 
 def _low(t: torch.Tensor) -> bool:
@@ -144,8 +166,9 @@ def ghost_clipped_sum(
     for record in records:
         record.output = None  # type: ignore[assignment]  # the graph is freed; keep no reference to it
 
-    # Norms, factors and sums in float32 or wider, never under a caller's autocast (bf16 passes).
-    with torch.autocast(losses.device.type, enabled=False):
+    # Norms, factors and sums in float32 or wider, never under a caller's autocast (bf16 passes),
+    # and without TF32 products.
+    with torch.autocast(losses.device.type, enabled=False), exact_float32():
         return _clipped_sums(records, grads, modules, by_module, losses, clip_norm)
 
 
