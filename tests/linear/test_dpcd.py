@@ -497,7 +497,7 @@ def test_neighbour_distribution_test_passes_and_catches_half_sensitivity(monkeyp
     assert not ok.violated, ok
 
     # A variant that believes the sensitivity is C_j / n adds half the noise.
-    monkeypatch.setattr(dpcd, "coordinate_sensitivity", lambda C, n: np.asarray(C, dtype=np.float64) / n)
+    monkeypatch.setattr(dpcd.solver, "coordinate_sensitivity", lambda C, n: np.asarray(C, dtype=np.float64) / n)
     a, b = _released_weights(D, runs, 0), _released_weights(D_prime, runs, 10**6)
     broken = neighbour_distribution_test(a, b, epsilon=1.0, delta=0.01)
     assert broken.violated, broken
@@ -533,7 +533,7 @@ def test_neighbour_distribution_test_on_rows_passes_and_catches_half_sensitivity
     eta, C, n = 1e-6 / 0.5, 0.05, 5
     assert np.mean(a) - np.mean(b) == pytest.approx(-4 * eta * 2 * C / n, rel=0.1)
 
-    monkeypatch.setattr(dpcd, "coordinate_sensitivity", lambda C, n: np.asarray(C, dtype=np.float64) / n)
+    monkeypatch.setattr(dpcd.solver, "coordinate_sensitivity", lambda C, n: np.asarray(C, dtype=np.float64) / n)
     a, b = _released_rows(1.0, runs, 0), _released_rows(-1.0, runs, 10**6)
     broken = neighbour_distribution_test(a, b, epsilon=1.0, delta=0.01)
     assert broken.violated, broken
