@@ -60,7 +60,63 @@ def loss_labels(y_index: np.ndarray, n_classes: int) -> np.ndarray:
     return 2 * y_index - 1 if n_classes == 2 else y_index
 
 
-class PrivateLinearClassifier(RenamedParams, ClassifierMixin, BaseEstimator):
+class PrivateLinearModel(RenamedParams):
+    """What every privml linear model shares, classifier or regressor.
+
+    Validation of X (the unit-ball projection at fit and predict time), the
+    epsilon/delta check, the fitted state (``n_features_in_``, ``weights_``,
+    ``privacy_``, ``fit_info_``, ``nonprivate_diagnostics_``) and the model
+    file's arrays. Not an estimator on its own: a subclass adds scikit-learn's
+    mixin and :class:`~sklearn.base.BaseEstimator` (in that order).
+    """
+
+    #: short method name used in model files and the CLI
+    method: str = "abstract"
+    #: whether fit needs delta > 0 (Gaussian noise) / allows delta == 0
+    requires_delta: bool = False
+    #: keys of ``fit_info_`` that are public inputs, DP outputs or functions of those;
+    #: every other key a fit reports stays in ``nonprivate_diagnostics_`` (an allow-list)
+    released_info: ClassVar[frozenset[str]] = frozenset()
+
+    def _check_hyperparameters(self) -> Any:
+        """Validate every constructor setting (no data involved); returns what fit needs of them.
+
+        Here (epsilon, delta); subclasses extend it with their own settings.
+        """
+        epsilon = check_epsilon(self.epsilon)  # type: ignore[attr-defined]
+        delta = check_delta(self.delta)  # type: ignore[attr-defined]
+        if self.requires_delta and delta == 0:
+            raise ValueError(f"{type(self).__name__} needs delta > 0, got 0")
+        return epsilon, delta
+
+    def _validate_X(self, X: Any, *, fitted: bool) -> np.ndarray:
+        X = check_X(X, n_features=self.n_features_in_ if fitted else None, owner=type(self).__name__)
+        return project_to_unit_ball(X)
+
+    def _set_fitted(self, n_features: int, weights: Any, guarantee: PrivacyGuarantee, info: dict) -> None:
+        """Store a fit's release; only the keys of ``info`` in :attr:`released_info` become ``fit_info_``."""
+        self.n_features_in_ = n_features
+        self.weights_ = np.asarray(weights, dtype=np.float64)
+        self.privacy_ = guarantee
+        self.fit_info_, self.nonprivate_diagnostics_ = partition_info(info, self.released_info)
+
+    def _check_fitted(self) -> None:
+        check_fitted(self, "weights_")
+
+    def _model_arrays(self) -> dict[str, np.ndarray]:
+        """Arrays saved in the model file by :func:`privml.io.save_model` (subclasses may add more)."""
+        self._check_fitted()
+        return {"weights": self.weights_}
+
+    def _restore_arrays(self, arrays: dict[str, np.ndarray], metadata: dict) -> None:
+        self.weights_ = np.asarray(arrays["weights"], dtype=np.float64)
+        self.n_features_in_ = int(self.weights_.shape[0])
+        self.privacy_ = PrivacyGuarantee.from_dict(metadata["privacy"])
+        self.fit_info_, _ = partition_info(metadata.get("fit_info", {}), self.released_info)
+        self.nonprivate_diagnostics_ = {}
+
+
+class PrivateLinearClassifier(PrivateLinearModel, ClassifierMixin, BaseEstimator):
     """Base class of privml's linear classifiers (scikit-learn compatible).
 
     Subclasses define ``__init__`` with keyword-only hyper-parameters stored
@@ -80,32 +136,9 @@ class PrivateLinearClassifier(RenamedParams, ClassifierMixin, BaseEstimator):
     saved or printed unless you opt in; see :mod:`privml.release`).
     """
 
-    #: short method name used in model files and the CLI
-    method: str = "abstract"
-    #: whether fit needs delta > 0 (Gaussian noise) / allows delta == 0
-    requires_delta: bool = False
-    #: keys of ``fit_info_`` that are public inputs, DP outputs or functions of those;
-    #: every other key a fit reports stays in ``nonprivate_diagnostics_`` (an allow-list)
-    released_info: ClassVar[frozenset[str]] = frozenset()
-
     # ------------------------------------------------------------ validation
-    def _check_hyperparameters(self) -> Any:
-        """Validate every constructor setting (no data involved); returns what fit needs of them.
-
-        Here (epsilon, delta); subclasses extend it with their own settings.
-        """
-        epsilon = check_epsilon(self.epsilon)
-        delta = check_delta(self.delta)
-        if self.requires_delta and delta == 0:
-            raise ValueError(f"{type(self).__name__} needs delta > 0, got 0")
-        return epsilon, delta
-
     def _check_l2(self) -> float:
         return check_positive(self.l2, "l2")
-
-    def _validate_X(self, X: Any, *, fitted: bool) -> np.ndarray:
-        X = check_X(X, n_features=self.n_features_in_ if fitted else None, owner=type(self).__name__)
-        return project_to_unit_ball(X)
 
     # ------------------------------------------------------------------- fit
     def fit(self, X: Any, y: Any) -> PrivateLinearClassifier:
@@ -121,10 +154,7 @@ class PrivateLinearClassifier(RenamedParams, ClassifierMixin, BaseEstimator):
         rng = check_random_state(self.random_state)
         weights, guarantee, info = self._fit_private(X, loss_labels(y_index, n_classes), n_classes, rng)
         self.classes_ = classes
-        self.n_features_in_ = X.shape[1]
-        self.weights_ = np.asarray(weights, dtype=np.float64)
-        self.privacy_ = guarantee
-        self.fit_info_, self.nonprivate_diagnostics_ = partition_info(info, self.released_info)
+        self._set_fitted(X.shape[1], weights, guarantee, info)
         return self
 
     @abstractmethod
@@ -141,9 +171,6 @@ class PrivateLinearClassifier(RenamedParams, ClassifierMixin, BaseEstimator):
         """
 
     # --------------------------------------------------------------- predict
-    def _check_fitted(self) -> None:
-        check_fitted(self, "weights_")
-
     @property
     def coef_(self) -> np.ndarray:
         self._check_fitted()
@@ -174,13 +201,8 @@ class PrivateLinearClassifier(RenamedParams, ClassifierMixin, BaseEstimator):
     # ------------------------------------------------------------ model file
     def _model_arrays(self) -> dict[str, np.ndarray]:
         """Arrays saved in the model file (subclasses may add more)."""
-        self._check_fitted()
-        return {"weights": self.weights_, "classes": self.classes_}
+        return {**super()._model_arrays(), "classes": self.classes_}
 
     def _restore_arrays(self, arrays: dict[str, np.ndarray], metadata: dict) -> None:
-        self.weights_ = np.asarray(arrays["weights"], dtype=np.float64)
+        super()._restore_arrays(arrays, metadata)
         self.classes_ = np.asarray(arrays["classes"])
-        self.n_features_in_ = int(self.weights_.shape[0])
-        self.privacy_ = PrivacyGuarantee.from_dict(metadata["privacy"])
-        self.fit_info_, _ = partition_info(metadata.get("fit_info", {}), self.released_info)
-        self.nonprivate_diagnostics_ = {}

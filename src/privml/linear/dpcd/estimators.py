@@ -11,14 +11,9 @@ from sklearn.base import BaseEstimator, RegressorMixin
 
 from privml._deprecation import RenamedParams
 from privml._random import RandomState, check_random_state
-from privml._validation import (
-    check_fitted,
-    check_X,
-    check_y,
-)
-from privml.data.preprocessing import project_to_unit_ball
+from privml._validation import check_y
 from privml.guarantee import PrivacyGuarantee
-from privml.linear.base import PrivateLinearClassifier, make_loss
+from privml.linear.base import PrivateLinearClassifier, PrivateLinearModel, make_loss
 from privml.linear.dpcd.solver import (
     _RENAMED,
     DPCDResult,
@@ -29,7 +24,6 @@ from privml.linear.dpcd.solver import (
     _Settings,
 )
 from privml.losses import Loss, SquaredLoss
-from privml.release import partition_info
 
 _DPCD_PARAMS = (
     "epsilon",
@@ -218,7 +212,7 @@ class DPCDClassifier(_DPCDMixin, PrivateLinearClassifier):
         return weights, result.guarantee, result.info
 
 
-class DPCDRegressor(_DPCDMixin, RegressorMixin, BaseEstimator):
+class DPCDRegressor(_DPCDMixin, PrivateLinearModel, RegressorMixin, BaseEstimator):
     """Least-squares linear regression trained by DP coordinate descent (Mangold et al. 2022).
 
     Minimises ``(1/(2n)) sum_i (w.x_i - y_i)^2 + psi(w)`` privately, the
@@ -303,10 +297,6 @@ class DPCDRegressor(_DPCDMixin, RegressorMixin, BaseEstimator):
         self.progress = progress
         self._take_renamed(deprecated)
 
-    def _validate_X(self, X: Any, *, fitted: bool) -> np.ndarray:
-        X = check_X(X, n_features=self.n_features_in_ if fitted else None, owner=type(self).__name__)
-        return project_to_unit_ball(X)
-
     def fit(self, X: Any, y: Any) -> DPCDRegressor:
         """Train privately on (X, y); every check runs before any noise is drawn."""
         self._check_hyperparameters()
@@ -314,14 +304,8 @@ class DPCDRegressor(_DPCDMixin, RegressorMixin, BaseEstimator):
         y = check_y(y, X.shape[0], numeric=True)
         rng = check_random_state(self.random_state)
         result = self._fit_dpcd(X, y, SquaredLoss(), rng)
-        self.n_features_in_ = X.shape[1]
-        self.weights_ = np.asarray(result.weights, dtype=np.float64)
-        self.privacy_ = result.guarantee
-        self.fit_info_, self.nonprivate_diagnostics_ = partition_info(result.info, self.released_info)
+        self._set_fitted(X.shape[1], result.weights, result.guarantee, result.info)
         return self
-
-    def _check_fitted(self) -> None:
-        check_fitted(self, "weights_")
 
     @property
     def coef_(self) -> np.ndarray:
@@ -337,16 +321,3 @@ class DPCDRegressor(_DPCDMixin, RegressorMixin, BaseEstimator):
         """Predictions ``x.w`` for each row (rows projected onto the unit ball first)."""
         self._check_fitted()
         return self._validate_X(X, fitted=True) @ self.weights_
-
-    # ------------------------------------------------------------ model file
-    def _model_arrays(self) -> dict[str, np.ndarray]:
-        """Arrays saved in the model file by :func:`privml.io.save_model`."""
-        self._check_fitted()
-        return {"weights": self.weights_}
-
-    def _restore_arrays(self, arrays: dict[str, np.ndarray], metadata: dict) -> None:
-        self.weights_ = np.asarray(arrays["weights"], dtype=np.float64)
-        self.n_features_in_ = int(self.weights_.shape[0])
-        self.privacy_ = PrivacyGuarantee.from_dict(metadata["privacy"])
-        self.fit_info_, _ = partition_info(metadata.get("fit_info", {}), self.released_info)
-        self.nonprivate_diagnostics_ = {}
