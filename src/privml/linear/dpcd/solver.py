@@ -336,16 +336,56 @@ def _run(
     schedule = rng.integers(0, n_blocks, size=(T, K))
     noise = sample_noise("gaussian", sigma[schedule][:, :, None], (T, K, width), rng)
 
-    state: _BlockState
-    if by_feature:
-        state = _SoftmaxRows(X, y, k)
-    elif isinstance(loss, MultinomialLogisticLoss):
-        state = _SoftmaxScores(X, y, k)
-    else:
-        state = _Scores(X, y, loss)
+    w_bar = _descend(_block_state(X, y, loss, k, by_feature), schedule, noise, eta, C, settings, d, k)
+
+    info = {
+        "calibration": settings.calibration,
+        "passes": T,
+        "inner_steps": K,
+        "steps": steps,
+        "gamma": gamma,
+        "gamma_default": settings.gamma is None,
+        "blocks": "feature" if by_feature else "entry",
+        "n_coordinates": p,
+        "n_blocks": n_blocks,
+        "block_size": width,
+        "noise_multiplier": s,
+        "noise_multiplier_gdp": s_gdp,
+        "noise_multiplier_closed_form": s_closed,
+        "noise_ratio_closed_form_to_gdp": s_closed / s_gdp,
+        "closed_form_applies": closed_form_applies(settings.epsilon, settings.delta),
+        "mu": math.sqrt(steps) / s,
+        "sensitivity": sensitivity.tolist(),
+        "sigma": sigma.tolist(),
+        "sigma_gdp": (s_gdp * sensitivity).tolist(),
+        "sigma_closed_form": (s_closed * sensitivity).tolist(),
+        "clip_thresholds": C.tolist(),
+        "step_sizes": eta.tolist(),
+        "coordinate_smoothness": M.tolist(),
+        "feature_bounds": bounds.tolist(),
+        "feature_bounds_from_data": bounds_from_data,
+        "l1": settings.l1,
+        "l2": settings.l2,
+    }
+    return DPCDResult(weights=w_bar.reshape(-1), guarantee=guarantee, info=info)
+
+
+def _descend(
+    state: _BlockState,
+    schedule: np.ndarray,
+    noise: np.ndarray,
+    eta: np.ndarray,
+    C: np.ndarray,
+    settings: _Settings,
+    d: int,
+    k: int,
+) -> np.ndarray:
+    """The T outer and K inner iterations of :func:`_run` on a pre-drawn schedule and noise; returns ``w_bar``."""
+    T, K = schedule.shape
+    n_blocks, width = eta.size, noise.shape[2]
+    l1, l2 = settings.l1, settings.l2
     theta = np.zeros((n_blocks, width))
     w_bar = np.zeros((n_blocks, width))
-    l1, l2 = settings.l1, settings.l2
     eta_list, clip_list = eta.tolist(), C.tolist()  # Python floats: cheaper to index in the loop
     bar = progress_bar(T, desc="DP-CD passes", unit="pass", enabled=settings.progress)
     try:
@@ -375,34 +415,13 @@ def _run(
             bar.update(1)
     finally:
         bar.close()
+    return w_bar
 
-    info = {
-        "calibration": settings.calibration,
-        "passes": T,
-        "inner_steps": K,
-        "steps": steps,
-        "gamma": gamma,
-        "gamma_default": settings.gamma is None,
-        "blocks": "feature" if by_feature else "entry",
-        "n_coordinates": p,
-        "n_blocks": n_blocks,
-        "block_size": width,
-        "noise_multiplier": s,
-        "noise_multiplier_gdp": s_gdp,
-        "noise_multiplier_closed_form": s_closed,
-        "noise_ratio_closed_form_to_gdp": s_closed / s_gdp,
-        "closed_form_applies": closed_form_applies(settings.epsilon, settings.delta),
-        "mu": math.sqrt(steps) / s,
-        "sensitivity": sensitivity.tolist(),
-        "sigma": sigma.tolist(),
-        "sigma_gdp": (s_gdp * sensitivity).tolist(),
-        "sigma_closed_form": (s_closed * sensitivity).tolist(),
-        "clip_thresholds": C.tolist(),
-        "step_sizes": eta.tolist(),
-        "coordinate_smoothness": M.tolist(),
-        "feature_bounds": bounds.tolist(),
-        "feature_bounds_from_data": bounds_from_data,
-        "l1": l1,
-        "l2": l2,
-    }
-    return DPCDResult(weights=w_bar.reshape(-1), guarantee=guarantee, info=info)
+
+def _block_state(X: np.ndarray, y: np.ndarray, loss: Loss, k: int, by_feature: bool) -> _BlockState:
+    """The score cache for the blocks: softmax rows, softmax entries, or one-output scores."""
+    if by_feature:
+        return _SoftmaxRows(X, y, k)
+    if isinstance(loss, MultinomialLogisticLoss):
+        return _SoftmaxScores(X, y, k)
+    return _Scores(X, y, loss)
