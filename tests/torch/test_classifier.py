@@ -66,6 +66,13 @@ def test_clone_and_params():
         TorchClassifier(3.0)  # keyword-only
 
 
+def test_predicting_before_fit_is_sklearns_not_fitted_error():
+    from sklearn.exceptions import NotFittedError
+
+    with pytest.raises(NotFittedError):
+        small().predict(blobs(4)[0])
+
+
 def test_classes_from_the_data_warn():
     X, y = blobs(40)
     with pytest.warns(PrivacyLeakWarning):
@@ -74,7 +81,9 @@ def test_classes_from_the_data_warn():
 
 def test_unknown_label_and_bad_shape_are_refused():
     X, y = blobs(40)
-    with pytest.raises(ValueError, match="not in classes"):
+    with pytest.raises(ValueError, match="not in the public class set"):
+        small(classes=("a", "c"), epochs=1).fit(X, y)
+    with pytest.raises(ValueError, match="at least 2 classes"):
         small(classes=("a",), epochs=1).fit(X, y)
     with pytest.raises(ValueError, match="shape"):
         small(epochs=1).fit(X[:, :, :5, :5], y)

@@ -95,3 +95,36 @@ def test_predict_with_a_cnn_model_file_reproduces_the_test_accuracy(image_cache,
     bad.write_text(",".join(f"p{j}" for j in range(784)) + ",label\n" + ",".join(["-0.42"] * 784) + ",x\n")
     assert main(["predict", "--model", str(model), "--input", str(bad)]) == 2
     assert "raw grey levels in [0, 255]" in capsys.readouterr().err
+
+
+def test_device_and_precision_are_checked_before_any_data(capsys, monkeypatch):
+    import privml.torch.data as image_data
+
+    monkeypatch.setattr(image_data, "load_images", lambda *a, **k: pytest.fail("data read before the device check"))
+    if not torch.cuda.is_available():
+        assert main(["train", "--method", "dpsgd-cnn", "--dataset", "mnist", "--epsilon", "1", "--device", "cuda"]) == 2
+        err = capsys.readouterr().err
+        assert "no CUDA device" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert main(["train", "--method", "dpsgd-cnn", "--dataset", "mnist", "--epsilon", "1", "--device", "tpu"]) == 2
+    assert "device must be" in capsys.readouterr().err
+    # Options a method cannot use are errors, never dropped.
+    assert main(["train", "--method", "output", "--dataset", "mnist", "--epsilon", "1", "--device", "cpu"]) == 2
+    assert "--device" in capsys.readouterr().err
+    assert main(["train", "--method", "output", "--dataset", "mnist", "--epsilon", "1", "--precision", "bf16"]) == 2
+    assert "--precision" in capsys.readouterr().err
+
+
+def test_train_on_an_explicit_device_in_bf16(image_cache, capsys):
+    argv = ["train", "--method", "dpsgd-cnn", "--dataset", "mnist", "--epsilon", "2", "--max-train", "300",
+            "--epochs", "1", "--batch-size", "100", "--seed", "0", "--threads", "1", "--device", "cpu",
+            "--precision", "bf16", "--json"]
+    assert main(argv) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["steps"] == 3 and 0 < result["epsilon"] <= 2.0
+
+
+def test_cli_architectures_are_the_image_models():
+    from privml.cli.train import CNN_ARCHITECTURES
+    from privml.torch.models import IMAGE_ARCHITECTURES
+
+    assert CNN_ARCHITECTURES == IMAGE_ARCHITECTURES

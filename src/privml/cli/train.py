@@ -4,6 +4,7 @@
                  --epsilon E --delta D [--l2 L] [--seed S] [--out model.npz] [--json]
     privml train --method dpsgd-cnn --dataset mnist|fashion-mnist --epsilon E [--epochs N]
                  [--batch-size B] [--learning-rate LR] [--clip-norm C] [--architecture A] [--threads T]
+                 [--device auto|cpu|cuda[:N]] [--precision fp32|bf16]
 
 ``dpsgd-cnn`` trains a CNN with DP-SGD (:mod:`privml.torch`, imported only for
 this method) on the images standardised by public constants, with a progress
@@ -52,6 +53,9 @@ from privml.registry import estimator_class
 
 #: CLI method -> model-file method (the classifier variants of privml.io.MODEL_CLASSES)
 TRAIN_METHODS = ("output", "objective", "dpsgd", "dpcd", "nonprivate", "dpsgd-cnn")
+#: image architectures of ``--method dpsgd-cnn`` (privml.torch.models.IMAGE_ARCHITECTURES; a test
+#: keeps them equal without importing torch here)
+CNN_ARCHITECTURES: tuple[str, ...] = ("tramer-boneh", "resnet", "wide-resnet")
 #: image datasets that ``--method dpsgd-cnn`` accepts
 CNN_DATASETS = ("mnist", "fashion-mnist")
 BIAS = 0.5  # public constant feature appended to every record (privml.data.add_bias_feature)
@@ -89,8 +93,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     cnn.add_argument("--batch-size", type=integer, help="expected Poisson batch size (default 512)")
     cnn.add_argument("--learning-rate", type=finite_float, help="SGD learning rate, momentum 0.9 (default 0.5)")
     cnn.add_argument("--clip-norm", type=finite_float, help="clip norm C of each example's gradient (default 0.1)")
-    cnn.add_argument("--architecture", choices=("tramer-boneh", "resnet"), default="tramer-boneh")
+    cnn.add_argument("--architecture", choices=CNN_ARCHITECTURES, default="tramer-boneh")
     cnn.add_argument("--threads", type=integer, help="torch threads (default: torch's choice)")
+    cnn.add_argument("--device", help="auto (default: CUDA when available), cpu, cuda or cuda:N")
+    cnn.add_argument("--precision", choices=("fp32", "bf16"),
+                     help="fp32 (default), or bf16 autocast passes (clipping and noise stay float32)")
     add_nonprivate_flag(parser)
     add_json_flag(parser)
     parser.set_defaults(handler=_train, prog=parser.prog)
@@ -115,7 +122,8 @@ def _train(args: argparse.Namespace) -> None:
     if args.method == "dpsgd-cnn":
         _train_cnn(args)
         return
-    cnn_only = [f"--{k.replace('_', '-')}" for k in ("epochs", "batch_size", "learning_rate", "clip_norm", "threads")
+    cnn_only = [f"--{k.replace('_', '-')}"
+                for k in ("epochs", "batch_size", "learning_rate", "clip_norm", "threads", "device", "precision")
                 if getattr(args, k) is not None]
     if cnn_only or args.architecture != "tramer-boneh":
         raise ValueError(f"{', '.join(cnn_only) or '--architecture'} apply to --method dpsgd-cnn only")
@@ -205,8 +213,10 @@ def _train_cnn(args: argparse.Namespace) -> None:
         raise ValueError("--l2, --no-bias, --test and --classes do not apply to --method dpsgd-cnn")
     check_output_path(args.out, "--out", suffix=".npz")
 
-    from privml.torch.classifier import TorchClassifier  # torch is imported for this method only
+    from privml.torch.classifier import TorchClassifier, resolve_device  # torch is imported for this method only
     from privml.torch.data import load_images
+
+    device = resolve_device(args.device or "auto")  # a missing GPU is an error before any data is read
 
     data = load_images(dataset, max_train=args.max_train, random_state=args.seed)
     settings = {
@@ -217,6 +227,7 @@ def _train_cnn(args: argparse.Namespace) -> None:
             "learning_rate": args.learning_rate,
             "clip_norm": args.clip_norm,
             "threads": args.threads,
+            "precision": args.precision,
         }.items()
         if value is not None
     }
@@ -227,10 +238,12 @@ def _train_cnn(args: argparse.Namespace) -> None:
         classes=data.classes,
         random_state=args.seed,
         progress=True,
+        device=str(device),
         **settings,
     )
     n_train, n_test = int(data.X_train.shape[0]), int(data.X_test.shape[0])
-    print(f"training {args.architecture} CNN with DP-SGD on {dataset} ({n_train} records)...", file=sys.stderr)
+    print(f"training {args.architecture} CNN with DP-SGD on {dataset} ({n_train} records, {device})...",
+          file=sys.stderr)
     start = time.perf_counter()
     model.fit(data.X_train.numpy(), data.y_train.numpy())
     seconds = time.perf_counter() - start

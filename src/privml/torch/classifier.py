@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 import numpy as np
 import torch
 from sklearn.base import BaseEstimator, ClassifierMixin
-from sklearn.utils.validation import check_is_fitted
 
-from privml.exceptions import PrivacyLeakWarning
+from privml._validation import check_fitted
+from privml.data.labels import fit_classes
 from privml.guarantee import PrivacyGuarantee
 from privml.neighbouring import Neighbouring
 from privml.torch.dpsgd import DPSGD, PRECISIONS
@@ -172,23 +171,11 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         return torch.from_numpy(np.ascontiguousarray(array.reshape((-1, *shape))))
 
     def _labels(self, y: Any) -> tuple[np.ndarray, torch.Tensor]:
-        y = np.asarray(y)
-        if self.classes is None:
-            warnings.warn(
-                "classes not given: the class set is read from the training labels, which leaks which labels occur; "
-                "pass classes=... (public) to avoid this",
-                PrivacyLeakWarning,
-                stacklevel=3,
-            )
-            classes = np.unique(y)
-        else:
-            classes = np.asarray(list(self.classes))
-        index = {c.item() if hasattr(c, "item") else c: i for i, c in enumerate(classes)}
-        try:
-            codes = np.array([index[v.item() if hasattr(v, "item") else v] for v in y], dtype=np.int64)
-        except KeyError as exc:
-            raise ValueError(f"label {exc.args[0]!r} is not in classes") from None
-        return classes, torch.from_numpy(codes)
+        """The public class set and each label's code (privml.data.labels: one encoder for every estimator)."""
+        classes, codes = fit_classes(
+            np.asarray(y), None if self.classes is None else list(self.classes), owner="TorchClassifier", stacklevel=4
+        )
+        return classes, torch.from_numpy(np.asarray(codes, dtype=np.int64))
 
     def _device(self) -> torch.device:
         """The device to use, checked before any computation (a missing GPU is an error, not a fallback)."""
@@ -278,7 +265,7 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
 
     def predict_proba(self, X: Any) -> np.ndarray:
         """Class probabilities (softmax of the logits), columns in ``classes_`` order."""
-        check_is_fitted(self, "module_")
+        check_fitted(self, "module_")
         device = self._device()
         X_t = self._images(X)
         out = []
@@ -290,7 +277,8 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
 
     def predict(self, X: Any) -> np.ndarray:
         """The most probable class of each row."""
-        return self.classes_[np.argmax(self.predict_proba(X), axis=1)]
+        proba = self.predict_proba(X)  # first: it raises NotFittedError before classes_ is read
+        return self.classes_[np.argmax(proba, axis=1)]
 
     # ------------------------------------------------------------ model files (privml.io)
     def _model_arrays(self) -> dict[str, np.ndarray]:
