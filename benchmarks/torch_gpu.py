@@ -383,7 +383,8 @@ def render(data: dict) -> str:
         errors = [f"{name} {v}: {row[v]['error']}" for name, row in steps.items() for v in VARIANTS
                   if isinstance(row.get(v), dict) and "error" in row[v]]
         if errors:
-            out += ["", "Errors: " + "; ".join(errors)]
+            out += ["", "Errors (recorded, not hidden): " + "; ".join(errors)]
+        out += ["", "Targets (issue 15): " + "; ".join(_step_verdicts(steps)) + "."]
         out.append("")
     mnist = data.get("mnist")
     if mnist:
@@ -398,8 +399,39 @@ def render(data: dict) -> str:
             r = mnist.get(name)
             if r:
                 out.append(f"| {name} | {r['seconds']:.1f} | {r['test_accuracy'] * 100:.2f}% | {r['steps']} |")
+        ours = mnist.get("privml")
+        if ours:
+            met = ours["seconds"] <= 12 and ours["test_accuracy"] >= 0.98
+            out += ["", f"Target: at most 12 s at >= 98.0%: {ours['seconds']:.1f} s at "
+                    f"{ours['test_accuracy'] * 100:.2f}%, {'met' if met else 'not met'}."]
         out.append("")
     return "\n".join(out)
+
+
+def _step_verdicts(steps: dict) -> list[str]:
+    """Each acceptance figure of the step table, measured row by row."""
+    time_ok, memory_ok, worst_time, worst_memory = [], [], 0.0, 0.0
+    for name, row in steps.items():
+        ghost = row.get("privml-ghost", {})
+        peers = [row[v] for v in ("opacus-hooks", "opacus-ghost") if "median_ms" in row.get(v, {})]
+        if "median_ms" not in ghost or not peers:
+            continue
+        ratio = ghost["median_ms"] / min(p["median_ms"] for p in peers)
+        memory = ghost["peak_gib"] / min(p["peak_gib"] for p in peers)
+        worst_time, worst_memory = max(worst_time, ratio), max(worst_memory, memory)
+        (time_ok if ratio <= 0.5 else []).append(name)
+        (memory_ok if memory <= 1.0 else []).append(name)
+    verdicts = [
+        f"step time <= 0.5x Opacus's faster mode on every row: {len(time_ok)} of {len(steps)} rows "
+        f"(worst {worst_time:.2f}x)",
+        f"peak memory <= Opacus's lowest on every row: {len(memory_ok)} of {len(steps)} rows "
+        f"(worst {worst_memory:.2f}x)",
+    ]
+    row = steps.get("transformer-256", {})
+    if "median_ms" in row.get("privml-ghost", {}) and "median_ms" in row.get("nonprivate", {}):
+        ratio = row["privml-ghost"]["median_ms"] / row["nonprivate"]["median_ms"]
+        verdicts.append(f"transformer at batch 256 <= 1.3x non-private: {ratio:.2f}x, {'met' if ratio <= 1.3 else 'not met'}")
+    return verdicts
 
 
 def main(argv: list[str] | None = None) -> int:
