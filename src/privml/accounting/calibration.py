@@ -379,6 +379,8 @@ def calibrate_parameter(
     >>> calibrate_parameter(lambda k: 0.1 * k, target=1.0, increasing=True, integer=True).value
     10
     """
+    # long-function: most of its length is the numpy-style docstring (parameters, guarantee, references); the code is
+    # argument checks and one call to the shared search.
     if not callable(objective):
         raise TypeError(f"objective must be callable, got {type(objective).__name__}")
     target = check_finite(target, "target")
@@ -496,6 +498,8 @@ def calibrate_noise_multiplier(
     >>> 10.0 <= result.noise_multiplier <= 10.0 * (1 + 1e-3), result.epsilon <= 1.0
     (True, True)
     """
+    # long-function: most of its length is the numpy-style docstring (parameters, guarantee, references); the code is
+    # argument checks, the PLD bracket and one search.
     if not callable(make_event):
         raise TypeError(f"make_event must be callable, got {type(make_event).__name__}")
     target_epsilon = check_epsilon(target_epsilon, "target_epsilon")
@@ -642,6 +646,8 @@ def calibrate_dpsgd(
         With ``accountant`` naming what certified the epsilon (e.g.
         ``"pld"``, ``"rdp+group"``).
     """
+    # long-function: a long numpy-style docstring (parameters, guarantee, references) and code that is argument
+    # checks, the accountant probe and one search.
     relation = Neighbouring.parse(neighbouring)
     steps = check_count(steps, "steps")
     sample_rate = check_probability(sample_rate, "sample_rate")

@@ -259,6 +259,9 @@ def _log_a_minus_one_frac(q: float, s: float, alphas: np.ndarray) -> np.ndarray:
     Returns NaN where rounding leaves no positive A - 1 (the caller falls
     back to a neighbouring integer order).
     """
+    # long-function: one numerical series (MTZ19 Sec. 3.3) evaluated for all orders at once, with its truncation and
+    # retry loop; its steps share many intermediate arrays and splitting would hide the precision argument in the
+    # docstring.
     log_q, log_1mq = math.log(q), math.log1p(-q)
     z0 = s * s * (log_1mq - log_q) + 0.5
     floors = np.floor(alphas)

@@ -199,6 +199,8 @@ def epsilon_lower_bound(
     >>> round(epsilon_lower_bound([0.0] * 100, [1.0] * 100).epsilon, 2)
     2.57
     """
+    # long-function: a long numpy-style docstring (parameters, guarantee, references) and code that is argument
+    # checks, then one select-then-bound sequence over the two test directions.
     delta = check_delta(delta)
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
@@ -555,6 +557,8 @@ def audit_epsilon(
     >>> result.claimed.epsilon, str(result.claimed.neighbouring), result.violated
     (1.0, 'replace-one', False)
     """
+    # long-function: a long numpy-style docstring (parameters, guarantee, references) and code that is one sequence:
+    # class set, canary, pilot fit, neighbouring pair, the trial closure and the call to audit_mechanism.
     trials = check_count(trials, "trials", minimum=2)
     statistic, score_fn = _check_score(score)
     X = np.asarray(X, dtype=np.float64)

@@ -113,6 +113,8 @@ def fetch(
         its pinned hash, the source cannot be converted, or the cache
         directory is not writable (one line saying which).
     """
+    # long-function: a long numpy-style docstring (parameters, guarantee, references) and code that is one locked
+    # find-convert-or-download sequence.
     canonical = canonical_name(name)
     spec = BUILTIN[canonical]
     root = resolve_cache_dir(cache_dir)

@@ -125,6 +125,8 @@ def load_dataset(
     >>> bool(np.all(np.linalg.norm(data.X_train, axis=1) <= 1))
     True
     """
+    # long-function: most of its length is the docstring on every built-in dataset and option; the code is one load,
+    # select, subsample, featurise sequence.
     bias_value = _check_bias(bias, preprocess=preprocess)
     if max_train is not None:
         max_train = check_count(max_train, "max_train")

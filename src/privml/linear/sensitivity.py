@@ -590,6 +590,8 @@ def kst12_constants(
     >>> c.extra_l2, round(c.epsilon_jacobian, 6), round(c.noise_scale, 6)  # 2 / (1 - log 1.025)
     (0.0, 0.024693, 2.050636)
     """
+    # long-function: most of its length is the numpy-style docstring (parameters, guarantee, references); the code is
+    # argument checks and the theorem's constants, one after the other.
     epsilon = check_epsilon(epsilon)
     delta = check_delta(delta)
     n = check_count(n, "n")

@@ -190,6 +190,8 @@ def minimise_objective(
     >>> result.converged, bool(result.grad_norm <= 1e-10)
     (True, True)
     """
+    # long-function: most of its length is the numpy-style docstring (parameters, guarantee, references); the code is
+    # argument checks, the certified step budget and the fast path with its certified fallback.
     if not isinstance(objective, RegularisedObjective):
         raise TypeError(f"objective must be a RegularisedObjective, got {type(objective).__name__}")
     tol, max_iter = check_solver_settings(tol, max_iter)

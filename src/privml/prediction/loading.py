@@ -104,6 +104,8 @@ def load_predictor(
     FileNotFoundError
         if ``path`` does not exist.
     """
+    # long-function: a long numpy-style docstring (parameters, guarantee, references) and code that is one dispatch on
+    # the model file's method with a precise error for each misuse.
     _, metadata = read_model_file(path)
     stored = metadata.get("method")
     if stored in PRIVATE_TRAINING_METHODS:

@@ -328,6 +328,8 @@ def select_output_perturbation(
     :mod:`privml.selection.interactive_above_threshold`. All arguments are
     validated before any noise is drawn.
     """
+    # long-function: a long numpy-style docstring (parameters, guarantee, references) and code that is argument
+    # checks, the choice of release chain and the AboveThreshold run.
     w = check_finite_array(minimiser, "minimiser")
     sensitivity = check_positive(sensitivity, "sensitivity")
     query_sensitivity = check_positive(query_sensitivity, "query_sensitivity")

@@ -108,6 +108,8 @@ def open_served_model(
     ValueError
         For a missing or superfluous ledger, or anything ``load_predictor`` refuses.
     """
+    # long-function: a long numpy-style docstring (parameters, guarantee, references) and code that is one dispatch on
+    # the model file's method with a precise error for each misuse.
     from privml.prediction import load_predictor
     from privml.prediction.loading import PRIVATE_TRAINING_METHODS
 

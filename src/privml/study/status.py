@@ -56,6 +56,8 @@ def study_status(folder: str | Path, *, spec_hash: str | None = None) -> dict[st
     ValueError
         If the store holds no study (or none matching ``spec_hash``).
     """
+    # long-function: one pass over the planned jobs that fills every counter of the report; the pieces share the job
+    # states and records.
     path = Path(folder)
     out = path.parent if path.is_file() else path
     store_path = path if path.is_file() else path / RESULTS_FILE

@@ -267,6 +267,8 @@ def dp_coordinate_descent(
     refresh of the scores per outer iteration (which also stops rounding
     drift).
     """
+    # long-function: most of its length is the numpy-style docstring (parameters, guarantee, references); the code is
+    # the deprecated-name translation, validation and one call to _run.
     unknown = sorted(set(deprecated) - set(_RENAMED))
     if unknown:
         raise TypeError(f"dp_coordinate_descent got an unexpected keyword argument {unknown[0]!r}")
