@@ -263,6 +263,7 @@ class DPCDRegressor(_DPCDMixin, PrivateLinearModel, RegressorMixin, BaseEstimato
     """
 
     method = "dpcd-regressor"
+    requires_delta = True
 
     def __init__(
         self,
