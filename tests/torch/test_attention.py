@@ -19,6 +19,7 @@ from privml.torch import (  # noqa: E402
     fix_model,
     ghost_clipped_sum,
     validate_model,
+    vmap_clipped_sum,
 )
 from tests.torch._brute_force import assert_clipped_sums_match, brute_force_clipped_sum  # noqa: E402
 
@@ -225,11 +226,6 @@ def test_one_dpsgd_step_on_a_fixed_transformer_encoder():
     one_dpsgd_step(model, *encoder_batch())
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "the ghost engine reads dimension 0 of every layer's input as the example; a sequence-first "
-    "nn.TransformerEncoderLayer (batch_first=False) feeds (T, B, E) to its Linear and LayerNorm layers, and "
-    "with T == B the norms and clipped sum are silently wrong (T != B fails with a size mismatch)"
-))
 def test_ghost_on_a_sequence_first_encoder_refuses_or_is_exact():
     torch.manual_seed(6)
     model = fix_model(Encoder(batch_first=False)).double()
@@ -237,9 +233,25 @@ def test_ghost_on_a_sequence_first_encoder_refuses_or_is_exact():
     _, norms = brute_force_clipped_sum(model, tokens, y, 1.0)
     clip_norm = float(norms.median())
     truth, _ = brute_force_clipped_sum(model, tokens, y, clip_norm)
-    try:
-        sums, _ = ghost_clipped_sum(model, cross_entropy_per_example, tokens, y, clip_norm)
-    except ValueError:
-        return  # refusing is as good as being exact
+    # With T == B the shapes cannot tell positions from examples: the engine refuses the module.
+    with pytest.raises(ValueError, match="sequence-first"):
+        ghost_clipped_sum(model, cross_entropy_per_example, tokens, y, clip_norm)
+    # vmap treats each example alone, whatever the layout inside: exact.
+    sums, _ = vmap_clipped_sum(model, cross_entropy_per_example, tokens, y, clip_norm)
     for name, value in truth.items():
         torch.testing.assert_close(sums[name], value, rtol=1e-10, atol=1e-12)
+
+
+def test_ghost_refuses_a_layer_whose_dimension_0_is_not_the_example():
+    class Transposed(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.mix = torch.nn.Linear(4, 4)
+            self.head = torch.nn.Linear(4, 3)
+
+        def forward(self, x):  # (B, T, 4) -> the Linear sees (T, B, 4)
+            return self.head(self.mix(x.transpose(0, 1)).transpose(0, 1).mean(1))
+
+    with pytest.raises(ValueError, match="dimension 0"):
+        ghost_clipped_sum(Transposed().double(), cross_entropy_per_example, torch.randn(3, 5, 4).double(),
+                          torch.tensor([0, 1, 2]), 1.0)

@@ -53,6 +53,14 @@ def _wide(t: torch.Tensor) -> torch.Tensor:
     return t.float() if _low(t) else t
 
 
+def _sequence_first(module: nn.Module) -> bool:
+    """Whether ``module`` (or the attention it wraps, as in ``nn.TransformerEncoderLayer``) is sequence-first."""
+    first = getattr(module, "batch_first", None)
+    if first is None:
+        first = getattr(getattr(module, "self_attn", None), "batch_first", None)
+    return first is False
+
+
 def ghost_modules(model: nn.Module) -> list[tuple[str, nn.Module, LayerRule]]:
     """Modules holding trainable parameters, with their rules; raise if one has no rule.
 
@@ -64,6 +72,13 @@ def ghost_modules(model: nn.Module) -> list[tuple[str, nn.Module, LayerRule]]:
     """
     found = []
     for name, module in model.named_modules():
+        if _sequence_first(module):
+            # Its layers see (T, B, ...): the rules would read positions as examples. With T != B the
+            # shapes disagree; with T == B the norms would be silently wrong, so refuse outright.
+            raise ValueError(
+                f"{type(module).__name__} ({name or 'the model'}) runs sequence-first (batch_first=False): ghost "
+                "clipping needs the example on dimension 0 of every layer; use batch_first=True or mode='vmap'"
+            )
         own = [p for p in module.parameters(recurse=False) if p.requires_grad]
         if not own:
             continue
@@ -142,6 +157,16 @@ def ghost_clipped_sum(
             handle.remove()
     if losses.shape != (x.shape[0],):
         raise ValueError(f"loss_fn must return one loss per example, shape ({x.shape[0]},), got {tuple(losses.shape)}")
+    batch = x.shape[0]
+    for record in records:
+        if record.activation.shape[:1] != (batch,) or record.output.shape[:1] != (batch,):
+            # The rules read dimension 0 as the example; anything else would give wrong norms.
+            name = by_module[id(record.module)][0] or "the model"
+            raise ValueError(
+                f"{type(record.module).__name__} ({name}) saw input {tuple(record.activation.shape)} and output "
+                f"{tuple(record.output.shape)} for a batch of {batch}: ghost clipping needs the example on "
+                "dimension 0 of every layer; use mode='vmap'"
+            )
     seen = [id(r.module) for r in records]
     if len(set(seen)) != len(seen):
         raise ValueError(
