@@ -508,13 +508,19 @@ class DPSGD:
         either way.
         """
         noise: list[torch.Tensor | None] = [None] * len(self._params)
-        for dtype in dict.fromkeys(p.dtype for _, p in self._params):
-            members = [i for i, (_, p) in enumerate(self._params) if p.dtype == dtype]
-            sizes = [self._params[i][1].numel() for i in members]
+        for dtype, members, sizes in self._noise_layout():
             flat = self._noise.normal((sum(sizes),), self.noise_std, dtype=dtype)
             for i, part in zip(members, torch.split(flat, sizes), strict=True):
                 noise[i] = part.view(self._params[i][1].shape)
         return noise  # type: ignore[return-value]  # every slot is filled: each parameter has a dtype
+
+    def _noise_layout(self) -> list[tuple[torch.dtype, list[int], list[int]]]:
+        """Per dtype: which trained parameters it holds and their sizes (read each step: a model may be cast)."""
+        layout = []
+        for dtype in dict.fromkeys(p.dtype for _, p in self._params):
+            members = [i for i, (_, p) in enumerate(self._params) if p.dtype == dtype]
+            layout.append((dtype, members, [self._params[i][1].numel() for i in members]))
+        return layout
 
     def step(self, x: torch.Tensor, y: torch.Tensor) -> None:
         """One logical DP-SGD step on a Poisson sample ``(x, y)`` (possibly empty), counted once.

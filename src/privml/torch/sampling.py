@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from typing import Any
 
@@ -10,7 +11,52 @@ import torch
 from privml.torch.noise import RandomSource
 
 
-class PoissonSampler:
+class _IndexSampler(ABC):
+    """What both samplers share: ``steps`` batches of indices drawn by a :class:`RandomSource`.
+
+    ``generator`` (seeded, reproducible) fixes the device the batches are
+    drawn on; without one they are drawn on ``device`` (CPU by default) from
+    fresh OS entropy. ``secure`` draws as :mod:`privml.torch.noise` describes.
+    Subclasses draw ``count`` batches at once in :meth:`sample_many`.
+    """
+
+    def __init__(
+        self, steps: int, generator: torch.Generator | None, secure: bool, device: torch.device | str | None
+    ) -> None:
+        if not (isinstance(steps, int) and steps >= 0):
+            raise ValueError(f"steps must be a non-negative int, got {steps!r}")
+        if generator is not None:
+            if device is not None and torch.device(device).type != torch.device(generator.device).type:
+                raise ValueError(f"the generator lives on {generator.device}, not on device={device}")
+            self.source = RandomSource(generator.device, generator=generator, secure=secure)
+        else:
+            self.source = RandomSource("cpu" if device is None else device, secure=secure)
+        self.steps, self.secure, self.generator = steps, secure, self.source.generator
+
+    def __len__(self) -> int:
+        return self.steps
+
+    def _chunk(self) -> int:
+        """How many batches one :meth:`sample_many` call draws while iterating."""
+        return 1
+
+    def sample(self) -> torch.Tensor:
+        """One logical batch: a sorted int64 tensor of indices."""
+        return self.sample_many(1)[0]
+
+    @abstractmethod
+    def sample_many(self, count: int) -> list[torch.Tensor]:
+        """``count`` independent logical batches."""
+
+    def __iter__(self) -> Iterator[torch.Tensor]:
+        remaining, chunk = self.steps, self._chunk()
+        while remaining:
+            count = min(chunk, remaining)
+            yield from self.sample_many(count)
+            remaining -= count
+
+
+class PoissonSampler(_IndexSampler):
     """Each of ``n`` indices enters each logical batch independently with probability q.
 
     Iterating yields ``steps`` index tensors (sorted, possibly empty; their
@@ -56,18 +102,12 @@ class PoissonSampler:
             raise ValueError(f"n must be a non-negative int, got {n!r}")
         if not 0 < sample_rate <= 1:
             raise ValueError(f"sample_rate must be in (0, 1], got {sample_rate!r}")
-        if not (isinstance(steps, int) and steps >= 0):
-            raise ValueError(f"steps must be a non-negative int, got {steps!r}")
-        self.n, self.sample_rate, self.steps, self.secure = n, float(sample_rate), steps, secure
-        self.source = _source(generator, secure, device)
-        self.generator = self.source.generator
+        super().__init__(steps, generator, secure, device)
+        self.n, self.sample_rate = n, float(sample_rate)
 
-    def __len__(self) -> int:
-        return self.steps
-
-    def sample(self) -> torch.Tensor:
-        """One logical batch: a sorted int64 tensor of indices (empty with probability (1-q)^n)."""
-        return self.sample_many(1)[0]
+    def _chunk(self) -> int:
+        # Chunks of steps whose coins take at most about 32 MiB (float64), and at most 64 steps.
+        return max(1, min(64, (1 << 22) // max(1, self.n)))
 
     def sample_many(self, count: int) -> list[torch.Tensor]:
         """``count`` independent logical batches, drawn together.
@@ -82,17 +122,8 @@ class PoissonSampler:
         _, columns = torch.nonzero(keep, as_tuple=True)  # row-major: batch by batch, each sorted
         return list(torch.split(columns, keep.sum(1).tolist()))
 
-    def __iter__(self) -> Iterator[torch.Tensor]:
-        # Chunks of steps whose coins take at most about 32 MiB (float64), and at most 64 steps.
-        chunk = max(1, min(64, (1 << 22) // max(1, self.n)))
-        remaining = self.steps
-        while remaining:
-            count = min(chunk, remaining)
-            yield from self.sample_many(count)
-            remaining -= count
 
-
-class FixedSizeSampler:
+class FixedSizeSampler(_IndexSampler):
     """Each logical batch is ``batch_size`` distinct indices out of ``n``, uniform over all such sets.
 
     Iterating yields ``steps`` sorted index tensors of exactly b = ``batch_size``
@@ -135,32 +166,12 @@ class FixedSizeSampler:
             raise ValueError(f"n must be a positive int, got {n!r}")
         if not (isinstance(batch_size, int) and 1 <= batch_size <= n):
             raise ValueError(f"batch_size must be an int in [1, n={n}], got {batch_size!r}")
-        if not (isinstance(steps, int) and steps >= 0):
-            raise ValueError(f"steps must be a non-negative int, got {steps!r}")
-        self.n, self.batch_size, self.steps, self.secure = n, batch_size, steps, secure
-        self.source = _source(generator, secure, device)
-        self.generator = self.source.generator
+        super().__init__(steps, generator, secure, device)
+        self.n, self.batch_size = n, batch_size
 
-    def __len__(self) -> int:
-        return self.steps
-
-    def sample(self) -> torch.Tensor:
-        """One logical batch: a sorted int64 tensor of ``batch_size`` distinct indices."""
-        chosen = self.source.permutation(self.n)[: self.batch_size]
-        return torch.sort(chosen).values
-
-    def __iter__(self) -> Iterator[torch.Tensor]:
-        for _ in range(self.steps):
-            yield self.sample()
-
-
-def _source(generator: torch.Generator | None, secure: bool, device: torch.device | str | None) -> RandomSource:
-    """The sampler's draws: on ``generator``'s device if given, else on ``device`` (CPU by default)."""
-    if generator is not None:
-        if device is not None and torch.device(device).type != torch.device(generator.device).type:
-            raise ValueError(f"the generator lives on {generator.device}, not on device={device}")
-        return RandomSource(generator.device, generator=generator, secure=secure)
-    return RandomSource("cpu" if device is None else device, secure=secure)
+    def sample_many(self, count: int) -> list[torch.Tensor]:
+        """``count`` logical batches, each a sorted int64 tensor of ``batch_size`` distinct indices."""
+        return [torch.sort(self.source.permutation(self.n)[: self.batch_size]).values for _ in range(count)]
 
 
 def micro_batches(indices: torch.Tensor, size: int | None) -> list[torch.Tensor]:
