@@ -257,3 +257,17 @@ def test_poisson_batches_of_a_dataset_include_empty_ones():
     assert 0 in sizes and max(sizes) >= 2
     for x, y in batches:
         assert x.shape == (len(y), 1) and torch.equal(x[:, 0].long(), y)
+
+
+def test_the_progress_bar_accounts_about_ten_times_not_once_per_epoch(monkeypatch):
+    # Each epsilon shown composes every step so far; 40 epochs must not mean 40 compositions.
+    model, x, y = single_layer("linear")
+    X, Y = x.repeat(5, 1), y.repeat(5)  # 30 records, q = 0.5: 2 steps per epoch
+    engine = DPSGD(model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1), n_samples=30, clip_norm=1.0,
+                   sample_rate=0.5, epochs=40, noise_multiplier=1.0, seed=0)
+    calls = []
+    original = DPSGD._guarantee
+    monkeypatch.setattr(DPSGD, "_guarantee", lambda self, s, t: calls.append(t) or original(self, s, t))
+    engine.fit(X, Y, progress=True)
+    assert engine.steps_taken == 80
+    assert 2 <= len(calls) <= 11 and calls[-1] == 80  # the last step's epsilon is always shown

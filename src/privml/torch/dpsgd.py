@@ -574,6 +574,9 @@ class DPSGD:
         X, y = X.to(self.device), y.to(self.device)
         sampler = self.sampler(n_local=int(X.shape[0]))
         per_epoch = max(1, round(1 / self.sample_rate))
+        # The bar shows epsilon after about ten epochs of the run at most (and after the last step):
+        # each showing composes every step so far, which costs more than an epoch of a small model.
+        shown_every = max(1, math.ceil(len(sampler) / per_epoch / 10))
         start = time.perf_counter()
         with progress_bar(len(sampler), desc="DP-SGD", unit="step", enabled=progress) as bar:
             for batch in sampler:
@@ -584,7 +587,8 @@ class DPSGD:
                 ):
                     # Accounting the steps so far costs a composition: only when someone looks.
                     epoch = math.ceil(self.steps_taken / per_epoch)
-                    if progress:
+                    last = self.steps_taken == self.planned_steps
+                    if progress and (epoch % shown_every == 0 or last):
                         bar.set_postfix_str(f"epoch {epoch} eps={self.epsilon:.3g}")
                     if on_epoch is not None:
                         on_epoch(epoch, self)
