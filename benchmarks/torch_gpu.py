@@ -50,7 +50,8 @@ sys.path.insert(0, str(HERE))
 from _common import machine, write_json  # noqa: E402
 
 RESULT = HERE / "results" / "torch_gpu.json"
-VARIANTS = ("nonprivate", "privml-ghost", "privml-ghost-bf16", "privml-vmap", "opacus-hooks", "opacus-ghost")
+VARIANTS = ("nonprivate", "privml-ghost", "privml-ghost-graph", "privml-ghost-bf16", "privml-vmap", "opacus-hooks",
+            "opacus-ghost")
 CLIP = 0.1
 SIGMA = 1.0
 N_TRAIN = 60_000
@@ -124,7 +125,8 @@ def make_step(variant: str, model_name: str, X, y) -> Callable[[], None]:  # noq
 
         parts = variant.split("-")
         engine = DPSGD(model, optimizer=optimizer, n_samples=N_TRAIN, clip_norm=CLIP, batch_size=size,
-                       noise_multiplier=SIGMA, mode=parts[1], precision="bf16" if "bf16" in parts else "fp32", seed=0)
+                       noise_multiplier=SIGMA, mode=parts[1], precision="bf16" if "bf16" in parts else "fp32", seed=0,
+                       cuda_graph="graph" in parts)
         return lambda: engine.step(X, y)
     model, optimizer, criterion = _opacus(model, optimizer, X, y, variant.split("-")[1])
 
@@ -257,29 +259,23 @@ def run_mnist(epochs: float, device: str, max_train: int | None) -> dict[str, An
 
     out: dict[str, Any] = {"epochs": epochs, "batch_size": batch_size, "clip_norm": CLIP, "epsilon": 3.0,
                            "delta": 1e-5, "n_train": int(n)}
-    # privml, as a user calls it: numpy in, calibration and all.
-    sync(device)
-    start = time.perf_counter()
-    clf = TorchClassifier(epsilon=3.0, delta=1e-5, classes=tuple(range(10)), epochs=epochs, batch_size=batch_size,
-                          learning_rate=0.5, momentum=0.9, clip_norm=CLIP, device=device, random_state=0)
-    clf.fit(data.X_train.numpy(), data.y_train.numpy())
-    sync(device)
-    seconds = time.perf_counter() - start
-    acc = float(np.mean(clf.predict(data.X_test.numpy()) == data.y_test.numpy()))
-    sigma, steps = clf.fit_info_["noise_multiplier"], clf.fit_info_["steps"]
-    out["privml"] = {"seconds": seconds, "test_accuracy": acc, "noise_multiplier": sigma, "steps": steps,
-                     "epsilon_spent": clf.privacy_.epsilon}
-    print(f"mnist privml: {out['privml']}", file=sys.stderr, flush=True)
-    # The same in bf16 autocast (clipping and noise in float32).
-    sync(device)
-    start = time.perf_counter()
-    fast = TorchClassifier(epsilon=3.0, delta=1e-5, classes=tuple(range(10)), epochs=epochs, batch_size=batch_size,
-                           learning_rate=0.5, momentum=0.9, clip_norm=CLIP, device=device, precision="bf16",
-                           random_state=0).fit(data.X_train.numpy(), data.y_train.numpy())
-    sync(device)
-    out["privml-bf16"] = {"seconds": time.perf_counter() - start, "steps": fast.fit_info_["steps"],
-                          "test_accuracy": float(np.mean(fast.predict(data.X_test.numpy()) == data.y_test.numpy()))}
-    print(f"mnist privml-bf16: {out['privml-bf16']}", file=sys.stderr, flush=True)
+    # privml, as a user calls it: numpy in, calibration and all (the default: CUDA graph steps);
+    # then eager steps, and bf16 passes.
+    runs = {"privml": {}, "privml-eager": {"cuda_graph": False}, "privml-bf16": {"precision": "bf16"}}
+    for name, options in runs.items():
+        sync(device)
+        start = time.perf_counter()
+        clf = TorchClassifier(epsilon=3.0, delta=1e-5, classes=tuple(range(10)), epochs=epochs,
+                              batch_size=batch_size, learning_rate=0.5, momentum=0.9, clip_norm=CLIP, device=device,
+                              random_state=0, **options)
+        clf.fit(data.X_train.numpy(), data.y_train.numpy())
+        sync(device)
+        seconds = time.perf_counter() - start
+        out[name] = {"seconds": seconds, "steps": clf.fit_info_["steps"], "options": options,
+                     "test_accuracy": float(np.mean(clf.predict(data.X_test.numpy()) == data.y_test.numpy())),
+                     "noise_multiplier": clf.fit_info_["noise_multiplier"], "epsilon_spent": clf.privacy_.epsilon}
+        print(f"mnist {name}: {out[name]}", file=sys.stderr, flush=True)
+    sigma, steps = out["privml"]["noise_multiplier"], out["privml"]["steps"]
 
     # Opacus (hooks): the same noise, steps and Poisson batches, gathered on the GPU.
     torch.manual_seed(0)
@@ -358,10 +354,11 @@ def render(data: dict) -> str:
     if steps:
         out += [
             f"Median ms per logical step (peak GPU memory, GiB) of one DP-SGD step, flat clipping to C = {CLIP}, "
-            f"noise multiplier {SIGMA}, synthetic batch, same initial weights; ratios against Opacus's faster mode "
-            "and against non-private.",
+            f"noise multiplier {SIGMA}, synthetic batch, same initial weights. The ratios take privml's faster float32 ghost "
+            "step (eager, or replayed as a CUDA graph over the batch padded to a public capacity, the default of "
+            "TorchClassifier on a GPU) against Opacus's faster mode and against non-private.",
             "",
-            "| model, batch | " + " | ".join(VARIANTS) + " | privml ghost / best Opacus | privml ghost / non-private "
+            "| model, batch | " + " | ".join(VARIANTS) + " | privml / best Opacus | privml / non-private "
             "| parity vs Opacus |",
             "|---|" + "---|" * (len(VARIANTS) + 3),
         ]
@@ -371,7 +368,7 @@ def render(data: dict) -> str:
                 r = row.get(variant, {})
                 cells.append(f"{r['median_ms']:.2f} ({r['peak_gib']:.2f})" if "median_ms" in r
                              else ("error" if "error" in r else "-"))
-            ghost = row.get("privml-ghost", {}).get("median_ms")
+            ghost = _privml_best(row).get("median_ms")
             opacus = [row.get(v, {}).get("median_ms") for v in ("opacus-hooks", "opacus-ghost")]
             opacus = [t for t in opacus if t]
             ratio = f"{ghost / min(opacus):.2f}x" if ghost and opacus else "-"
@@ -395,7 +392,7 @@ def render(data: dict) -> str:
             "| run | wall time (s) | test accuracy | steps |",
             "|---|---|---|---|",
         ]
-        for name in ("privml", "privml-bf16", "opacus-hooks", "nonprivate"):
+        for name in ("privml", "privml-eager", "privml-bf16", "opacus-hooks", "nonprivate"):
             r = mnist.get(name)
             if r:
                 out.append(f"| {name} | {r['seconds']:.1f} | {r['test_accuracy'] * 100:.2f}% | {r['steps']} |")
@@ -408,11 +405,17 @@ def render(data: dict) -> str:
     return "\n".join(out)
 
 
+def _privml_best(row: dict) -> dict:
+    """privml's faster float32 ghost step on a row: eager, or replayed as a CUDA graph (the classifier's default)."""
+    timed = [row[v] for v in ("privml-ghost", "privml-ghost-graph") if "median_ms" in row.get(v, {})]
+    return min(timed, key=lambda r: r["median_ms"]) if timed else {}
+
+
 def _step_verdicts(steps: dict) -> list[str]:
     """Each acceptance figure of the step table, measured row by row."""
     time_ok, memory_ok, worst_time, worst_memory = [], [], 0.0, 0.0
     for name, row in steps.items():
-        ghost = row.get("privml-ghost", {})
+        ghost = _privml_best(row)
         peers = [row[v] for v in ("opacus-hooks", "opacus-ghost") if "median_ms" in row.get(v, {})]
         if "median_ms" not in ghost or not peers:
             continue
@@ -428,8 +431,8 @@ def _step_verdicts(steps: dict) -> list[str]:
         f"(worst {worst_memory:.2f}x)",
     ]
     row = steps.get("transformer-256", {})
-    if "median_ms" in row.get("privml-ghost", {}) and "median_ms" in row.get("nonprivate", {}):
-        ratio = row["privml-ghost"]["median_ms"] / row["nonprivate"]["median_ms"]
+    if "median_ms" in _privml_best(row) and "median_ms" in row.get("nonprivate", {}):
+        ratio = _privml_best(row)["median_ms"] / row["nonprivate"]["median_ms"]
         verdicts.append(f"transformer at batch 256 <= 1.3x non-private: {ratio:.2f}x, {'met' if ratio <= 1.3 else 'not met'}")
     return verdicts
 

@@ -72,6 +72,11 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
     precision:
         ``"fp32"`` (default) or ``"bf16"`` (autocast forward and backward;
         clipping and noise in float32), as in :class:`~privml.torch.DPSGD`.
+    cuda_graph:
+        Replay each step as a CUDA graph over the batch padded to a public
+        capacity (:mod:`privml.torch.graphs`; the same release, fewer host
+        launches). ``"auto"`` (default) uses one on a CUDA device in ghost
+        mode with whole-batch steps; ``False`` never.
     random_state:
         Seed of the initial weights, sampling and noise (None: OS entropy).
     progress:
@@ -132,6 +137,7 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         secure_noise: bool = False,
         device: str = "auto",
         precision: str = "fp32",
+        cuda_graph: bool | str = "auto",
         random_state: int | None = None,
         progress: bool = False,
         threads: int | None = None,
@@ -156,6 +162,7 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         self.secure_noise = secure_noise
         self.device = device
         self.precision = precision
+        self.cuda_graph = cuda_graph
         self.random_state = random_state
         self.progress = progress
         self.threads = threads
@@ -233,6 +240,7 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
                     secure_noise=self.secure_noise,
                     seed=seed,
                     precision=self.precision,
+                    cuda_graph=self.cuda_graph,
                 )
                 engine.fit(X_t, y_t, progress=self.progress)
                 self.privacy_ = engine.privacy_

@@ -58,6 +58,7 @@ from privml.guarantee import PrivacyGuarantee
 from privml.neighbouring import Neighbouring
 from privml.torch.clipping import MODES, Mode
 from privml.torch.ghost.engine import ghost_clipped_sum, ghost_modules
+from privml.torch.graphs import GraphedStep, padded_capacity
 from privml.torch.noise import RandomSource
 from privml.torch.per_sample import vmap_clipped_sum
 from privml.torch.sampling import FixedSizeSampler, PoissonSampler, micro_batches
@@ -166,6 +167,11 @@ class DPSGD:
     distributed:
         Data-parallel training over an initialised ``torch.distributed``
         group (see :mod:`privml.torch.distributed`).
+    cuda_graph:
+        Run each step as a replay of a CUDA graph over the batch padded to a
+        public capacity (:mod:`privml.torch.graphs`): the same release, far
+        fewer host-side launches. CUDA models, ``mode="ghost"``, no
+        micro-batches; the first steps run eagerly to warm up.
 
     Attributes
     ----------
@@ -224,6 +230,7 @@ class DPSGD:
         seed: int | None = None,
         distributed: bool = False,
         precision: str = "fp32",
+        cuda_graph: bool | str = False,
     ) -> None:
         self.module = validate_model(module)
         self.optimizer = optimizer
@@ -265,6 +272,7 @@ class DPSGD:
         # (independent coins on disjoint shards); only rank 0 draws noise, from its own stream.
         self._noise = RandomSource(self.device, seed=int(seed), secure=self.secure_noise)
         self._sampling = RandomSource(self.device, seed=int(seed) + 1 + self.rank, secure=self.secure_noise)
+        self._graphed = self._graphed_step(cuda_graph)
         self.steps_taken = 0
         self._guarantee_cache: tuple[int, PrivacyGuarantee] | None = None
         self._params = [(name, p) for name, p in module.named_parameters() if p.requires_grad]
@@ -354,6 +362,32 @@ class DPSGD:
             )
         return noise_multiplier
 
+    def _graphed_step(self, cuda_graph: bool | str) -> GraphedStep | None:
+        """The CUDA-graph step (:mod:`privml.torch.graphs`) if asked for and possible.
+
+        ``True`` refuses a run that cannot use one; ``"auto"`` uses one where it can.
+        """
+        if cuda_graph not in (True, False, "auto"):
+            raise ValueError(f"cuda_graph must be True, False or 'auto', got {cuda_graph!r}")
+        fixed = round(self.expected_batch_size) if self.sampling == "fixed-size" else None
+        capacity = padded_capacity(self.n_samples, self.sample_rate, fixed)
+        obstacles = [
+            reason
+            for reason, present in (
+                (f"a model on a CUDA device, not {self.device}", self.device.type != "cuda"),
+                ("mode='ghost' (torch.func transforms are not captured)", self.mode != "ghost"),
+                ("distributed=False", self.distributed),
+                (f"max_physical_batch_size=None (one micro-batch of up to {capacity} records)",
+                 self.max_physical_batch_size is not None and self.max_physical_batch_size < capacity),
+            )
+            if present
+        ]
+        if cuda_graph is False or (cuda_graph == "auto" and obstacles):
+            return None
+        if obstacles:
+            raise ValueError(f"cuda_graph=True needs {obstacles[0]}")
+        return GraphedStep(self, capacity)
+
     def _resolve_mode(self, mode: str) -> str:
         self._ghost: list = []
         if mode == "vmap":
@@ -441,12 +475,16 @@ class DPSGD:
             n=n, sample_rate=self.sample_rate, steps=steps, generator=self._sampling.generator, secure=self.secure_noise
         )
 
-    def clipped_sum(self, x: torch.Tensor, y: torch.Tensor) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+    def clipped_sum(
+        self, x: torch.Tensor, y: torch.Tensor, *, loss_fn: LossFn | None = None
+    ) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
         """Sum of the flat-clipped per-example gradients of a batch, by micro-batches, and the norms.
 
         The norms are private (a diagnostic for tests inside the trust
         boundary); the sum has sensitivity C under add/remove-one neighbours.
+        ``loss_fn`` replaces the engine's (the padded step weighs its losses).
         """
+        loss_fn = loss_fn or self.loss_fn
         sums: dict[str, torch.Tensor] | None = None
         norms = []
         parts = micro_batches(torch.arange(x.shape[0], device=x.device), self.max_physical_batch_size)
@@ -455,9 +493,9 @@ class DPSGD:
             xb, yb = (x, y) if len(parts) == 1 else (x[part], y[part])
             with self._autocast():
                 if self.mode == "ghost":
-                    partial, n = ghost_clipped_sum(self.module, self.loss_fn, xb, yb, self.clip_norm, self._ghost)
+                    partial, n = ghost_clipped_sum(self.module, loss_fn, xb, yb, self.clip_norm, self._ghost)
                 else:
-                    partial, n = vmap_clipped_sum(self.module, self.loss_fn, xb, yb, self.clip_norm)
+                    partial, n = vmap_clipped_sum(self.module, loss_fn, xb, yb, self.clip_norm)
             if sums is None:  # the first micro-batch's sums are fresh tensors: accumulate into them
                 sums = {name: partial[name].detach() for name, _ in self._params}
             else:
@@ -476,7 +514,14 @@ class DPSGD:
         """
         return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.precision == "bf16")
 
-    def _noisy_gradient(self, x: torch.Tensor, y: torch.Tensor) -> dict[str, torch.Tensor]:
+    def _noisy_gradient(
+        self,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        *,
+        loss_fn: LossFn | None = None,
+        noise: list[torch.Tensor] | None = None,
+    ) -> dict[str, torch.Tensor]:
         """``(clipped sum + N(0, s^2 C^2 I)) / (q n)`` for one logical batch (no step, nothing counted).
 
         Privacy: the clipped sum has L2 sensitivity C under add/remove-one
@@ -486,12 +531,14 @@ class DPSGD:
         post-processing. Each call is a release that is not counted here,
         hence private: :meth:`step` calls it and counts the step. In data-parallel
         training the per-rank clipped sums are all-reduced and the noise is
-        added once, by rank 0 (see :mod:`privml.torch.distributed`).
+        added once, by rank 0 (see :mod:`privml.torch.distributed`). The
+        padded step passes its weighted ``loss_fn`` and the ``noise`` it drew
+        outside its CUDA graph (:mod:`privml.torch.graphs`).
         """
-        sums, _ = self.clipped_sum(x, y)
+        sums, _ = self.clipped_sum(x, y, loss_fn=loss_fn)
         tensors = [sums[name] for name, _ in self._params]
         if self.rank == 0:
-            torch._foreach_add_(tensors, self._draw_noise())
+            torch._foreach_add_(tensors, self._draw_noise() if noise is None else noise)
         if self.distributed:
             import torch.distributed as dist
 
@@ -546,12 +593,18 @@ class DPSGD:
         self.module.train()
         # Batches gathered on the device (fit's path) stay there; others are moved once, here.
         x, y = x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
-        gradient = self._noisy_gradient(x, y)
+        if self._graphed is not None and self._graphed.fits(x.shape[0]):
+            self._graphed(x, y)
+        else:
+            self._apply(self._noisy_gradient(x, y))
+        self.optimizer.zero_grad(set_to_none=True)
+        self.steps_taken += 1
+
+    def _apply(self, gradient: dict[str, torch.Tensor]) -> None:
+        """Hand the noisy gradient to the optimiser and take its step."""
         for name, p in self._params:
             p.grad = gradient[name]
         self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
-        self.steps_taken += 1
 
     def fit(
         self,

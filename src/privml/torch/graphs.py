@@ -1,0 +1,130 @@
+"""One DP-SGD step captured as a CUDA graph, over a batch padded to a public capacity.
+
+A step of a small model on a GPU is bound by the host: hundreds of kernel
+launches (the forward and backward passes, the per-layer norms, the clipped
+sums, the noise and the optimiser) cost more CPU time than the GPU needs to
+run them. A CUDA graph records the launches once and replays them with one
+call. A graph needs fixed shapes, but Poisson batches vary in size, so every
+batch is padded to a fixed capacity K:
+
+* the first ``b`` rows of static input buffers hold the sampled records, the
+  other ``K - b`` rows anything finite (earlier records), and a weight vector
+  is 1 on the first ``b`` rows and 0 on the rest;
+* the per-example losses are multiplied by the weights, so a padded row's
+  gradient is exactly zero: its norm is 0, its clip factor 1, its
+  contribution to the clipped sum 0. The clipped sum is the sum over the ``b``
+  sampled records, as in the eager step (up to the order of floating-point
+  additions), and the mechanism and its accounting are unchanged.
+
+K is public: ``q n + 8 sqrt(q n (1 - q))`` rounded up (the batch size of a
+fixed-size sampler). A batch larger than K (probability below 1e-15) runs the
+eager step instead; both compute the same release.
+
+The noise is drawn outside the graph by the engine's :class:`RandomSource`
+(seeded or secure) and copied into a static buffer the graph reads, so a
+replay never reuses a draw and secure noise works unchanged. The optimiser's
+hyper-parameters are frozen into the graph when it is captured (a learning
+rate changed afterwards is not seen): change them before training.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import torch
+
+if TYPE_CHECKING:  # the engine imports this module
+    from privml.torch.dpsgd import DPSGD
+
+#: Eager steps (real, counted steps) before the capture: they create the optimiser's state and let
+#: cuBLAS and cuDNN allocate their workspaces, which a capture must not do.
+WARMUP_STEPS = 3
+
+
+def padded_capacity(n: int, sample_rate: float, fixed_size: int | None = None) -> int:
+    """The public padded batch size K: b for fixed-size batches, else ``q n + 8 sd`` rounded up to 8.
+
+    >>> padded_capacity(60_000, 512 / 60_000)
+    696
+    >>> padded_capacity(100, 0.1, fixed_size=10)
+    10
+    """
+    if fixed_size is not None:
+        return fixed_size
+    mean = sample_rate * n
+    spread = math.sqrt(n * sample_rate * (1 - sample_rate))
+    return min(n, 8 * math.ceil((mean + 8 * spread + 1) / 8))
+
+
+class GraphedStep:
+    """The padded step of ``engine`` at capacity K: eager while warming up, then (CUDA) a graph replay.
+
+    On a CPU model nothing is captured and every step runs the padded
+    computation eagerly (the path CI tests; it is slower than the plain step).
+    """
+
+    def __init__(self, engine: DPSGD, capacity: int) -> None:
+        self.engine, self.capacity = engine, capacity
+        self.capture = engine.device.type == "cuda"
+        self.graph: torch.cuda.CUDAGraph | None = None
+        self.steps_run = 0
+        self._x: torch.Tensor | None = None
+        self._y: torch.Tensor | None = None
+        self._weights = torch.zeros(capacity, device=engine.device)
+        self._noise: list[torch.Tensor] | None = None
+
+    def fits(self, batch: int) -> bool:
+        return batch <= self.capacity
+
+    def _loss(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        # Padded rows weigh 0: their gradients, norms and contributions are exactly zero.
+        return self.engine.loss_fn(outputs, targets) * self._weights.to(outputs.dtype)
+
+    def _fill(self, x: torch.Tensor, y: torch.Tensor) -> None:
+        """Copy the batch into the static buffers (the first ``b`` rows) and set the weights."""
+        if self._x is None or self._y is None:
+            self._x = torch.zeros((self.capacity, *x.shape[1:]), dtype=x.dtype, device=self.engine.device)
+            self._y = torch.zeros((self.capacity, *y.shape[1:]), dtype=y.dtype, device=self.engine.device)
+        b = x.shape[0]
+        self._x[:b].copy_(x)
+        self._y[:b].copy_(y)
+        self._weights.zero_()
+        self._weights[:b] = 1.0
+
+    def _fill_noise(self) -> None:
+        noise = self.engine._draw_noise()
+        if self._noise is None:
+            self._noise = [z.clone() for z in noise]
+        else:
+            torch._foreach_copy_(self._noise, noise)
+
+    def _body(self) -> None:
+        """Noisy gradient of the padded batch, handed to the optimiser (what the graph records)."""
+        assert self._x is not None and self._y is not None
+        gradient = self.engine._noisy_gradient(self._x, self._y, loss_fn=self._loss, noise=self._noise)
+        self.engine._apply(gradient)
+
+    def __call__(self, x: torch.Tensor, y: torch.Tensor) -> None:
+        """One logical step on the batch ``(x, y)`` of at most K records (counted by the engine)."""
+        self._fill(x, y)
+        self._fill_noise()
+        if not self.capture:
+            self._body()
+        elif self.graph is not None:
+            self.graph.replay()
+        elif self.steps_run < WARMUP_STEPS:
+            # Warm-up off the default stream, as CUDA graphs require before a capture.
+            side = torch.cuda.Stream(device=self.engine.device)
+            side.wait_stream(torch.cuda.current_stream(self.engine.device))
+            with torch.cuda.stream(side):
+                self._body()
+            torch.cuda.current_stream(self.engine.device).wait_stream(side)
+        else:
+            self.engine.optimizer.zero_grad(set_to_none=True)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                self._body()
+            self.graph = graph
+            graph.replay()  # capturing records the step without running it
+        self.steps_run += 1

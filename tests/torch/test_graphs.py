@@ -1,0 +1,92 @@
+"""The padded DP-SGD step behind ``cuda_graph=True``: the same release as the eager step.
+
+On CPU (CI) the padded step runs eagerly, which checks its arithmetic: padded
+rows weigh 0, so the update equals the unpadded step's. The ``gpu`` tests
+capture and replay the graph.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from privml.torch import DPSGD, TramerBonehCNN  # noqa: E402
+from privml.torch.graphs import WARMUP_STEPS, GraphedStep, padded_capacity  # noqa: E402
+
+
+def _engines(
+    device: str = "cpu", capacity: int | None = None, graph: bool = False, secure: bool = False
+) -> tuple[DPSGD, DPSGD]:
+    engines = []
+    for padded in (False, True):
+        torch.manual_seed(0)
+        model = TramerBonehCNN().to(device)
+        engine = DPSGD(model, optimizer=torch.optim.SGD(model.parameters(), lr=0.5, momentum=0.9), n_samples=200,
+                       clip_norm=0.1, batch_size=20, noise_multiplier=1.0, seed=3, max_physical_batch_size=None,
+                       cuda_graph=graph and padded, secure_noise=secure)
+        if padded and not graph:
+            engine._graphed = GraphedStep(engine, capacity or padded_capacity(200, 0.1))
+        engines.append(engine)
+    return engines[0], engines[1]
+
+
+def _batches(device: str = "cpu"):
+    generator = torch.Generator().manual_seed(1)
+    X, y = torch.randn(200, 1, 28, 28, generator=generator), torch.randint(0, 10, (200,), generator=generator)
+    return X.to(device), y.to(device)
+
+
+def _assert_same_weights(a: DPSGD, b: DPSGD, rtol: float) -> None:
+    for (name, p), q in zip(a.module.named_parameters(), b.module.parameters(), strict=True):
+        torch.testing.assert_close(p, q, rtol=rtol, atol=1e-7, msg=name)
+
+
+def test_the_capacity_is_public_and_covers_the_poisson_batch():
+    assert padded_capacity(60_000, 512 / 60_000) == 696  # 512 + 8 sd, rounded up to 8
+    assert padded_capacity(100, 0.1, fixed_size=10) == 10
+    assert padded_capacity(50, 0.9) == 50  # never more than n
+
+
+def test_padded_steps_equal_eager_steps():
+    eager, padded = _engines()
+    X, y = _batches()
+    sizes = []
+    for batch in eager.sampler(steps=6):
+        sizes.append(len(batch))
+        eager.step(X[batch], y[batch])
+        padded.step(X[batch], y[batch])
+    assert len(set(sizes)) > 1  # Poisson batches of different sizes, all padded to one capacity
+    assert eager.steps_taken == padded.steps_taken == 6 and padded._graphed.steps_run == 6
+    _assert_same_weights(eager, padded, rtol=1e-5)
+
+
+def test_an_empty_batch_and_a_batch_over_the_capacity_are_handled():
+    eager, padded = _engines(capacity=8)
+    X, y = _batches()
+    for rows in (slice(0, 0), slice(0, 5), slice(0, 12)):  # empty, padded, over capacity (eager)
+        eager.step(X[rows], y[rows])
+        padded.step(X[rows], y[rows])
+    assert padded.steps_taken == 3 and padded._graphed.steps_run == 2
+    _assert_same_weights(eager, padded, rtol=1e-5)
+
+
+def test_cuda_graph_is_refused_where_it_cannot_run():
+    model = TramerBonehCNN()
+    with pytest.raises(ValueError, match="CUDA device"):
+        DPSGD(model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1), n_samples=100, clip_norm=1.0,
+              batch_size=10, noise_multiplier=1.0, cuda_graph=True)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("secure", [False, True])
+def test_cuda_graph_replays_the_eager_step(secure):
+    eager, graphed = _engines("cuda", graph=True, secure=secure)
+    X, y = _batches("cuda")
+    for batch in eager.sampler(steps=WARMUP_STEPS + 5):
+        if not secure:
+            eager.step(X[batch], y[batch])
+        graphed.step(X[batch], y[batch])
+    assert graphed._graphed.graph is not None and graphed.steps_taken == WARMUP_STEPS + 5
+    if not secure:  # same seeds, same noise: the replayed steps equal the eager ones
+        _assert_same_weights(eager, graphed, rtol=1e-3)
