@@ -48,7 +48,6 @@ LONG_FILES: dict[str, str] = {
 #: that no comment could be added there: (path relative to src/privml, qualified name) -> why.
 #: Replace each entry by a ``# long-function:`` comment in the function (or split it).
 LONG_FUNCTIONS_PENDING: dict[tuple[str, str], str] = {
-    ("cli/serve.py", "_serve"): "file under concurrent edit (src/privml/cli/*): no comment added yet",
     ("cli/train.py", "_train_cnn"): "file under concurrent edit (src/privml/cli/*): no comment added yet",
     ("torch/attention.py", "DPMultiheadAttention.forward"): "file under concurrent edit (src/privml/torch/*)",
     ("torch/ghost/engine.py", "ghost_clipped_sum"): "file under concurrent edit (src/privml/torch/*)",

@@ -134,6 +134,29 @@ def test_wrong_width_rows_are_refused_before_spending(capsys, files, tmp_path):
                  "--budget", "5", match="features")
 
 
+@pytest.mark.parametrize("device", ["cpu", "tpu"])
+def test_device_is_an_error_for_a_linear_file_before_any_ledger(capsys, files, tmp_path, device):
+    # An option a method cannot use is an error, never dropped; refused before a ledger is opened.
+    ledger = tmp_path / "l.sqlite"
+    for private in ([], ["--epsilon", "1", "--budget", "10", "--ledger", str(ledger)]):
+        expect_error(capsys, "predict", "--model", files["base"], "--input", files["rows"], *private,
+                     "--device", device, match="--device applies to CNN model files (dpsgd-cnn) only")
+    expect_error(capsys, "predict", "--model", files["sa"], "--input", files["rows"], "--device", device,
+                 match="holds a subsample-aggregate model")
+    assert not ledger.exists()
+
+
+def test_device_on_a_linear_file_does_not_import_torch(files):
+    import subprocess
+    import sys
+
+    code = ("import sys; from privml.cli.main import main; "
+            f"code = main(['predict', '--model', {files['base']!r}, '--input', {files['rows']!r}, '--device', 'cpu']); "
+            "print(code, 'torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["2", "False"]
+
+
 def test_help_lists_the_private_options(capsys):
     code, out, _ = run(capsys, "predict", "--help")
     assert code == 0

@@ -118,6 +118,9 @@ def test_a_restart_continues_the_same_count(tmp_path, trained, raw_rows):
          "API key file not found"),
         (["--ledger", "{ledger}", "--epsilon", "1", "--budget", "10", "--max-rows", "0"], "max_rows must be >= 1"),
         (["--ledger", "mysql://h/db", "--epsilon", "1", "--budget", "10"], "unsupported ledger URL"),
+        (["--ledger", "{ledger}", "--epsilon", "1", "--budget", "10", "--device", "cpu"],
+         "--device applies to CNN model files (dpsgd-cnn) only"),
+        (["--device", "tpu"], "--device applies to CNN model files (dpsgd-cnn) only"),
     ],
 )
 def test_usage_errors_are_one_line(tmp_path, trained, capsys, extra, message):
@@ -125,6 +128,8 @@ def test_usage_errors_are_one_line(tmp_path, trained, capsys, extra, message):
     assert main(["serve", "--model", str(trained["nonprivate"]), *args]) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1, err
+    if "--device" in extra:  # refused before the ledger is opened
+        assert not (tmp_path / "l.sqlite").exists()
 
 
 def test_a_ledger_is_refused_for_a_private_model_and_a_mismatch_on_reopen(tmp_path, trained, capsys):

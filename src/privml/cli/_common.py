@@ -22,6 +22,8 @@ from privml.release import reveal_nonprivate
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
+#: ``--device`` of ``predict`` and ``serve`` (an error for files that are not CNNs)
+DEVICE_HELP = "auto (default), cpu, cuda or cuda:N: where a CNN model file (dpsgd-cnn) runs"
 
 
 class CliError(Exception):

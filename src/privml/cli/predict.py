@@ -1,6 +1,6 @@
 """``privml predict``: label new rows with a saved model::
 
-    privml predict --model model.npz --input rows.csv [--label-column label] [--proba] [--json]
+    privml predict --model model.npz --input rows.csv [--label-column label] [--proba] [--device D] [--json]
     privml predict --model model.npz --input rows.csv --method prediction-sensitivity|subsample-aggregate
                    --epsilon E [--delta D] --budget B [--accounting A] [--ledger PATH|URL]
                    [--seed S] [--proba] [--json]
@@ -10,7 +10,9 @@ training data, before preprocessing: the model file records the dataset's
 data-independent pipeline and it is applied here). For a CNN file
 (``privml train --method dpsgd-cnn``) the columns are the 784 raw grey
 levels (0-255) of each image, row by row, standardised here by the dataset's
-public constants. A label column, if present, is used to report accuracy.
+public constants, and the CNN runs on ``--device`` (``auto``, the default:
+CUDA when available; ``cpu``, ``cuda`` or ``cuda:N``), an option that is an
+error for any other file. A label column, if present, is used to report accuracy.
 
 A model trained privately is a post-processing of its release, so predicting
 costs no further privacy, and the privacy options are refused for it. A
@@ -41,12 +43,12 @@ from typing import Any, Protocol
 import numpy as np
 from numpy.typing import ArrayLike
 
-from privml.cli._common import CliError, add_json_flag, emit, finite_float, integer, table
+from privml.cli._common import DEVICE_HELP, CliError, add_json_flag, emit, finite_float, integer, table
 from privml.exceptions import BudgetExhausted
 from privml.io import load_model, read_model_file
 from privml.prediction.calibration import PREDICTION_ACCOUNTINGS, VOTE_ACCOUNTINGS
 from privml.prediction.loading import PREDICTION_METHODS
-from privml.serve.model import model_pipeline, open_served_model
+from privml.serve.model import model_device, model_pipeline, open_served_model
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -59,6 +61,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--input", required=True, help="CSV with a header row and the model's feature columns")
     parser.add_argument("--label-column", default="label", help="optional label column used to report accuracy")
     parser.add_argument("--proba", action="store_true", help="also output class probabilities")
+    parser.add_argument("--device", help=DEVICE_HELP)
     private = parser.add_argument_group(
         "private prediction",
         "answer each row privately from a non-private or subsample-and-aggregate model file "
@@ -141,6 +144,7 @@ def _answer(predictor: _Answering, X: np.ndarray, proba: bool) -> tuple[np.ndarr
 
 def _predict(args: argparse.Namespace) -> None:
     _, metadata = read_model_file(args.model)
+    model_device(args.model, metadata, args.device)  # a wrong --device is refused before any budget is charged
     private_options = (args.method, args.epsilon, args.budget, args.ledger)
     if metadata.get("method") == "nonprivate" and all(option is None for option in private_options):
         # The non-private baseline answers as before; its privacy_ says epsilon = inf, and stderr says so.
@@ -160,6 +164,7 @@ def _predict(args: argparse.Namespace) -> None:
             ledger_name=args.ledger_name,
             random_state=args.seed,
             require_ledger=False,
+            device=args.device,
         )
         predictor, preprocess, class_names = served.predictor, served.preprocess, served.class_names
     try:

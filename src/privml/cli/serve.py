@@ -3,7 +3,7 @@
     privml serve --model model.npz [--method prediction-sensitivity|subsample-aggregate]
                  [--epsilon E] [--delta D] [--budget B] [--ledger PATH|URL]
                  [--host 127.0.0.1] [--port 8000] [--api-keys FILE] [--workers N]
-                 [--max-rows N] [--max-body-bytes N] [--json]
+                 [--max-rows N] [--max-body-bytes N] [--device D] [--json]
 
 Endpoints: ``POST /predict``, ``GET /budget``, ``GET /healthz``,
 ``GET /openapi.json``. A private-prediction model needs ``--ledger`` (a
@@ -12,7 +12,9 @@ privately trained model is served as is, without budget. The server is the
 ASGI application on uvicorn (``pip install 'privml[serve]'``); ``--workers N``
 runs N processes on one socket, all charging the one ledger. On start one
 line (with ``--json`` one JSON object) gives the URL; SIGTERM or SIGINT stops
-the server after the requests in progress.
+the server after the requests in progress. A CNN file (``dpsgd-cnn``) runs
+on ``--device`` (``auto``, the default: CUDA when available), in every worker;
+for any other file ``--device`` is an error.
 """
 
 from __future__ import annotations
@@ -21,13 +23,14 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from privml.cli._common import CliError, add_json_flag, emit, finite_float, fmt, integer
+from privml.cli._common import DEVICE_HELP, CliError, add_json_flag, emit, finite_float, fmt, integer
 from privml.serve import PredictionServer, ServeLimits, load_api_keys
 
 if TYPE_CHECKING:  # the ASGI server needs the serve extra: imported where it is used
     import socket
 
     from privml.serve.asgi_server import AsgiPredictionServer
+    from privml.serve.workers import ServeSpec
 
 PREDICTION_METHODS = ("prediction-sensitivity", "subsample-aggregate")
 SERVERS = ("uvicorn", "stdlib")
@@ -80,6 +83,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="noise seed, for tests only: a known seed lets anyone replay the noise (default: fresh OS entropy on "
              "every start and in every worker; never read from the model file; needs --workers 1)",
     )
+    parser.add_argument("--device", help=DEVICE_HELP)
     parser.add_argument("--verbose", action="store_true", help="log every request on stderr")
     add_json_flag(parser)
     parser.set_defaults(handler=_serve, prog=parser.prog)
@@ -97,7 +101,7 @@ def _require_extra() -> None:
 def _serve(args: argparse.Namespace) -> None:
     # Everything that can be wrong is checked before the port is opened.
     _require_extra()
-    from privml.serve.workers import ServeSpec, build_service, serve_workers
+    from privml.serve.workers import build_service, serve_workers
 
     if args.workers < 1:
         raise CliError(f"--workers must be >= 1, got {args.workers}")
@@ -106,29 +110,7 @@ def _serve(args: argparse.Namespace) -> None:
     if args.seed is not None and args.workers != 1:
         raise CliError("a seed would give every worker the same noise, so answers could be averaged: "
                        "--seed (for tests only) needs --workers 1")
-    limits = ServeLimits(
-        max_rows=args.max_rows,
-        max_body_bytes=args.max_body_bytes,
-        max_connections=args.max_connections,
-        threads=args.threads,
-        header_timeout=args.header_timeout,
-        body_timeout=args.body_timeout,
-        idle_timeout=args.idle_timeout,
-    )
-    spec = ServeSpec(
-        model=args.model,
-        method=args.method,
-        epsilon=args.epsilon,
-        delta=args.delta,
-        budget=args.budget,
-        accounting=args.accounting,
-        ledger=args.ledger,
-        ledger_name=args.ledger_name,
-        api_keys=load_api_keys(args.api_keys) if args.api_keys else None,
-        limits=limits,
-        seed=args.seed,
-        verbose=args.verbose,
-    )
+    spec = _spec(args)
     # The supervisor opens everything once too, so a bad model, ledger or key file is refused
     # here, in one line, before any worker starts.
     served, service = build_service(spec)
@@ -181,6 +163,36 @@ def _serve(args: argparse.Namespace) -> None:
             sock.close()
     if received is not None:
         print(f"privml serve: stopped (signal {received})", file=sys.stderr)
+
+
+def _spec(args: argparse.Namespace) -> ServeSpec:
+    """What every worker opens and serves, from the command line."""
+    from privml.serve.workers import ServeSpec
+
+    limits = ServeLimits(
+        max_rows=args.max_rows,
+        max_body_bytes=args.max_body_bytes,
+        max_connections=args.max_connections,
+        threads=args.threads,
+        header_timeout=args.header_timeout,
+        body_timeout=args.body_timeout,
+        idle_timeout=args.idle_timeout,
+    )
+    return ServeSpec(
+        model=args.model,
+        method=args.method,
+        epsilon=args.epsilon,
+        delta=args.delta,
+        budget=args.budget,
+        accounting=args.accounting,
+        ledger=args.ledger,
+        ledger_name=args.ledger_name,
+        api_keys=load_api_keys(args.api_keys) if args.api_keys else None,
+        limits=limits,
+        seed=args.seed,
+        verbose=args.verbose,
+        device=args.device,
+    )
 
 
 def _url(sock: socket.socket) -> str:

@@ -16,10 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from privml.io import read_model_file
+from privml.io import MODEL_CLASSES, read_model_file
 from privml.ledger import BudgetLedger, open_ledger
 
-__all__ = ["ServedModel", "model_pipeline", "open_served_model"]
+__all__ = ["ServedModel", "model_device", "model_pipeline", "open_served_model"]
 
 
 @dataclass(frozen=True)
@@ -70,6 +70,46 @@ def model_pipeline(metadata: dict) -> tuple[Callable[[np.ndarray], np.ndarray] |
     return preprocess, dataset.get("classes") or None
 
 
+def _runs_on_torch(metadata: dict) -> bool:
+    """Whether the file's estimator is a torch model (``dpsgd-cnn``), from the registry, without importing torch."""
+    method = metadata.get("method")
+    target = MODEL_CLASSES.get(method, "") if isinstance(method, str) else ""
+    return target.startswith("privml.torch.")
+
+
+def model_device(path: str | Path, metadata: dict, device: str | None) -> str | None:
+    """Where the model of a CNN file runs: ``device`` (default ``"auto"``), checked now; ``None`` for other files.
+
+    The device a file was trained on is not where it must run, so a CNN file
+    is served on ``device`` whatever its metadata says. Checked before any
+    ledger is opened or any answer charged. Only ``dpsgd-cnn`` files hold a
+    torch model: private-prediction files store linear models only.
+
+    Raises
+    ------
+    ValueError
+        For a ``device`` given with a file that is not a CNN (an option a
+        method cannot use is an error, never dropped), an unknown device name,
+        or a CUDA device this machine does not have.
+    """
+    if not _runs_on_torch(metadata):
+        if device is not None:
+            raise ValueError(f"--device applies to CNN model files (dpsgd-cnn) only; {path} holds a "
+                             f"{metadata.get('method')} model")
+        return None
+    from privml.torch.classifier import resolve_device  # torch: only for CNN files, which need it anyway
+
+    resolve_device(device or "auto")
+    return device or "auto"
+
+
+def _place(predictor: Any, device: str | None) -> Any:
+    """Run a CNN file's ``predictor`` on ``device`` (None: not a CNN); never written to a file or an answer."""
+    if device is not None:
+        predictor.set_params(device=device)
+    return predictor
+
+
 def open_served_model(
     path: str | Path,
     *,
@@ -82,6 +122,7 @@ def open_served_model(
     ledger_name: str = "default",
     random_state: Any = None,
     require_ledger: bool = True,
+    device: str | None = None,
 ) -> ServedModel:
     """Load ``path`` for serving, bound to the persistent ledger ``ledger``.
 
@@ -102,6 +143,9 @@ def open_served_model(
         Refuse a private-prediction model without ``ledger`` (the server's
         rule). ``False`` lets one process count in memory instead (offline
         ``privml predict``): the budget then covers that process only.
+    device:
+        For a CNN file only: ``"auto"`` (the default: CUDA when available),
+        ``"cpu"``, ``"cuda"`` or ``"cuda:N"`` (:func:`model_device`).
 
     Raises
     ------
@@ -115,6 +159,7 @@ def open_served_model(
 
     path = Path(path)
     _, metadata = read_model_file(path)
+    device = model_device(path, metadata, device)  # before any ledger is opened
     preprocess, class_names = model_pipeline(metadata)
     stored = metadata.get("method")
     if stored in PRIVATE_TRAINING_METHODS:
@@ -123,8 +168,8 @@ def open_served_model(
                 f"{path} holds a privately trained model ({stored}): its predictions cost no privacy, "
                 "so it takes no ledger"
             )
-        predictor = load_predictor(path, method=method, epsilon=epsilon, delta=delta, budget=budget,
-                                   accounting=accounting)
+        predictor = _place(load_predictor(path, method=method, epsilon=epsilon, delta=delta, budget=budget,
+                                          accounting=accounting), device)
         return ServedModel(predictor, preprocess, class_names, stored, _fingerprint(path))
     load = functools.partial(
         load_predictor, path, method=method, epsilon=epsilon, delta=delta, budget=budget, accounting=accounting

@@ -55,6 +55,7 @@ class ServeSpec:
     limits: ServeLimits
     seed: int | None = None
     verbose: bool = False
+    device: str | None = None  # a CNN file's device (privml.serve.model.model_device); None: "auto"
 
 
 def build_service(spec: ServeSpec) -> Any:
@@ -72,6 +73,7 @@ def build_service(spec: ServeSpec) -> Any:
         ledger=spec.ledger,
         ledger_name=spec.ledger_name,
         random_state=spec.seed,
+        device=spec.device,
     )
     try:
         return served, PredictionService(

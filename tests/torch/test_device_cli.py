@@ -1,0 +1,80 @@
+"""``--device`` of ``privml predict``, ``privml serve`` and ``privml study run`` (CNN files and methods only)."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from privml.cli.main import main
+from privml.io import read_model_file, save_model
+from privml.serve.model import open_served_model
+
+NO_CUDA = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error where no CUDA device exists")
+
+
+@pytest.fixture
+def cnn_file(image_cache, tmp_path):
+    """A tiny dpsgd-cnn file written by ``privml train`` and 20 raw image rows."""
+    folder = tmp_path
+    model = folder / "cnn.npz"
+    assert main(["train", "--method", "dpsgd-cnn", "--dataset", "mnist", "--epsilon", "2", "--max-train", "200",
+                 "--epochs", "1", "--batch-size", "100", "--seed", "0", "--threads", "1", "--device", "cpu",
+                 "--out", str(model)]) == 0
+    rows = folder / "rows.csv"
+    pixels = np.random.default_rng(0).integers(0, 256, size=(20, 784))
+    with rows.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow([f"p{j}" for j in range(784)])
+        writer.writerows(pixels.tolist())
+    return {"model": str(model), "rows": str(rows), "folder": folder}
+
+
+def _one_line_error(capsys, argv: list[str], match: str) -> None:
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and match in captured.err, captured.err
+    assert len(captured.err.strip().splitlines()) == 1 and "Traceback" not in captured.err
+
+
+def test_predict_runs_a_cnn_file_on_the_device_asked(cnn_file, capsys):
+    capsys.readouterr()
+    argv = ["predict", "--model", cnn_file["model"], "--input", cnn_file["rows"], "--json"]
+    assert main([*argv, "--device", "cpu"]) == 0
+    on_cpu = json.loads(capsys.readouterr().out)
+    assert on_cpu["n"] == 20 and "device" not in on_cpu  # the device is no part of the answer
+    assert main(argv) == 0  # default: auto (the CPU here)
+    assert json.loads(capsys.readouterr().out)["labels"] == on_cpu["labels"]
+
+
+@pytest.mark.parametrize("command", ["predict", "serve"])
+def test_a_bad_device_is_one_line_for_a_cnn_file(cnn_file, capsys, command):
+    capsys.readouterr()
+    argv = ["predict", "--model", cnn_file["model"], "--input", cnn_file["rows"]] if command == "predict" else \
+        ["serve", "--model", cnn_file["model"], "--port", "0"]
+    _one_line_error(capsys, [*argv, "--device", "tpu"], "device must be 'auto', 'cpu', 'cuda' or 'cuda:N'")
+
+
+@NO_CUDA
+@pytest.mark.parametrize("command", ["predict", "serve"])
+def test_cuda_without_a_cuda_device_is_one_line(cnn_file, capsys, command):
+    capsys.readouterr()
+    argv = ["predict", "--model", cnn_file["model"], "--input", cnn_file["rows"]] if command == "predict" else \
+        ["serve", "--model", cnn_file["model"], "--port", "0"]
+    _one_line_error(capsys, [*argv, "--device", "cuda"], "no CUDA device")
+
+
+def test_a_served_cnn_runs_where_asked_not_where_it_was_trained(cnn_file, tmp_path):
+    # A file trained on a GPU records device="cuda"; served here it runs on "auto" unless told otherwise.
+    _, metadata = read_model_file(cnn_file["model"])
+    served = open_served_model(cnn_file["model"])
+    model = served.predictor
+    model.set_params(device="cuda")
+    moved = save_model(model, tmp_path / "trained-on-gpu.npz", extra=metadata["extra"])
+    assert read_model_file(moved)[1]["params"]["device"] == "cuda"
+    assert open_served_model(moved).predictor.device == "auto"
+    placed = open_served_model(moved, device="cpu").predictor
+    assert placed.device == "cpu" and placed.predict(np.zeros((2, 1, 28, 28), dtype=np.float32)).shape == (2,)
