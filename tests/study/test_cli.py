@@ -103,6 +103,8 @@ def test_run_only_some_sweeps_then_resume_the_rest(capsys, tmp_path):
         (["study", "run", "quick", "--out", "x", "--label-column", "y"], "--label-column applies to"),
         (["study", "report", "/nonexistent/results.sqlite", "--out", "x"], "does not exist"),
         (["study", "run", "quick"], "the following arguments are required: --out"),
+        (["study", "run", "quick", "--out", "x", "--device", "cpu"], "applies to the CNN methods"),
+        (["study", "run", "quick", "--out", "x", "--device", "tpu"], "device must be 'auto', 'cpu'"),
     ],
 )
 def test_errors_are_one_line_with_status_2(capsys, argv, message):

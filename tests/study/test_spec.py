@@ -92,6 +92,8 @@ def test_toml_and_yaml_specs_agree(tmp_path):
     [
         ({"methods": ["output", "magic"]}, "unknown method 'magic'"),
         ({"colour": "red"}, "unknown study field 'colour'"),
+        ({"device": "tpu"}, "device must be 'auto', 'cpu', 'cuda' or 'cuda:N'"),
+        ({"device": "cuda:x"}, "device must be"),
         ({"repeats": 0}, "repeats must be a positive integer"),
         ({"defaults": {"epsilon": -1.0, "delta": 0.0, "budget": 1}}, "epsilon must be > 0"),
         ({"defaults": {"epsilon": 1.0, "delta": 1.5, "budget": 1}}, r"delta must be in \[0, 1\)"),

@@ -78,3 +78,66 @@ def test_a_served_cnn_runs_where_asked_not_where_it_was_trained(cnn_file, tmp_pa
     assert open_served_model(moved).predictor.device == "auto"
     placed = open_served_model(moved, device="cpu").predictor
     assert placed.device == "cpu" and placed.predict(np.zeros((2, 1, 28, 28), dtype=np.float32)).shape == (2,)
+
+
+def _jobs(**changes):
+    from privml.study import plan, spec_from_dict
+    from tests.study.conftest import tiny_spec_dict
+
+    methods = ["output", "dpsgd", "nonprivate-cnn", "dpsgd-cnn", "subsample-aggregate-cnn"]
+    raw = tiny_spec_dict(dataset="mnist", methods=methods,
+                         defaults={"epsilon": 1.0, "delta": 1e-5, "budget": 10, "n": 400, "k": 10}, **changes)
+    return {job.key: job for job in plan(spec_from_dict(raw))[0]}
+
+
+def test_a_cnn_run_key_holds_its_device_and_a_linear_run_key_never_does():
+    from privml.study.methods import get_method
+
+    by_device = {device: _jobs(device=device) for device in ("auto", "cpu", "cuda", "cuda:1")}
+    for device, jobs in by_device.items():
+        for job in jobs.values():
+            if get_method(job.method).inputs == "features":
+                # Linear runs: the same keys (and stored results) whatever the device.
+                assert "device" not in job.params and job.key in {j.key for j in by_device["auto"].values()}
+            elif device in ("auto", "cpu"):
+                # A CNN run without a device ran on the CPU: the keys of CPU runs are the keys they always had.
+                assert "device" not in job.params
+            else:
+                assert job.params["device"] == device
+    assert {j.key for j in by_device["auto"].values()} == {j.key for j in by_device["cpu"].values()}
+    cnn_keys = {name: {j.key for j in by_device[name].values() if get_method(j.method).inputs == "images"}
+                for name in by_device}
+    assert cnn_keys["cpu"] and not cnn_keys["cpu"] & cnn_keys["cuda"] and not cnn_keys["cuda"] & cnn_keys["cuda:1"]
+    assert len({len(jobs) for jobs in by_device.values()}) == 1  # the same plan on every device
+
+
+def test_the_cnn_adapters_pass_the_device_to_every_torch_classifier():
+    from privml.study.methods import get_method
+
+    for name in ("nonprivate-cnn", "dpsgd-cnn"):
+        method = get_method(name)
+        params = {"epsilon": 1.0, "delta": 1e-5}
+        assert method.kwargs({**params, "device": "cuda:1"}, 10, 0, (28, 28))["device"] == "cuda:1"
+        assert method.kwargs(params, 10, 0, (28, 28))["device"] == "cpu"  # no device in the key: the CPU
+    teacher = get_method("subsample-aggregate-cnn").kwargs(
+        {"epsilon": 1.0, "delta": 0.0, "budget": 5, "device": "cuda"}, 10, 0, (28, 28))["estimator"]
+    assert teacher.device == "cuda"
+
+
+def test_study_run_resolves_and_checks_the_device_before_any_run(tmp_path, capsys):
+    from privml.study import load_preset
+    from privml.study.runner import place_study
+
+    spec = load_preset("paper-cnn")
+    placed = place_study(spec)
+    assert placed.device == ("cuda" if torch.cuda.is_available() else "cpu")
+    assert "device" in placed.to_dict() and "device" not in spec.to_dict()  # stored: status plans its keys
+    assert place_study(spec.with_overrides(device="cpu")).device == "cpu"
+    out = tmp_path / "out"
+    _one_line_error(capsys, ["study", "run", "paper-cnn", "--out", str(out), "--device", "tpu"], "device must be")
+    if not torch.cuda.is_available():
+        _one_line_error(capsys, ["study", "run", "paper-cnn", "--out", str(out), "--device", "cuda"],
+                        "no CUDA device")
+        with pytest.raises(ValueError, match="no CUDA device"):
+            place_study(spec.with_overrides(device="cuda"))
+    assert not out.exists()

@@ -5,7 +5,8 @@ Usage::
     privml study list [--json]
     privml study run PRESET|SPEC_FILE --out DIR [--jobs N] [--executor local|dask://HOST:PORT]
                      [--dataset NAME|csv:PATH [--label-column COL]] [--selection MODE] [--neighbouring R]
-                     [--repeats R] [--sweeps NAME ...] [--no-cache | --clear-cache] [--no-progress] [--json]
+                     [--repeats R] [--sweeps NAME ...] [--device D] [--no-cache | --clear-cache]
+                     [--no-progress] [--json]
     privml study status DIR [--spec-hash H] [--json]
     privml study report RESULTS --out DIR [--json]
     privml study recommend RESULTS [--epsilon E] [--delta D] [--budget B] [--n N] [--d D] [--k K] [--json]
@@ -21,6 +22,11 @@ Exit status of ``run``: 0 when every run finished; 1 when some
 failed (stderr says how many and each distinct error once, one line each;
 ``--json`` carries ``failed`` and ``errors``; the report lists them at the
 top); 2 for bad input (an unknown preset, dataset or option), before any run.
+
+``--device`` (``auto``, the default: CUDA when available; ``cpu``, ``cuda``
+or ``cuda:N``) is where the CNN methods run, in every worker; it is part of
+their runs' keys (:class:`privml.study.StudySpec`) and an error for a study
+without CNN methods.
 """
 
 from __future__ import annotations
@@ -70,6 +76,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--sweeps", nargs="+", metavar="NAME",
                      help="run only these sweeps of the study (e.g. budget-pure budget); finished runs are "
                           "reused by a later full run of the same --out")
+    run.add_argument("--device",
+                     help="auto (default: the study's), cpu, cuda or cuda:N: where the CNN methods (nonprivate-cnn, "
+                          "dpsgd-cnn, subsample-aggregate-cnn) run; part of their runs' keys")
     cached = run.add_mutually_exclusive_group()
     cached.add_argument("--no-cache", action="store_true",
                         help="compute everything in every run (no shared cache; the results are the same)")
@@ -121,7 +130,7 @@ def _list(args: argparse.Namespace) -> None:
 def _run(args: argparse.Namespace) -> int:
     from privml.study import load_preset, load_spec, make_executor, preset_names, run_study
     from privml.study.executors import DaskExecutor
-    from privml.study.runner import check_dataset
+    from privml.study.runner import check_dataset, place_study
 
     if args.label_column and not (args.dataset or "").startswith("csv:"):
         raise ValueError("--label-column applies to --dataset csv:PATH only")
@@ -150,8 +159,11 @@ def _run(args: argparse.Namespace) -> int:
             raise ValueError(f"--sweeps: {', '.join(unknown)} not in study {spec.name} "
                              f"(its sweeps: {', '.join(names)})")
         changes["sweeps"] = [sweep for sweep in spec.to_dict()["sweeps"] if sweep["name"] in args.sweeps]
+    if args.device:
+        changes["device"] = args.device
     if changes:
         spec = spec.with_overrides(**changes)
+    spec = place_study(spec)  # a bad or missing device is refused before any output
     executor = make_executor(args.executor, jobs=args.jobs)  # bad --executor/--jobs: refused before any output
     # A bad or unobtainable dataset is refused before any output too (a missing built-in set is fetched now).
     check_dataset(spec, local=not isinstance(executor, DaskExecutor))

@@ -119,6 +119,8 @@ class Method:
     def relevant(self, setting: dict[str, Any]) -> dict[str, Any]:
         """The part of ``setting`` this method's result depends on (the rest is dropped from its key)."""
         keep = {"n", "d", "k", *self.uses} | ({"l2", "m"} & set(self.hyper))
+        if self.inputs == "images":  # a seeded CNN run draws other numbers on a GPU (StudySpec.device)
+            keep.add("device")
         return {name: value for name, value in sorted(setting.items()) if name in keep}
 
     def fit(
@@ -297,9 +299,10 @@ def _cnn_shape(shape: Shape) -> tuple[int, ...]:
 
 
 def _cnn(p: dict[str, Any], k: int, seed: int, shape: Shape) -> dict[str, Any]:
-    # One torch thread per run: the study parallelises across runs, not inside them.
+    # One torch thread per run: the study parallelises across runs, not inside them. A run
+    # whose settings name no device runs on the CPU, as its key says (StudySpec.device).
     return {"input_shape": _cnn_shape(shape), "classes": _classes(k), "random_state": seed, "threads": 1,
-            **_given(p, "clip_norm", "learning_rate", "epochs")}
+            "device": p.get("device") or "cpu", **_given(p, "clip_norm", "learning_rate", "epochs")}
 
 
 def _nonprivate_cnn(p: dict[str, Any], k: int, seed: int, shape: Shape) -> dict[str, Any]:

@@ -35,7 +35,7 @@ from privml.linear.solvers import sharing_minimisers
 from privml.prediction.aggregate import sharing_votes
 from privml.study.cache import CACHE_DIR, cache_ident, describe, get_cache, merge_stats
 from privml.study.executors import DaskExecutor, Executor, make_executor
-from privml.study.methods import get_method
+from privml.study.methods import METHODS, get_method
 from privml.study.prepare import prepare
 from privml.study.selection import select_and_run
 from privml.study.spec import Job, Selection, StudySpec, Sweep, job_key, seed_of
@@ -154,6 +154,32 @@ def plan(spec: StudySpec) -> tuple[list[Job], list[str]]:
     return list(jobs.values()), notes
 
 
+def place_study(spec: StudySpec) -> StudySpec:
+    """``spec`` with its device resolved (``"auto"``: CUDA when available), checked before any run.
+
+    Raises
+    ------
+    ValueError
+        For a device other than ``"auto"`` in a study without CNN methods (an
+        option no method can use is an error, never dropped), a device torch
+        does not know, or a CUDA device this machine does not have.
+    """
+    cnn = [name for name, method in METHODS.items() if method.inputs == "images"]
+    if not set(cnn) & set(spec.methods):
+        if spec.device != "auto":
+            raise ValueError(f"device {spec.device!r} (--device) applies to the CNN methods ({', '.join(cnn)}) "
+                             f"only; study {spec.name} runs none of them")
+        return spec
+    try:
+        from privml.torch.classifier import resolve_device
+    except ImportError:  # the CNN methods are unavailable here: the plan leaves them out with a note
+        if spec.device == "auto":
+            return spec
+        raise ValueError(f"device {spec.device!r} (--device) needs torch: pip install 'privml[torch]'") from None
+    device = str(resolve_device(spec.device))
+    return spec if device == spec.device else spec.with_overrides(device=device)
+
+
 def run_study(
     spec: StudySpec,
     out: str | Path,
@@ -198,9 +224,12 @@ def run_study(
     Raises
     ------
     ValueError, FileNotFoundError, DatasetFetchError
-        Before any run, for a bad executor or a dataset that cannot be loaded (:func:`check_dataset`).
+        Before any run, for a bad device (:func:`place_study`) or executor, or a dataset that cannot be
+        loaded (:func:`check_dataset`).
     """
-    # The executor first: a bad executor or job count is refused before anything is written.
+    # The device first (the stored spec records the one used), then the executor: a bad device,
+    # executor or job count is refused before anything is written.
+    spec = place_study(spec)
     runner = executor if executor is not None and not isinstance(executor, str) else make_executor(executor, jobs=jobs)
     # Then the data, once, here: a bad or unobtainable dataset stops the study before any run
     # (instead of failing each), and a missing built-in set is fetched once, not by every worker.

@@ -27,6 +27,7 @@ import functools
 import hashlib
 import json
 import math
+import re
 import tomllib
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -157,6 +158,16 @@ class StudySpec:
         "mixed" is the paper's protocol, each method under its own relation
         (DP-SGD under add/remove-one): kept for reproduction, and flagged in
         the report as not like for like.
+    device : {"auto", "cpu", "cuda", "cuda:N"}
+        Where the CNN methods (``nonprivate-cnn``, ``dpsgd-cnn``,
+        ``subsample-aggregate-cnn``) train and predict; any other value than
+        ``"auto"`` is an error for a study without them. :func:`run_study
+        <privml.study.runner.run_study>` resolves ``"auto"`` (CUDA when
+        available) before any run and stores the device it used. A seeded
+        run draws other numbers on a GPU than on the CPU, so a CNN run's key
+        holds its device unless it is the CPU (every CNN run before devices
+        existed ran there, so their stored results stay valid); the other
+        methods' keys never hold it.
     """
 
     name: str
@@ -172,6 +183,7 @@ class StudySpec:
     selection: Selection = field(default_factory=Selection)
     notes: tuple[str, ...] = ()
     neighbouring: str = "replace-one"
+    device: str = "auto"
 
     @property
     def like_for_like(self) -> bool:
@@ -180,7 +192,10 @@ class StudySpec:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form; :func:`spec_from_dict` reads it back."""
-        return _plain(asdict(self))
+        out = _plain(asdict(self))
+        if out["device"] == "auto":  # so a study that names no device keeps the hash it always had
+            del out["device"]
+        return out
 
     @functools.cached_property
     def spec_hash(self) -> str:
@@ -221,6 +236,8 @@ class StudySpec:
                 # The relation travels with the setting; only methods whose run depends on it
                 # (DP-SGD, Method.uses) keep it in their job key.
                 setting = {**self.defaults, **sweep.fixed, sweep.parameter: value, "neighbouring": self.neighbouring}
+                if self.device not in ("auto", "cpu"):  # the CPU is what a CNN run without a device ran on
+                    setting["device"] = self.device
                 for method in sweep.methods or self.methods:
                     if method in self.methods:
                         out.append((sweep, setting, method))
@@ -285,7 +302,7 @@ def spec_from_dict(raw: dict[str, Any]) -> StudySpec:
     from privml.study.methods import METHODS  # the registry validates method names
 
     known = {"name", "dataset", "methods", "defaults", "sweeps", "description", "label_column", "repeats", "seed",
-             "public_size", "selection", "notes", "neighbouring"}
+             "public_size", "selection", "notes", "neighbouring", "device"}
     unknown = sorted(set(raw) - known)
     if unknown:
         raise ValueError(f"unknown study field {unknown[0]!r}; fields are {', '.join(sorted(known))}")
@@ -330,6 +347,7 @@ def spec_from_dict(raw: dict[str, Any]) -> StudySpec:
         selection=_selection(raw.get("selection", {}), methods),
         notes=tuple(_str_list(raw.get("notes", []), "notes")),
         neighbouring=_relation(raw.get("neighbouring", "replace-one")),
+        device=_device(raw.get("device", "auto")),
     )
 
 
@@ -341,6 +359,13 @@ def _relation(raw: Any) -> str:
     if raw not in RELATIONS:
         raise ValueError(f"neighbouring must be one of {', '.join(RELATIONS)}, got {raw!r}")
     return str(raw)
+
+
+def _device(raw: Any) -> str:
+    """A device name's form (whether it exists here is checked when a study runs, by torch)."""
+    if not isinstance(raw, str) or not re.fullmatch(r"auto|cpu|cuda(:\d+)?", raw):
+        raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {raw!r}")
+    return raw
 
 
 # ----------------------------------------------------------------- validation
