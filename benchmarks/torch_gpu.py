@@ -36,6 +36,7 @@ Without a GPU it says so and exits 0.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import statistics
@@ -225,6 +226,9 @@ def run_steps(rows: list[str], variants: list[str], timed_steps: int, device: st
             except Exception as exc:  # noqa: BLE001 - a peer's failure is recorded, not fatal
                 result["parity_vs_opacus"] = f"{type(exc).__name__}: {exc}"[:300]
         for variant in variants:
+            # Free the previous variant entirely (an engine and its CUDA graph reference each other, and a
+            # graph's memory pool lives until the graph is collected) so each peak is the variant's own.
+            gc.collect()
             torch.cuda.empty_cache()
             try:
                 result[variant] = measure(make_step(variant, model_name, X, y), timed_steps, device)

@@ -58,7 +58,7 @@ from privml.guarantee import PrivacyGuarantee
 from privml.neighbouring import Neighbouring
 from privml.torch.clipping import MODES, Mode
 from privml.torch.ghost.engine import ghost_clipped_sum, ghost_modules
-from privml.torch.graphs import GraphedStep, padded_capacity
+from privml.torch.graphs import GraphedStep, graph_pays_off, padded_capacity
 from privml.torch.noise import RandomSource
 from privml.torch.per_sample import vmap_clipped_sum
 from privml.torch.sampling import FixedSizeSampler, PoissonSampler, micro_batches
@@ -382,8 +382,11 @@ class DPSGD:
             )
             if present
         ]
-        if cuda_graph is False or (cuda_graph == "auto" and obstacles):
+        if cuda_graph is False:
             return None
+        if cuda_graph == "auto":
+            parameters = sum(p.numel() for _, p in self._params)
+            return GraphedStep(self, capacity) if not obstacles and graph_pays_off(capacity, parameters) else None
         if obstacles:
             raise ValueError(f"cuda_graph=True needs {obstacles[0]}")
         return GraphedStep(self, capacity)

@@ -57,6 +57,22 @@ def padded_capacity(n: int, sample_rate: float, fixed_size: int | None = None) -
     return min(n, 8 * math.ceil((mean + 8 * spread + 1) / 8))
 
 
+#: ``cuda_graph="auto"`` replays a graph when capacity x trained parameters is at most this. Measured on an
+#: NVIDIA H200 (BENCHMARKS.md): the Tramer-Boneh CNN (26,010 parameters; capacity 696 at batch 512 of 60,000)
+#: ran 5.6x faster per step as a graph, being bound by host launches; a 2.7M-parameter ResNet at batch 256
+#: (capacity 392) ran 1.4x slower, its GPU work growing with the padded rows.
+AUTO_GRAPH_WORK = 2**27
+
+
+def graph_pays_off(capacity: int, parameters: int) -> bool:
+    """Whether ``cuda_graph="auto"`` uses a graph: small steps gain, compute-bound ones lose to padding.
+
+    >>> graph_pays_off(696, 26_010), graph_pays_off(392, 2_748_890)
+    (True, False)
+    """
+    return capacity * parameters <= AUTO_GRAPH_WORK
+
+
 class GraphedStep:
     """The padded step of ``engine`` at capacity K: eager while warming up, then (CUDA) a graph replay.
 
