@@ -159,7 +159,7 @@ def _run(args: argparse.Namespace) -> int:
             raise ValueError(f"--sweeps: {', '.join(unknown)} not in study {spec.name} "
                              f"(its sweeps: {', '.join(names)})")
         changes["sweeps"] = [sweep for sweep in spec.to_dict()["sweeps"] if sweep["name"] in args.sweeps]
-    if args.device:
+    if args.device is not None:
         changes["device"] = args.device
     if changes:
         spec = spec.with_overrides(**changes)

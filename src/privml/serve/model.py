@@ -99,8 +99,9 @@ def model_device(path: str | Path, metadata: dict, device: str | None) -> str | 
         return None
     from privml.torch.classifier import resolve_device  # torch: only for CNN files, which need it anyway
 
-    resolve_device(device or "auto")
-    return device or "auto"
+    device = "auto" if device is None else device
+    resolve_device(device)
+    return device
 
 
 def _place(predictor: Any, device: str | None) -> Any:
