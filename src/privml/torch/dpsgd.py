@@ -272,10 +272,10 @@ class DPSGD:
         # (independent coins on disjoint shards); only rank 0 draws noise, from its own stream.
         self._noise = RandomSource(self.device, seed=int(seed), secure=self.secure_noise)
         self._sampling = RandomSource(self.device, seed=int(seed) + 1 + self.rank, secure=self.secure_noise)
-        self._graphed = self._graphed_step(cuda_graph)
         self.steps_taken = 0
         self._guarantee_cache: tuple[int, PrivacyGuarantee] | None = None
         self._params = [(name, p) for name, p in module.named_parameters() if p.requires_grad]
+        self._graphed = self._graphed_step(cuda_graph)
 
     # ------------------------------------------------------------ planning
     def _sample_rate(self, sample_rate: float | None, batch_size: float | None) -> float:
