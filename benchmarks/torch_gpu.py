@@ -397,7 +397,9 @@ def render(data: dict) -> str:
     if mnist:
         out += [
             f"End to end, MNIST, Tramer-Boneh CNN, epsilon = {mnist['epsilon']:g}, delta = {mnist['delta']:g}, "
-            f"{mnist['epochs']:g} epochs, expected batch {mnist['batch_size']}, C = {mnist['clip_norm']}:",
+            f"{mnist['epochs']:g} epochs, expected batch {mnist['batch_size']}, C = {mnist['clip_norm']}"
+            + (f" (measured at commit {mnist['commit']})" if "commit" in mnist else "") + ". `privml` is "
+            "TorchClassifier's default on a GPU (CUDA graph steps), `privml-eager` the same without graphs:",
             "",
             "| run | wall time (s) | test accuracy | steps |",
             "|---|---|---|---|",
@@ -432,14 +434,17 @@ def _step_verdicts(steps: dict) -> list[str]:
         if "median_ms" not in ghost or not peers:
             continue
         ratio = ghost["median_ms"] / min(p["median_ms"] for p in peers)
-        memory = ghost["peak_gib"] / min(p["peak_gib"] for p in peers)
+        # Memory of the eager step: a CUDA graph's private pool is allocated at capture (during the warm-up,
+        # before the peak is reset), so the graph variant's figure understates its footprint.
+        eager = row.get("privml-ghost", ghost)
+        memory = eager["peak_gib"] / min(p["peak_gib"] for p in peers)
         worst_time, worst_memory = max(worst_time, ratio), max(worst_memory, memory)
         (time_ok if ratio <= 0.5 else []).append(name)
         (memory_ok if memory <= 1.0 else []).append(name)
     verdicts = [
         f"step time <= 0.5x Opacus's faster mode on every row: {len(time_ok)} of {len(steps)} rows "
         f"(worst {worst_time:.2f}x)",
-        f"peak memory <= Opacus's lowest on every row: {len(memory_ok)} of {len(steps)} rows "
+        f"peak memory (eager ghost step) <= Opacus's lowest on every row: {len(memory_ok)} of {len(steps)} rows "
         f"(worst {worst_memory:.2f}x)",
     ]
     row = steps.get("transformer-256", {})
