@@ -41,6 +41,20 @@ def test_ghost_norms_and_sums_match_materialised(kind):
     assert_ghost_matches(model, x, y, clip_norm=float(norms.median()))
 
 
+@pytest.mark.parametrize("kind", [k for k in LAYER_KINDS if k.startswith("conv")])
+@pytest.mark.parametrize("gram", [True, False])
+def test_both_convolution_norm_formulas_are_exact(kind, gram, monkeypatch):
+    # Mixed ghost clipping picks a formula per layer by cost; force each one on every convolution kind.
+    import privml.torch.ghost.conv as conv
+
+    monkeypatch.setattr(conv, "ghost_norm_is_cheaper", lambda *shape: gram)
+    monkeypatch.setattr(conv, "outer_product_norms", lambda a, g: (
+        torch.bmm(a, a.transpose(1, 2)) * torch.bmm(g, g.transpose(1, 2))).sum((1, 2)))
+    model, x, y = single_layer(kind)
+    norms = assert_ghost_matches(model, x, y, clip_norm=0.05)
+    assert_ghost_matches(model, x, y, clip_norm=float(norms.median()))
+
+
 def test_ghost_on_whole_models():
     torch.manual_seed(3)
     cnn = TramerBonehCNN().double()
