@@ -11,14 +11,12 @@ stacked along the output channels. Any stride, dilation and numeric zero
 padding; padding given as a string (``"same"``) or a non-zero padding mode is
 refused (use ``mode="vmap"``).
 
-Memory. The norms use the cheaper of two exact formulas (mixed ghost
-clipping, Bu, Mao and Xu 2022): the Gram trace needs the patches, ``K`` times
-the layer's input (9 times for a 3x3 kernel), alive only while this layer's
-norms are computed; instantiating the per-example gradients needs no
-patches at all (the batch becomes extra groups of one convolution). The
-clipped sum needs no patches either: it is the weight gradient of the
-convolution for the output gradient scaled by each example's clip factor,
-which the framework's own backward kernel computes (cuDNN on a GPU;
+Memory. The patches are ``K`` times the layer's input (9 times for a 3x3
+kernel), so they live only while this layer's norms are computed, by the
+cheaper of the two exact formulas per group (mixed ghost clipping, Bu, Mao
+and Xu 2022). The clipped sum needs no patches: it is the weight gradient
+of the convolution for the output gradient scaled by each example's clip
+factor, which the framework's own backward kernel computes (cuDNN on a GPU;
 book-keeping, Bu et al. 2023).
 """
 
@@ -30,14 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from privml.torch.ghost.base import (
-    LayerRule,
-    Prepared,
-    ghost_norm_is_cheaper,
-    outer_product_norms,
-    register,
-    trainable,
-)
+from privml.torch.ghost.base import LayerRule, Prepared, outer_product_norms, register, trainable
 
 _ConvNd = nn.Conv1d | nn.Conv2d | nn.Conv3d
 
@@ -94,50 +85,18 @@ class _ConvPrepared(Prepared):
             total = total + g.sum(1).square().sum(1)
         if not self.weight:
             return total
-        groups = module.groups
-        positions = g.shape[1]
-        kernel = module.weight[0, 0].numel()
-        if not ghost_norm_is_cheaper(positions, kernel * module.in_channels // groups, channels_out // groups):
-            # Instantiating is cheaper: the per-example gradients come from the convolution's own
-            # weight-gradient kernel with the batch as extra groups, without patches (K times the input).
-            return total + self._per_example_weight_gradients().reshape(batch, -1).square().sum(1)
         a = patches(module, self.activation)  # (B, T, K Cin), dropped when this returns
+        groups = module.groups
         if groups == 1:
             return total + outer_product_norms(a, g)
         # Patch features are (kernel position..., channel): split the channels into their groups.
+        kernel = a.shape[2] // module.in_channels
         split = a.reshape(batch, a.shape[1], kernel, groups, module.in_channels // groups)
         out_per_group = channels_out // groups
         for j in range(groups):
             a_j = split[:, :, :, j].reshape(batch, a.shape[1], -1)
             total = total + outer_product_norms(a_j, g[:, :, j * out_per_group : (j + 1) * out_per_group])
         return total
-
-    def _per_example_weight_gradients(self) -> torch.Tensor:
-        """``(B Cout, Cin / G, k...)``: example i's weight gradient in rows ``i Cout .. (i + 1) Cout``.
-
-        A convolution of B examples with G groups is one convolution of a
-        single "example" with B G groups (the examples side by side along the
-        channels), whose weight gradient is every example's weight gradient.
-        """
-        module, g_out, activation = self.module, self.grad_output, self.activation
-        batch = activation.shape[0]
-        padding = module.padding
-        assert not isinstance(padding, str)  # ConvRule.check refuses string padding
-        stacked_weight = g_out.new_empty((batch * module.out_channels, *module.weight.shape[1:]))
-        _, per_example, _ = torch.ops.aten.convolution_backward(
-            g_out.reshape(1, -1, *g_out.shape[2:]),
-            activation.reshape(1, -1, *activation.shape[2:]).to(g_out.dtype),
-            stacked_weight,
-            None,
-            list(module.stride),
-            list(padding),
-            list(module.dilation),
-            False,
-            [0] * len(module.kernel_size),
-            batch * module.groups,
-            [False, True, False],
-        )
-        return per_example
 
     def clipped_sum(self, factors: torch.Tensor) -> dict[str, torch.Tensor]:
         module, g_out = self.module, self.grad_output
