@@ -392,13 +392,15 @@ def _minutes(seconds: float) -> str:
 
 
 def _cache_table(rows: list[dict]) -> list[str]:
-    out = ["| method | hits | misses | hit rate | computing (s) | saved (s) |", "|---|---|---|---|---|---|"]
+    out = ["| method | hits | misses | hit rate | searches reused / made | computing (s) | saved (s) |",
+           "|---|---|---|---|---|---|---|"]
     for c in rows:
-        if not (c["hits"] or c["misses"]):
+        searches = (c.get("selection_hits", 0), c.get("selection_misses", 0))
+        if not (c["hits"] or c["misses"] or any(searches)):
             continue
         rate = "" if c["hit_rate"] is None else f"{100 * c['hit_rate']:.0f}%"
-        out.append(f"| {c['method']} | {c['hits']} | {c['misses']} | {rate} | {c['seconds_computed']:.1f} "
-                   f"| {c['seconds_saved']:.1f} |")
+        out.append(f"| {c['method']} | {c['hits']} | {c['misses']} | {rate} | {searches[0]} / {searches[1]} "
+                   f"| {c['seconds_computed']:.1f} | {c['seconds_saved']:.1f} |")
     return out
 
 

@@ -321,8 +321,8 @@ def test_cli_prints_cache_use_clears_it_and_runs_without_it(capsys, tmp_path):
     out = tmp_path / "out"
     r = run_json(capsys, "study", "run", str(spec_file), "--out", str(out), "--no-progress", "--no-report")
     assert r["failed"] == 0 and {c["method"] for c in r["cache"]} == {"output", "prediction-sensitivity"}
-    assert all(set(c) == {"method", "hits", "misses", "hit_rate", "seconds_computed", "seconds_saved"}
-               for c in r["cache"])
+    assert all(set(c) == {"method", "hits", "misses", "hit_rate", "selection_hits", "selection_misses",
+                          "selection_hit_rate", "seconds_computed", "seconds_saved"} for c in r["cache"])
     assert sum(c["hits"] for c in r["cache"]) > 0 and cache_files(out)
     code, text, _ = run(capsys, "study", "run", str(spec_file), "--out", str(out), "--no-progress", "--no-report",
                         "--clear-cache")

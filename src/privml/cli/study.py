@@ -191,9 +191,11 @@ def _render_run(r: dict) -> str:
     if r["report"]:
         rows.append(("report", r["report"] + (" (failed runs listed at the top)" if r["failed"] else "")))
     for c in r.get("cache") or []:
-        if c["hits"] or c["misses"]:
+        searches = c.get("selection_hits", 0) + c.get("selection_misses", 0)
+        if c["hits"] or c["misses"] or searches:
             rate = "" if c["hit_rate"] is None else f" ({100 * c['hit_rate']:.0f}% hits)"
-            rows.append((f"cache {c['method']}", f"{c['hits']} hits, {c['misses']} misses{rate}; "
+            reused = f"; searches {c['selection_hits']} reused, {c['selection_misses']} made" if searches else ""
+            rows.append((f"cache {c['method']}", f"{c['hits']} hits, {c['misses']} misses{rate}{reused}; "
                                                  f"{_seconds(c['seconds_saved'])} saved, "
                                                  f"{_seconds(c['seconds_computed'])} computing"))
     rows += [("note", n) for n in r["notes"]]

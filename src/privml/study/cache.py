@@ -1,4 +1,4 @@
-"""What the runs of a study share, computed once: the non-private minimisers.
+"""What the runs of a study share, computed once: non-private minimisers and selections.
 
 A study runs the same non-private computation again and again with only the
 noise differing: every output-perturbation run at every epsilon and delta
@@ -33,6 +33,15 @@ another machine) keeps its entries in memory only; the study groups the runs
 that share quantities into one task on Dask, so they still share them. Each
 process also keeps recent entries in memory.
 
+Selections. With ``selection.scope = "point"`` the validation grid search
+of a point is made once for all its repeats (:mod:`privml.study.selection`);
+its outcome (the chosen hyper-parameters and every candidate's exact
+validation score) is kept as JSON under ``<out>/cache/selections/``, written
+and locked like a minimiser, so one worker makes it while another waiting
+for it reads it. Its key hashes the study's run context, the method, the
+point's settings, the grid and the selection seed: everything the search
+depends on.
+
 Privacy. A cached minimiser is a function of the private training records
 computed without noise: **private data**, with the same status as the results
 store beside it (for the data owner only, docs/releases.md). privml never
@@ -48,6 +57,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import json
 import os
 import shutil
 import time
@@ -92,6 +102,8 @@ class StudyCache:
         #: Vote counts of subsample-and-aggregate teachers, in memory only
         #: (:func:`privml.prediction.aggregate.sharing_votes`).
         self.votes: collections.OrderedDict[str, np.ndarray] = collections.OrderedDict()
+        #: Selections made or read by this process (small: kept whole).
+        self._selections: dict[str, tuple[dict[str, Any], float]] = {}
 
     # ------------------------------------------------------------ the solver's interface
     def minimiser(
@@ -116,6 +128,31 @@ class StudyCache:
                 self._hit(loaded[1])
                 return _copy(loaded[0])
             return self._compute(key, compute, path)
+
+    def selection(self, key: str, compute: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        """The selection outcome stored under ``key``, else ``compute()`` (then stored); JSON-ready dicts."""
+        found = self._selections.get(key)
+        if found is not None:
+            self._stats["selection_hits"] += 1
+            self._stats["seconds_saved"] += found[1]
+            return json.loads(json.dumps(found[0]))
+        path = None if self.root is None or not self.root.is_dir() else (
+            self.root / "selections" / key[:2] / f"{key}.json")
+        with self._key_lock(key) if path is not None else contextlib.nullcontext():
+            loaded = None if path is None else _read_selection(path, key)
+            if loaded is not None:
+                self._selections[key] = loaded
+                self._stats["selection_hits"] += 1
+                self._stats["seconds_saved"] += loaded[1]
+                return json.loads(json.dumps(loaded[0]))
+            start = time.perf_counter()
+            outcome = compute()
+            seconds = time.perf_counter() - start
+            self._stats["selection_misses"] += 1
+            if path is not None:
+                _write_text(path, json.dumps({"format": _FORMAT, "key": key, "seconds": seconds, "outcome": outcome}))
+            self._selections[key] = (outcome, seconds)
+            return json.loads(json.dumps(outcome))
 
     # -------------------------------------------------------------------- statistics
     def take_stats(self) -> dict[str, float]:
@@ -227,7 +264,31 @@ def merge_stats(total: dict[str, dict[str, float]], method: str, stats: dict[str
 
 
 def _empty() -> dict[str, float]:
-    return {"hits": 0, "misses": 0, "seconds_computed": 0.0, "seconds_saved": 0.0}
+    return {"hits": 0, "misses": 0, "seconds_computed": 0.0, "seconds_saved": 0.0, "selection_hits": 0,
+            "selection_misses": 0}
+
+
+def _write_text(path: Path, text: str) -> None:
+    """Write ``text`` atomically: a temporary file in the same folder, then a rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
+    try:
+        temporary.write_text(text, encoding="utf-8")
+        os.replace(temporary, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            temporary.unlink()
+
+
+def _read_selection(path: Path, key: str) -> tuple[dict[str, Any], float] | None:
+    """The selection at ``path`` if it is a complete entry for ``key``; None otherwise (then it is made again)."""
+    try:
+        entry = json.loads(path.read_text(encoding="utf-8"))
+        if entry["format"] != _FORMAT or entry["key"] != key or not isinstance(entry["outcome"], dict):
+            return None
+        return entry["outcome"], float(entry["seconds"])
+    except (FileNotFoundError, OSError, KeyError, TypeError, ValueError):
+        return None
 
 
 def _copy(result: SolverResult) -> SolverResult:
@@ -270,8 +331,12 @@ def describe(stats: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     rows = []
     for method, s in sorted(stats.items()):
         lookups = s["hits"] + s["misses"]
+        selections = s.get("selection_hits", 0) + s.get("selection_misses", 0)
         rows.append({"method": method, "hits": int(s["hits"]), "misses": int(s["misses"]),
                      "hit_rate": (s["hits"] / lookups) if lookups else None,
+                     "selection_hits": int(s.get("selection_hits", 0)),
+                     "selection_misses": int(s.get("selection_misses", 0)),
+                     "selection_hit_rate": (s.get("selection_hits", 0) / selections) if selections else None,
                      "seconds_computed": round(float(s["seconds_computed"]), 3),
                      "seconds_saved": round(float(s["seconds_saved"]), 3)})
     return rows

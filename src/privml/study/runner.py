@@ -37,17 +37,19 @@ from privml.study.cache import CACHE_DIR, cache_ident, describe, get_cache, merg
 from privml.study.executors import DaskExecutor, Executor, make_executor
 from privml.study.methods import METHODS, get_method
 from privml.study.prepare import prepare
-from privml.study.selection import select_and_run
-from privml.study.spec import Job, Selection, StudySpec, Sweep, job_key, seed_of
+from privml.study.selection import PointSelection, select_and_run
+from privml.study.spec import Job, Selection, StudySpec, Sweep, content_digest, job_key, seed_of, selection_seed
 from privml.study.store import ResultStore
 
 RESULTS_FILE = "results.sqlite"
 LOCK_FILE = ".privml-study.lock"
 #: Folder of one empty file per run a worker is executing now (``privml study status``).
 RUNNING_DIR = ".running"
-#: Methods whose runs share non-private minimisers (on the same data, split and lambda). The
-#: baseline solves through the cache too, but at lambda = 1/n, which no other run shares.
-_SHARE_MINIMISERS = ("output", "prediction-sensitivity")
+#: Methods whose runs share non-private minimisers (on the same data, split and lambda; the
+#: baseline only where it is tuned on their grid).
+_SHARE_MINIMISERS = ("output", "prediction-sensitivity", "nonprivate")
+#: What every run's result depends on besides its method, settings and seed (StudySpec.run_context).
+_RUN_CONTEXT = ("privml_version", "dataset", "label_column", "public_size", "data_seed", "selection")
 #: Methods whose runs share teachers (one ensemble per m and seed).
 _SHARE_TEACHERS = ("subsample-aggregate",)
 
@@ -296,7 +298,7 @@ def _run_locked(spec: StudySpec, out: Path, runner: Any, *, progress: bool, repo
     errors: Counter[str] = Counter()
     methods: dict[str, list[str]] = {}
     cache_stats: dict[str, dict[str, float]] = {}
-    batches = dispatch_batches(pending, grouped=isinstance(runner, DaskExecutor))
+    batches = dispatch_batches(pending, grouped=isinstance(runner, DaskExecutor), scope=spec.selection.scope)
     tracker = ProgressTracker(spec, pending, workers=_workers(runner))
     start = time.perf_counter()
     with progress_bar(len(pending), desc=f"study {spec.name}", unit="run", enabled=progress) as bar:
@@ -345,42 +347,51 @@ def _say(bar: Any, line: str) -> None:
         sys.stderr.write("\n" + line + "\n")
 
 
-def share_group(job: Job) -> tuple[Any, ...] | None:
-    """What a job shares with others: ``(kind, n, d, k, repeat)``, or None when it shares nothing.
+def share_group(job: Job, scope: str = "run") -> tuple[Any, ...] | None:
+    """What a job shares with others, or None when it shares nothing.
 
-    Runs of the methods in one kind at the same data point and repeat solve
-    the same non-private objectives (the validation split depends on the
-    repeat's seed; the teachers' partitions too), whatever their epsilon,
-    delta and B. Runs at other points or repeats share nothing with them.
+    ``scope = "run"`` (each run selects on its repeat's split): ``(kind, n,
+    d, k, repeat)``. Runs of the methods in one kind at the same data point
+    and repeat solve the same non-private objectives (the validation split
+    depends on the repeat's seed; the teachers' partitions too), whatever
+    their epsilon, delta and B. ``scope = "point"``: the validation split is
+    the same for every repeat and the final fits are on all the records, so
+    minimisers and selections are shared across repeats: ``(kind, n, d, k)``
+    for the minimiser and teacher kinds, and ``("selection", method,
+    settings)`` for the other methods (their searches).
     """
+    p = job.params
     if job.method in _SHARE_MINIMISERS:
         kind = "minimisers"
     elif job.method in _SHARE_TEACHERS:
         kind = "teachers"
+    elif scope == "point":
+        return ("selection", job.method, tuple(sorted((name, repr(value)) for name, value in p.items())))
     else:
         return None
-    p = job.params
+    if scope == "point":
+        return (kind, p.get("n"), p.get("d"), p.get("k"))
     return (kind, p.get("n"), p.get("d"), p.get("k"), job.repeat)
 
 
-def dispatch_batches(jobs: list[Job], *, grouped: bool) -> list[list[Job]]:
+def dispatch_batches(jobs: list[Job], *, grouped: bool, scope: str = "run") -> list[list[Job]]:
     """The order (and, for Dask, the grouping) in which the pending jobs are sent to workers.
 
     Local workers share one cache folder and take a per-key lock, so any
     order is correct; this one keeps them from waiting on each other. The
     first run of each sharing group (:func:`share_group`) goes first, the
     most expensive kinds first (the teachers of subsample-and-aggregate,
-    then the minimisers), so the quantities a group shares are computed
-    while the runs that share nothing (DP-SGD, objective perturbation, the
-    baseline) keep the other workers busy; the rest of each group comes
-    after, and reuses. ``grouped`` (Dask, whose workers may not share a
-    folder): every sharing group is one batch, run by one worker in order,
-    so a shared quantity is computed once, not raced.
+    then the minimisers, then the searches of ``scope = "point"``), so the
+    quantities a group shares are computed in parallel by different workers
+    while the runs that share nothing keep the others busy; the rest of each
+    group comes after, and reuses. ``grouped`` (Dask, whose workers may not
+    share a folder): every sharing group is one batch, run by one worker in
+    order, so a shared quantity is computed once, not raced.
     """
     groups: dict[tuple[Any, ...], list[Job]] = {}
     alone: list[Job] = []
     for job in jobs:
-        group = share_group(job)
+        group = share_group(job, scope)
         if group is None:
             alone.append(job)
         else:
@@ -393,7 +404,7 @@ def dispatch_batches(jobs: list[Job], *, grouped: bool) -> list[list[Job]]:
         members = sorted(members, key=lambda j: j.method != "output")
         leaders.append(members[0])
         followers.extend(members[1:])
-    leaders.sort(key=lambda j: j.method not in _SHARE_TEACHERS)
+    leaders.sort(key=lambda j: (j.method not in _SHARE_TEACHERS, j.method not in _SHARE_MINIMISERS))
     return [[job] for job in (*leaders, *alone, *followers)]
 
 
@@ -534,9 +545,11 @@ def execute_job(payload: tuple[dict[str, Any], dict[str, Any]]) -> dict[str, Any
             sel = context["selection"]
             selection = Selection(mode=sel["mode"], validation_fraction=sel["validation_fraction"],
                                   stop_probability=sel["stop_probability"],
-                                  grids={m: {p: tuple(v) for p, v in g.items()} for m, g in sel["grids"].items()})
+                                  grids={m: {p: tuple(v) for p, v in g.items()} for m, g in sel["grids"].items()},
+                                  scope=sel.get("scope", "run"))
             full = {"epsilon": None, "delta": None, "budget": None, "l2": None, "m": None, **params}
-            chosen = select_and_run(get_method(job["method"]), data, full, seed=job["seed"], selection=selection)
+            chosen = select_and_run(get_method(job["method"]), data, full, seed=job["seed"], selection=selection,
+                                    point=_point_selection(context, job, cache))
             r = chosen.result
             record.update(
                 accuracy=r.accuracy, epsilon=r.epsilon, delta=r.delta, train_seconds=r.train_seconds,
@@ -556,6 +569,13 @@ def execute_job(payload: tuple[dict[str, Any], dict[str, Any]]) -> dict[str, Any
     if cache is not None:
         record["cache"] = cache.take_stats()
     return record
+
+
+def _point_selection(context: dict[str, Any], job: dict[str, Any], cache: Any) -> PointSelection:
+    """The seed and key of a ``scope = "point"`` selection: one per (method, settings), whatever the repeat."""
+    run_context = {name: context[name] for name in _RUN_CONTEXT}
+    key = content_digest({**run_context, "method": job["method"], "params": job["params"], "purpose": "selection"})
+    return PointSelection(seed=selection_seed(context["data_seed"]), key=key, cache=cache)
 
 
 @contextlib.contextmanager

@@ -7,7 +7,11 @@ Three modes (:class:`privml.study.spec.Selection`), recorded with every run:
     the best candidate is refitted on all of them. The choice depends on the
     private data and is **not** privatised: the reported epsilon is that of
     the final fit only and understates the true loss (the paper says so and
-    ignores it; privml labels every such result ``leaky``).
+    ignores it; privml labels every such result ``leaky``). With
+    ``scope = "point"`` the search is made once per point, on a split and
+    candidate noise drawn from the study's selection seed, and every repeat
+    refits the chosen candidate with its own seed (:class:`PointSelection`;
+    the paper's code cross-validates once and then repeats the experiment).
 ``private`` (honest)
     Liu & Talwar (2019), "Private selection from private candidates",
     random stopping (:class:`privml.selection.RandomStopping`, which states
@@ -32,7 +36,9 @@ Three modes (:class:`privml.study.spec.Selection`), recorded with every run:
 
 from __future__ import annotations
 
+import hashlib
 import itertools
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,6 +83,30 @@ class Selected:
     note: str = ""
 
 
+@dataclass(frozen=True)
+class PointSelection:
+    """Where a ``scope = "point"`` selection comes from.
+
+    Attributes
+    ----------
+    seed : int
+        Seeds the validation split and the candidates (the study's
+        :func:`~privml.study.spec.selection_seed`, the same for every repeat).
+    key : str
+        Content hash of what the search depends on besides the grid: the
+        study's run context (data, version, selection settings), the method
+        and the point's settings.
+    cache : object, optional
+        A :class:`~privml.study.cache.StudyCache` (its ``selection`` method)
+        that makes each search once across runs and workers; None: the run
+        makes it itself, with the same outcome.
+    """
+
+    seed: int
+    key: str
+    cache: Any = None
+
+
 def grid_for(method: Method, params: dict[str, Any], selection: Selection) -> list[dict[str, Any]]:
     """The candidate hyper-parameters for ``method`` at ``params`` (empty: nothing to tune).
 
@@ -91,7 +121,8 @@ def grid_for(method: Method, params: dict[str, Any], selection: Selection) -> li
 
 
 def select_and_run(
-    method: Method, data: StudyData, params: dict[str, Any], *, seed: int, selection: Selection
+    method: Method, data: StudyData, params: dict[str, Any], *, seed: int, selection: Selection,
+    point: PointSelection | None = None,
 ) -> Selected:
     """Run ``method`` at ``params`` with hyper-parameters chosen by ``selection.mode``.
 
@@ -105,6 +136,8 @@ def select_and_run(
     seed : int
         Seeds the validation split, the models' noise and random stopping.
     selection : Selection
+    point : PointSelection, optional
+        Needed when ``selection.scope`` is ``"point"`` (validation mode).
     """
     # A hyper-parameter with a one-value grid is simply set (e.g. epochs of a CNN), in every mode.
     fixed = {name: values[0] for name, values in selection.grids.get(method.name, {}).items()
@@ -122,6 +155,10 @@ def select_and_run(
     if mode == "private" and method.kind == "prediction":
         return _public(method, data, params, seed,
                        note="private prediction releases no candidate model to select; public defaults")
+    if mode == "validation" and selection.scope == "point":
+        if point is None:
+            raise ValueError("selection.scope = 'point' needs the point's selection seed (PointSelection)")
+        return _validation_once(method, data, params, grid, seed, point, selection.validation_fraction)
     rng = np.random.default_rng(seed)
     train, val = _split(data.y_train.shape[0], selection.validation_fraction, rng)
     if mode == "validation":
@@ -139,10 +176,11 @@ def _public(
     return Selected(result=result, mode="public", chosen=chosen or {}, note=note)
 
 
-def _validation(
+def _search(
     method: Method, data: StudyData, params: dict[str, Any], grid: list[dict[str, Any]],
     train: np.ndarray, val: np.ndarray, seed: int,
-) -> Selected:
+) -> tuple[int, list[dict[str, Any]]]:
+    """Fit every candidate on ``train``, score it on ``val``: (index of the best, every candidate's score)."""
     candidates: list[dict[str, Any]] = []
     # The two parts are cut once for every candidate (the same arrays each time).
     X_fit, y_fit, X_val, y_val = data.X_train[train], data.y_train[train], data.X_train[val], data.y_train[val]
@@ -151,7 +189,37 @@ def _validation(
                        seed=seed + 1 + i, image_shape=data.image_shape)
         candidates.append({"params": candidate, "score": r.accuracy})
     # Ties go to the first candidate: grids are listed from most to least regularised or as given.
-    best = max(range(len(grid)), key=lambda i: candidates[i]["score"])
+    return max(range(len(grid)), key=lambda i: candidates[i]["score"]), candidates
+
+
+def _validation_once(
+    method: Method, data: StudyData, params: dict[str, Any], grid: list[dict[str, Any]], seed: int,
+    point: PointSelection, fraction: float,
+) -> Selected:
+    """``scope = "point"``: the point's search (made once, or read), then this run's own final fit."""
+
+    def search() -> dict[str, Any]:
+        train, val = _split(data.y_train.shape[0], fraction, np.random.default_rng(point.seed))
+        best, candidates = _search(method, data, params, grid, train, val, point.seed)
+        return {"best": best, "candidates": candidates}
+
+    key = hashlib.sha256(json.dumps({"point": point.key, "grid": grid}, sort_keys=True).encode()).hexdigest()
+    # Through JSON either way, so a run reads the same outcome whether it made the search or a cache did.
+    outcome = point.cache.selection(key, search) if point.cache is not None else json.loads(json.dumps(search()))
+    best = int(outcome["best"])
+    result = method.run(data.X_train, data.y_train, data.X_test, data.y_test,
+                        params={**params, **grid[best]}, n_classes=data.n_classes, seed=seed,
+                        image_shape=data.image_shape)
+    return Selected(result=result, mode="validation", chosen=grid[best], candidates=outcome["candidates"],
+                    leaky=True, note="grid search on a validation split, once for every repeat of this point "
+                                     "(as the paper's code); the choice is not privatised")
+
+
+def _validation(
+    method: Method, data: StudyData, params: dict[str, Any], grid: list[dict[str, Any]],
+    train: np.ndarray, val: np.ndarray, seed: int,
+) -> Selected:
+    best, candidates = _search(method, data, params, grid, train, val, seed)
     result = method.run(data.X_train, data.y_train, data.X_test, data.y_test,
                         params={**params, **grid[best]}, n_classes=data.n_classes, seed=seed,
                         image_shape=data.image_shape)

@@ -47,6 +47,8 @@ SETTINGS: dict[str, str] = {
 #: Settings that describe the data rather than a method.
 DATA_SETTINGS = ("n", "d", "k")
 SELECTION_MODES = ("validation", "private", "public")
+#: How often ``validation`` selection runs: once per run, or once per point for all its repeats.
+SELECTION_SCOPES = ("run", "point")
 
 
 @dataclass(frozen=True)
@@ -99,12 +101,23 @@ class Selection:
         gamma of random stopping (expected 1/gamma candidate runs).
     grids : dict
         ``{method: {hyper-parameter: values}}`` overriding the methods' own grids.
+    scope : {"run", "point"}
+        ``validation`` mode only. ``run``: every run selects on its own
+        validation split (its repeat's seed). ``point``: the selection is made
+        once per point (method and settings) on one validation split with the
+        study's selection seed (:func:`selection_seed`), and every repeat
+        refits the chosen candidate with its own seed, as the paper's code
+        does (facebookresearch/private_prediction cross-validates once, then
+        repeats the experiment): the repeats then measure the spread of the
+        noise, not of the selection, and a study makes each selection once
+        instead of once per repeat.
     """
 
     mode: str = "validation"
     validation_fraction: float = 0.2
     stop_probability: float = 0.2
     grids: dict[str, dict[str, tuple[Any, ...]]] = field(default_factory=dict)
+    scope: str = "run"
 
 
 @dataclass(frozen=True)
@@ -217,7 +230,7 @@ class StudySpec:
             "label_column": self.label_column,
             "public_size": self.public_size,
             "data_seed": self.seed,
-            "selection": _plain(asdict(self.selection)),
+            "selection": _selection_context(self.selection),
         }
 
     def with_overrides(self, **changes: Any) -> StudySpec:
@@ -247,6 +260,23 @@ class StudySpec:
 def seed_of(spec: StudySpec, repeat: int) -> int:
     """The seed of repeat ``repeat`` (the same for every method and point)."""
     return int.from_bytes(hashlib.sha256(f"{spec.seed}:{repeat}".encode()).digest()[:4], "little")
+
+
+def selection_seed(spec_seed: int) -> int:
+    """The seed of ``scope = "point"`` selections: the validation split and the candidates' noise.
+
+    Derived from the study's seed with its own label, so it is none of the
+    repeats' seeds (:func:`seed_of`): no repeat's final noise replays a candidate's.
+    """
+    return int.from_bytes(hashlib.sha256(f"{spec_seed}:selection".encode()).digest()[:4], "little")
+
+
+def _selection_context(selection: Selection) -> dict[str, Any]:
+    """The selection as part of every run's key; the default scope is left out, so keys made before it existed hold."""
+    plain = _plain(asdict(selection))
+    if plain.get("scope") == "run":
+        del plain["scope"]
+    return plain
 
 
 def job_key(spec: StudySpec, method: str, params: dict[str, Any], seed: int) -> str:
@@ -400,7 +430,7 @@ def _selection(raw: Any, methods: tuple[str, ...]) -> Selection:
         raw = {"mode": raw}
     if not isinstance(raw, dict):
         raise ValueError(f"selection must be a table or a mode name, got {type(raw).__name__}")
-    unknown = sorted(set(raw) - {"mode", "validation_fraction", "stop_probability", "grids"})
+    unknown = sorted(set(raw) - {"mode", "validation_fraction", "stop_probability", "grids", "scope"})
     if unknown:
         raise ValueError(f"selection: unknown field {unknown[0]!r}")
     mode = raw.get("mode", "validation")
@@ -412,6 +442,9 @@ def _selection(raw: Any, methods: tuple[str, ...]) -> Selection:
     gamma = raw.get("stop_probability", 0.2)
     if isinstance(gamma, bool) or not isinstance(gamma, (int, float)) or not 0 < gamma <= 1:
         raise ValueError(f"selection.stop_probability must be in (0, 1], got {gamma!r}")
+    scope = raw.get("scope", "run")
+    if scope not in SELECTION_SCOPES:
+        raise ValueError(f"selection.scope must be one of {', '.join(SELECTION_SCOPES)}, got {scope!r}")
     grids: dict[str, dict[str, tuple[Any, ...]]] = {}
     for method, grid in dict(raw.get("grids", {})).items():
         if method not in methods:
@@ -419,7 +452,8 @@ def _selection(raw: Any, methods: tuple[str, ...]) -> Selection:
         if not isinstance(grid, dict):
             raise ValueError(f"selection.grids.{method} must be a table of hyper-parameter lists")
         grids[method] = {p: tuple(_list(v, f"selection.grids.{method}.{p}")) for p, v in grid.items()}
-    return Selection(mode=mode, validation_fraction=float(fraction), stop_probability=float(gamma), grids=grids)
+    return Selection(mode=mode, validation_fraction=float(fraction), stop_probability=float(gamma), grids=grids,
+                     scope=scope)
 
 
 def _settings(raw: Any, where: str) -> dict[str, Any]:
@@ -490,5 +524,9 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _digest(payload: Any) -> str:
+def content_digest(payload: Any) -> str:
+    """SHA-256 of a JSON-ready payload, key order ignored: the study's content address."""
     return hashlib.sha256(json.dumps(payload, sort_keys=True, allow_nan=False).encode()).hexdigest()
+
+
+_digest = content_digest
