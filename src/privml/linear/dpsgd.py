@@ -81,6 +81,7 @@ from privml.accounting.events import (
     dpsgd_event,
 )
 from privml.guarantee import PrivacyGuarantee
+from privml.linear._batch_rows import BatchRows
 from privml.linear.base import PrivateLinearClassifier, make_loss
 from privml.losses import Loss
 from privml.mechanisms import sample_noise
@@ -211,7 +212,7 @@ def clipped_gradient_sum(
     weights:
         Current parameters, shape ``(d,)`` or ``(d, k)``.
     X:
-        Records of the batch, shape ``(b, d)`` (b may be 0).
+        Records of the batch, shape ``(b, d)`` (b may be 0): an array, or CSR if ``row_norms`` is given.
     y:
         Their labels as the loss expects them (validated by the caller).
     clip_norm:
@@ -888,12 +889,13 @@ class DPSGDClassifier(PrivateLinearClassifier):
         l2 = float(self.l2)
         weights = np.zeros(loss.parameter_shape(d))
         batches = self._batches(n, plan, rng)
+        rows = BatchRows.for_fit(X, plan.batch_size, sparse=type(self)._clipped_sum is DPSGDClassifier._clipped_sum)
 
         with progress_bar(plan.steps, desc="DP-SGD", unit="step", enabled=self.progress) as bar:
             for step in range(plan.steps):
                 index, divisor = next(batches)
-                batch = np.take(X, index, axis=0)
-                total = self._clipped_sum(loss, weights, batch, y[index], clip, row_norms[index])
+                parts = rows.batches(index)  # CSR or cache-sized chunks (see _batch_rows): same sum
+                total = sum(self._clipped_sum(loss, weights, b, y[part], clip, row_norms[part]) for part, b in parts)
                 noisy = total + self._noise(plan, clip, weights.shape, rng)
                 # The divisor is public (see _batches), never the realised Poisson size.
                 # l2 W is data-independent: added after clipping and normalising, at full weight.
