@@ -263,9 +263,10 @@ def dp_coordinate_descent(
 
     Cost: ``T K`` steps of ``O(nnz_j)`` (``O(nnz_j k)`` for a row of k
     classes; ``O(n)`` for an entry) each, where ``nnz_j`` counts the records
-    with ``x_ij != 0``, from cached scores ``X theta``, plus one ``O(n d k)``
-    refresh of the scores per outer iteration (which also stops rounding
-    drift).
+    with ``x_ij != 0``, from cached scores ``X theta``, plus one refresh of
+    the scores per outer iteration (which also stops rounding drift):
+    ``O(nnz k)`` for rows of k classes (from the non-zeros of ``X``),
+    ``O(n d k)`` otherwise (``k = 1`` for one output).
     """
     # long-function: most of its length is the numpy-style docstring (parameters, guarantee, references); the code is
     # the deprecated-name translation, validation and one call to _run.
