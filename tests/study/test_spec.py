@@ -123,3 +123,14 @@ def test_bad_toml_file_is_one_line_error(tmp_path):
 def test_none_setting_means_unset_in_toml():
     spec = spec_from_dict(tiny_spec_dict(defaults={"epsilon": 1.0, "delta": 0.0, "budget": 1, "n": "none"}))
     assert spec.defaults["n"] is None
+
+
+def test_a_grid_may_name_only_what_the_method_reads():
+    for grids, message in (({"output": {"clip_norm": [0.1]}}, "output names 'clip_norm'.*it takes l2"),
+                           ({"dpsgd": {"l2": [0.1]}}, "it takes clip_norm, learning_rate")):
+        with pytest.raises(ValueError, match=message):
+            spec_from_dict(tiny_spec_dict(methods=["output", "dpsgd"], selection={"mode": "validation",
+                                                                                   "grids": grids}))
+    spec = spec_from_dict(tiny_spec_dict(methods=["dpsgd"], selection={
+        "mode": "validation", "grids": {"dpsgd": {"clip_norm": [0.1], "learning_rate": [0.5, 1.0]}}}))
+    assert spec.selection.grids["dpsgd"]["learning_rate"] == (0.5, 1.0)

@@ -91,6 +91,10 @@ class Method:
     inputs : {"features", "images"}
         What the estimator reads: unit-norm feature rows (linear models) or
         pixels (CNNs; see :func:`privml.study.prepare.prepare`).
+    tunable : tuple of str
+        Every hyper-parameter ``kwargs`` reads from the settings, so the only
+        names a spec's ``selection.grids`` may give this method (empty: the
+        keys of ``hyper``). A name outside it would be dropped without a word.
     """
 
     name: str
@@ -102,6 +106,12 @@ class Method:
     supports_pure: bool
     kwargs: Callable[[dict[str, Any], int, int, tuple[int, ...] | None], dict[str, Any]]
     inputs: str = "features"
+    tunable: tuple[str, ...] = ()
+
+    @property
+    def grid_names(self) -> tuple[str, ...]:
+        """The hyper-parameters a grid may name for this method (see ``tunable``)."""
+        return tuple(sorted({*self.hyper, *self.tunable}))
 
     def unavailable_reason(self) -> str | None:
         """``None`` if the method can run here, else one line saying what is missing."""
@@ -327,7 +337,7 @@ METHODS: dict[str, Method] = {
     m.name: m
     for m in (
         Method("nonprivate", "non-private", "baseline", "privml.linear.nonprivate:NonPrivateClassifier",
-               ("l2",), {}, True, _nonprivate),
+               ("l2",), {}, True, _nonprivate, tunable=("l2",)),
         Method("output", "model sensitivity (output perturbation)", "training",
                "privml.linear.output_perturbation:OutputPerturbationClassifier",
                ("epsilon", "delta"), {"l2": _L2_GRID}, True, _perturbation),
@@ -335,7 +345,8 @@ METHODS: dict[str, Method] = {
                "privml.linear.objective_perturbation:ObjectivePerturbationClassifier",
                ("epsilon", "delta"), {"l2": _L2_GRID}, True, _perturbation),
         Method("dpsgd", "DP-SGD", "training", "privml.linear.dpsgd:DPSGDClassifier",
-               ("epsilon", "delta", "neighbouring"), {"clip_norm": (0.03, 0.1, 0.3, 1.0)}, False, _dpsgd),
+               ("epsilon", "delta", "neighbouring"), {"clip_norm": (0.03, 0.1, 0.3, 1.0)}, False, _dpsgd,
+               tunable=("clip_norm", "learning_rate")),
         Method("dpcd", "DP coordinate descent", "training", "privml.linear.dpcd:DPCDClassifier",
                ("epsilon", "delta"), {"clip_norm": (0.1, 0.5, 2.0)}, False, _dpcd),
         Method("prediction-sensitivity", "prediction sensitivity", "prediction",
@@ -345,12 +356,14 @@ METHODS: dict[str, Method] = {
                "privml.prediction:SubsampleAndAggregate",
                ("epsilon", "delta", "budget"), {"m": (8, 16, 32, 64)}, True, _subsample_aggregate),
         Method("nonprivate-cnn", "non-private CNN", "baseline", "privml.torch:TorchClassifier",
-               (), {}, True, _nonprivate_cnn, inputs="images"),
+               (), {}, True, _nonprivate_cnn, inputs="images", tunable=("learning_rate", "epochs")),
         Method("dpsgd-cnn", "DP-SGD CNN", "training", "privml.torch:TorchClassifier",
-               ("epsilon", "delta", "neighbouring"), {"clip_norm": (0.1, 1.0)}, False, _dpsgd_cnn, inputs="images"),
+               ("epsilon", "delta", "neighbouring"), {"clip_norm": (0.1, 1.0)}, False, _dpsgd_cnn, inputs="images",
+               tunable=("clip_norm", "learning_rate", "epochs")),
         Method("subsample-aggregate-cnn", "subsample-and-aggregate over CNNs", "prediction",
                "privml.prediction:SubsampleAndAggregate",
-               ("epsilon", "delta", "budget"), {"m": (8, 16, 32)}, True, _subsample_aggregate_cnn, inputs="images"),
+               ("epsilon", "delta", "budget"), {"m": (8, 16, 32)}, True, _subsample_aggregate_cnn, inputs="images",
+               tunable=("m", "learning_rate", "epochs")),
     )
 }
 

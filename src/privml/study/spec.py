@@ -451,9 +451,21 @@ def _selection(raw: Any, methods: tuple[str, ...]) -> Selection:
             raise ValueError(f"selection.grids names {method!r}, which is not among the study's methods")
         if not isinstance(grid, dict):
             raise ValueError(f"selection.grids.{method} must be a table of hyper-parameter lists")
+        _check_grid_names(method, grid)
         grids[method] = {p: tuple(_list(v, f"selection.grids.{method}.{p}")) for p, v in grid.items()}
     return Selection(mode=mode, validation_fraction=float(fraction), stop_probability=float(gamma), grids=grids,
                      scope=scope)
+
+
+def _check_grid_names(method: str, grid: dict[str, Any]) -> None:
+    """A grid may name only hyper-parameters the method's adapter reads: any other would be dropped silently."""
+    from privml.study.methods import METHODS
+
+    allowed = METHODS[method].grid_names
+    for name in grid:
+        if name not in allowed:
+            takes = ", ".join(allowed) if allowed else "no hyper-parameter"
+            raise ValueError(f"selection.grids.{method} names {name!r}, which {method} does not take; it takes {takes}")
 
 
 def _settings(raw: Any, where: str) -> dict[str, Any]:
