@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 
 import numpy as np
 import pytest
@@ -116,7 +117,8 @@ def test_private_models_refuse_a_budget(capsys, files, tmp_path):
         (["--epsilon", "0", "--budget", "10"], "epsilon must be > 0"),
         (["--epsilon", "1", "--budget", "0"], "budget must be >= 1"),
         (["--epsilon", "1", "--budget", "10", "--delta", "1"], "delta must be in [0, 1)"),
-        (["--epsilon", "1", "--budget", "10", "--accounting", "gdp"], "needs delta > 0"),
+        (["--epsilon", "1", "--budget", "10", "--accountant", "gdp"], "needs delta > 0"),
+        (["--epsilon", "1", "--budget", "10", "--accountant", "magic"], "invalid choice"),
         (["--epsilon", "nan", "--budget", "10"], "not a finite number"),
         (["--epsilon", "1", "--budget", "2.5"], "not an integer"),
         (["--epsilon", "1", "--budget", "10", "--method", "subsample-aggregate"], "prediction-sensitivity only"),
@@ -160,5 +162,14 @@ def test_device_on_a_linear_file_does_not_import_torch(files):
 def test_help_lists_the_private_options(capsys):
     code, out, _ = run(capsys, "predict", "--help")
     assert code == 0
-    for option in ("--method", "--epsilon", "--budget", "--accounting"):
+    for option in ("--method", "--epsilon", "--budget", "--accountant"):
         assert option in out
+    assert "--accounting" not in out  # the old name works for one release, unadvertised
+
+
+def test_the_old_accounting_option_still_works_with_a_warning(capsys, files):
+    args = ("predict", "--model", files["base"], "--input", files["rows"], "--method", "prediction-sensitivity",
+            "--epsilon", "1", "--delta", "1e-5", "--budget", "100", "--seed", "0", "--json")
+    code, out, err = run(capsys, *args, "--accounting", "basic")
+    assert code == 0 and "--accounting is deprecated" in err and "use --accountant" in err
+    assert run_json(capsys, *args[:-1], "--accountant", "basic")["privacy"] == json.loads(out)["privacy"]

@@ -2,7 +2,7 @@
 
     privml predict --model model.npz --input rows.csv [--label-column label] [--proba] [--device D] [--json]
     privml predict --model model.npz --input rows.csv --method prediction-sensitivity|subsample-aggregate
-                   --epsilon E [--delta D] --budget B [--accounting A] [--ledger PATH|URL]
+                   --epsilon E [--delta D] --budget B [--accountant A] [--ledger PATH|URL]
                    [--seed S] [--proba] [--json]
 
 ``rows.csv`` has a header and the model's raw feature columns (as in the
@@ -43,7 +43,16 @@ from typing import Any, Protocol
 import numpy as np
 from numpy.typing import ArrayLike
 
-from privml.cli._common import DEVICE_HELP, CliError, add_json_flag, emit, finite_float, integer, table
+from privml.cli._common import (
+    DEVICE_HELP,
+    CliError,
+    add_accountant_option,
+    add_json_flag,
+    emit,
+    finite_float,
+    integer,
+    table,
+)
 from privml.exceptions import BudgetExhausted
 from privml.io import load_model, read_model_file
 from privml.prediction.calibration import PREDICTION_ACCOUNTINGS, VOTE_ACCOUNTINGS
@@ -71,12 +80,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     private.add_argument("--epsilon", type=finite_float, help="total epsilon over the budget of answers")
     private.add_argument("--delta", type=finite_float, default=0.0, help="total delta in [0, 1) (default 0)")
     private.add_argument("--budget", type=integer, help="number of answers the guarantee covers")
-    private.add_argument(
-        "--accounting",
-        choices=("auto", *sorted(set(PREDICTION_ACCOUNTINGS) | set(VOTE_ACCOUNTINGS))),
-        default="auto",
-        help="composition used to calibrate each answer (default: the tightest)",
-    )
+    add_accountant_option(private, ("auto", *sorted(set(PREDICTION_ACCOUNTINGS) | set(VOTE_ACCOUNTINGS))),
+                          "composition used to calibrate each answer (default: the tightest)")
     private.add_argument("--ledger", help="SQLite file or postgresql:// URL counting the answers across runs "
                          "(default: this run only)")
     private.add_argument("--ledger-name", default="default", help="budget name inside the ledger (default: default)")
@@ -159,7 +164,7 @@ def _predict(args: argparse.Namespace) -> None:
             epsilon=args.epsilon,
             delta=args.delta,
             budget=args.budget,
-            accounting=args.accounting,
+            accounting=args.accountant,
             ledger=args.ledger,
             ledger_name=args.ledger_name,
             random_state=args.seed,

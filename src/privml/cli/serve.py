@@ -23,7 +23,17 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from privml.cli._common import DEVICE_HELP, CliError, add_json_flag, emit, finite_float, fmt, integer
+from privml.cli._common import (
+    DEVICE_HELP,
+    CliError,
+    add_accountant_option,
+    add_json_flag,
+    emit,
+    finite_float,
+    fmt,
+    integer,
+)
+from privml.prediction.calibration import PREDICTION_ACCOUNTINGS, VOTE_ACCOUNTINGS
 from privml.serve import PredictionServer, ServeLimits, load_api_keys
 
 if TYPE_CHECKING:  # the ASGI server needs the serve extra: imported where it is used
@@ -52,7 +62,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--epsilon", type=finite_float, help="total epsilon over the whole budget")
     parser.add_argument("--delta", type=finite_float, default=0.0, help="total delta (default 0)")
     parser.add_argument("--budget", type=integer, help="number of answers (rows) the guarantee covers")
-    parser.add_argument("--accounting", default="auto", help="composition used to calibrate (default auto)")
+    add_accountant_option(parser, ("auto", *sorted(set(PREDICTION_ACCOUNTINGS) | set(VOTE_ACCOUNTINGS))),
+                          "composition used to calibrate each answer (default: the tightest)")
     parser.add_argument("--ledger", help="SQLite file or postgresql:// URL counting the answers")
     parser.add_argument("--ledger-name", default="default", help="budget name inside the ledger (default: default)")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
@@ -184,7 +195,7 @@ def _spec(args: argparse.Namespace) -> ServeSpec:
         epsilon=args.epsilon,
         delta=args.delta,
         budget=args.budget,
-        accounting=args.accounting,
+        accounting=args.accountant,
         ledger=args.ledger,
         ledger_name=args.ledger_name,
         api_keys=load_api_keys(args.api_keys) if args.api_keys else None,
