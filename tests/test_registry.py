@@ -49,11 +49,12 @@ def test_every_method_saves_and_loads(name: str, tmp_path) -> None:
 
 def test_the_cli_and_the_study_use_registered_methods() -> None:
     from privml.cli.predict import PREDICTION_METHODS as predict_methods
+    from privml.cli.serve import PREDICTION_METHODS as serve_methods
     from privml.cli.train import TRAIN_METHODS
     from privml.study.methods import METHODS as STUDY
 
     assert set(TRAIN_METHODS) <= set(registry.METHODS)
-    assert set(predict_methods) == set(PREDICTION_METHODS)
+    assert set(predict_methods) == set(serve_methods) == set(PREDICTION_METHODS)
     registered = {_resolve(spec.target) for spec in registry.METHODS.values()
                   if spec.name != "dpsgd-cnn" or importlib.util.find_spec("torch")}
     for method in STUDY.values():

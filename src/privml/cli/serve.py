@@ -34,6 +34,7 @@ from privml.cli._common import (
     integer,
 )
 from privml.prediction.calibration import PREDICTION_ACCOUNTINGS, VOTE_ACCOUNTINGS
+from privml.prediction.loading import PREDICTION_METHODS
 from privml.serve import PredictionServer, ServeLimits, load_api_keys
 
 if TYPE_CHECKING:  # the ASGI server needs the serve extra: imported where it is used
@@ -42,7 +43,6 @@ if TYPE_CHECKING:  # the ASGI server needs the serve extra: imported where it is
     from privml.serve.asgi_server import AsgiPredictionServer
     from privml.serve.workers import ServeSpec
 
-PREDICTION_METHODS = ("prediction-sensitivity", "subsample-aggregate")
 SERVERS = ("uvicorn", "stdlib")
 
 
