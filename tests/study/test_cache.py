@@ -14,7 +14,14 @@ from privml.mechanisms.exponential import ExponentialMechanism
 from privml.study import ResultStore, plan, run_study, spec_from_dict
 from privml.study import cache as cache_module
 from privml.study.cache import CACHE_DIR, StudyCache
-from privml.study.runner import RUNNING_DIR, ProgressTracker, dispatch_batches, folder_lock, share_group
+from privml.study.runner import (
+    RUNNING_DIR,
+    ProgressTracker,
+    dispatch_batches,
+    folder_lock,
+    leading_keys,
+    share_group,
+)
 from privml.study.status import study_status
 from tests.cli_runner import run, run_json
 
@@ -365,3 +372,34 @@ def test_a_cleared_cache_is_forgotten_by_workers_that_held_it_in_memory(tmp_path
     # Prediction sensitivity at B = 100 solves its lambda grid again (in the old folder's memory, all hits).
     assert by_method["prediction-sensitivity"]["misses"] > 0
     assert totals(cleared)["misses"] == len(cache_files(tmp_path))
+
+
+def test_the_eta_tells_runs_that_compute_from_runs_that_reuse():
+    spec = sharing_spec(repeats=3, selection={"mode": "validation", "scope": "point", "grids": {
+        "output": {"l2": [1e-3, 1e-2]}, "objective": {"l2": [1e-3, 1e-2]}}})
+    jobs, _ = plan(spec)
+    batches = dispatch_batches(jobs, grouped=False, scope="point")
+    leaders = leading_keys(batches, "point")
+    assert 0 < len(leaders) < len(jobs)
+    tracker = ProgressTracker(spec, jobs, workers=1, leaders=leaders)
+    output = [j for j in jobs if j.method == "output"]
+    lead = next(j for j in output if j.key in leaders)
+    follow = next(j for j in output if j.key not in leaders)
+    tracker.finish({"key": lead.key, "method": "output", "wall_seconds": 10.0, "status": "ok"})
+    tracker.finish({"key": follow.key, "method": "output", "wall_seconds": 1.0, "status": "ok"})
+    left_lead = sum(j.key in leaders for j in output) - 1
+    left_follow = sum(j.key not in leaders for j in output) - 1
+    others = [j for j in jobs if j.method != "output"]
+    # Other methods have no finished run: leaders take the leaders' mean, followers the followers'.
+    expected = (left_lead * 10 + left_follow * 1 + sum(10 if j.key in leaders else 1 for j in others))
+    assert tracker.eta_seconds() == pytest.approx(expected)
+    # A method whose leader alone has finished: its followers are scaled by output's ratio (1/10).
+    ps = [j for j in jobs if j.method == "objective"]
+    ps_lead = next(j for j in ps if j.key in leaders)
+    tracker.finish({"key": ps_lead.key, "method": "objective", "wall_seconds": 4.0, "status": "ok"})
+    ps_follow = sum(j.key not in leaders for j in ps)
+    ps_lead_left = sum(j.key in leaders for j in ps) - 1
+    rest = [j for j in others if j.method != "objective"]
+    expected = (left_lead * 10 + left_follow * 1 + ps_lead_left * 4 + ps_follow * 0.4
+                + sum(7 if j.key in leaders else 1 for j in rest))
+    assert tracker.eta_seconds() == pytest.approx(expected)

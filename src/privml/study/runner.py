@@ -299,7 +299,8 @@ def _run_locked(spec: StudySpec, out: Path, runner: Any, *, progress: bool, repo
     methods: dict[str, list[str]] = {}
     cache_stats: dict[str, dict[str, float]] = {}
     batches = dispatch_batches(pending, grouped=isinstance(runner, DaskExecutor), scope=spec.selection.scope)
-    tracker = ProgressTracker(spec, pending, workers=_workers(runner))
+    tracker = ProgressTracker(spec, pending, workers=_workers(runner),
+                              leaders=leading_keys(batches, spec.selection.scope))
     start = time.perf_counter()
     with progress_bar(len(pending), desc=f"study {spec.name}", unit="run", enabled=progress) as bar:
         for records in runner.map_unordered(execute_batch, [(context, [asdict(job) for job in batch])
@@ -408,30 +409,50 @@ def dispatch_batches(jobs: list[Job], *, grouped: bool, scope: str = "run") -> l
     return [[job] for job in (*leaders, *alone, *followers)]
 
 
+def leading_keys(batches: list[list[Job]], scope: str = "run") -> frozenset[str]:
+    """Keys of the runs that compute what their sharing group shares: the first of each group sent out."""
+    seen: set[tuple[Any, ...]] = set()
+    leaders = set()
+    for batch in batches:
+        for job in batch:
+            group = share_group(job, scope)
+            if group is not None and group not in seen:
+                seen.add(group)
+                leaders.add(job.key)
+    return frozenset(leaders)
+
+
 class ProgressTracker:
     """Per-sweep counts and an ETA that learns from the runs finished so far.
 
     The ETA is the sum, over the runs left, of the mean wall time of the
-    finished runs of the same method (of all finished runs, for a method
-    none of whose runs has finished yet), divided by the workers. It starts
-    unknown and sharpens as runs finish; with the cache, later runs of a
-    method are cheaper than its first, which the running mean follows.
+    finished runs of the same method and role, divided by the workers. The
+    role says whether a run computes what its sharing group shares (the
+    group's *leader*, :func:`leading_keys`) or reuses it (a follower: with
+    the cache, a small fraction of a leader's time). A method whose runs of
+    one role have not finished yet takes its other role's mean, scaled by
+    the follower-to-leader ratio of the methods where both have finished;
+    a method with no finished run takes the mean of its role. It starts
+    unknown and sharpens as runs finish.
     """
 
-    def __init__(self, spec: StudySpec, pending: list[Job], *, workers: int) -> None:
+    def __init__(self, spec: StudySpec, pending: list[Job], *, workers: int,
+                 leaders: frozenset[str] = frozenset()) -> None:
         self.workers = max(1, workers)
-        self.left_by_method = Counter(job.method for job in pending)
+        self.leaders = leaders
+        self.left: Counter[tuple[str, bool]] = Counter((job.method, job.key in leaders) for job in pending)
         self.total_by_sweep = Counter(name for job in pending for name in job.sweeps)
         self.done_by_sweep: Counter[str] = Counter()
-        self.seconds_by_method: dict[str, list[float]] = {}
+        self.seconds: dict[tuple[str, bool], list[float]] = {}
         self.order = [sweep.name for sweep in spec.sweeps if sweep.name in self.total_by_sweep]
         self.sweeps_of = {job.key: job.sweeps for job in pending}
 
     def finish(self, record: dict[str, Any]) -> list[str]:
         """Count a finished record; lines to print (a sweep that has just completed)."""
-        self.left_by_method[record["method"]] -= 1
+        cell = (record["method"], record["key"] in self.leaders)
+        self.left[cell] -= 1
         if record.get("wall_seconds") is not None:
-            self.seconds_by_method.setdefault(record["method"], []).append(float(record["wall_seconds"]))
+            self.seconds.setdefault(cell, []).append(float(record["wall_seconds"]))
         lines = []
         for name in self.sweeps_of.get(record["key"], ()):
             self.done_by_sweep[name] += 1
@@ -441,14 +462,26 @@ class ProgressTracker:
 
     def eta_seconds(self) -> float | None:
         """Estimated seconds left (None until a run has finished)."""
-        every = [s for seconds in self.seconds_by_method.values() for s in seconds]
-        if not every:
+        if not self.seconds:
             return None
-        overall = sum(every) / len(every)
+        means = {cell: sum(seen) / len(seen) for cell, seen in self.seconds.items() if seen}
+        # How much cheaper a follower is than its leader, from the methods where both have finished.
+        ratios = [means[(m, False)] / means[(m, True)] for m, leads in means if leads and (m, False) in means
+                  and means[(m, True)] > 0]
+        ratio = sum(ratios) / len(ratios) if ratios else 1.0
+        every = sum(s for seen in self.seconds.values() for s in seen) / sum(map(len, self.seconds.values()))
         left = 0.0
-        for method, count in self.left_by_method.items():
-            seen = self.seconds_by_method.get(method)
-            left += max(count, 0) * (sum(seen) / len(seen) if seen else overall)
+        for (method, leads), count in self.left.items():
+            if count <= 0:
+                continue
+            if (method, leads) in means:
+                estimate = means[(method, leads)]
+            elif (method, not leads) in means and ratio > 0:  # the other role of this method, scaled
+                estimate = means[(method, not leads)] * (1.0 / ratio if leads else ratio)
+            else:
+                same_role = [v for (m, role), v in means.items() if role == leads]
+                estimate = sum(same_role) / len(same_role) if same_role else every
+            left += count * estimate
         return left / self.workers
 
     def postfix(self, record: dict[str, Any]) -> str:
