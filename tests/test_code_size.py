@@ -31,8 +31,6 @@ LONG_FILES: dict[str, str] = {
     "linear/dpsgd.py": "not split yet: three DP-SGD designs, their calibration and the estimator in one module",
     "linear/sensitivity.py": "not split yet: just over the limit; the sensitivity constants of private ERM, "
     "most of it docstrings",
-    "mechanisms/discrete.py": "not split yet: the exact discrete Laplace and Gaussian samplers and their "
-    "mechanisms in one module",
     "selection/accuracy_first.py": "not split yet: Accuracy First's selection, its ex-post accounting and "
     "the estimator in one module",
     "torch/dpsgd.py": "under concurrent edit by another session (src/privml/torch/*), not split here",

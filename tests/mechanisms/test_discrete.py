@@ -10,6 +10,7 @@ show that it can fail.
 from __future__ import annotations
 
 import math
+import secrets
 from fractions import Fraction
 
 import mpmath
@@ -406,13 +407,13 @@ def test_int_seed_is_deterministic() -> None:
 
 def test_default_source_is_the_os_csprng(monkeypatch: pytest.MonkeyPatch) -> None:
     calls = []
-    real = discrete.secrets.token_bytes
+    real = secrets.token_bytes
 
     def counting(n: int) -> bytes:
         calls.append(n)
         return real(n)
 
-    monkeypatch.setattr(discrete.secrets, "token_bytes", counting)
+    monkeypatch.setattr(secrets, "token_bytes", counting)
     DiscreteLaplaceMechanism(epsilon=1.0, random_state=3).randomise(np.zeros(10, dtype=int))
     assert calls == []
     a = DiscreteLaplaceMechanism(epsilon=0.01).randomise(np.zeros(1000, dtype=int))
