@@ -29,8 +29,6 @@ LONG_FILES: dict[str, str] = {
     "audit/epsilon_lower_bound.py": "not split yet: canaries, the statistical test and the two audit entry "
     "points (mechanism, estimator) in one module",
     "linear/dpsgd.py": "not split yet: three DP-SGD designs, their calibration and the estimator in one module",
-    "linear/sensitivity.py": "not split yet: just over the limit; the sensitivity constants of private ERM, "
-    "most of it docstrings",
     "selection/accuracy_first.py": "not split yet: Accuracy First's selection, its ex-post accounting and "
     "the estimator in one module",
     "torch/dpsgd.py": "under concurrent edit by another session (src/privml/torch/*), not split here",

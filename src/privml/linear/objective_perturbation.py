@@ -8,10 +8,10 @@ for a random ``b`` (CMS11 Alg. 2; KST12 Alg. 1; vdMH20 Alg. 4, "loss
 perturbation"). Two variants:
 
 * ``"cms11"``: CMS11 Algorithm 2 exactly as the paper states it (binary, epsilon-DP,
-  :func:`~privml.linear.sensitivity.cms11_constants`).
+  :func:`~privml.linear.objective_perturbation_constants.cms11_constants`).
 * ``"kst12"``: binary and multi-class, epsilon-DP (L2-Laplace ``b``) or
   (epsilon, delta)-DP (Gaussian ``b``), with constants derived below for
-  **replace-one** neighbours (:func:`~privml.linear.sensitivity.kst12_constants`).
+  **replace-one** neighbours (:func:`~privml.linear.objective_perturbation_constants.kst12_constants`).
   ``variant="auto"`` is ``"kst12"``: its Jacobian bound is half of CMS11's,
   so for binary epsilon-DP its noise budget is never smaller (at least
   ``eps/2``, and ``eps - log(1 + c/(n lambda))`` against CMS11's
@@ -46,9 +46,9 @@ hence (concavity of log) at most ``exp(eps_J)`` with
 
     eps_J = r log(1 + min(beta, t/r) / (n Lambda))
 
-(:func:`~privml.linear.sensitivity.jacobian_epsilon`), and symmetrically at
+(:func:`~privml.linear.objective_perturbation_constants.jacobian_epsilon`), and symmetrically at
 least ``exp(-eps_J)``. Delta is the smallest addition to lambda that keeps
-``eps_J <= eps / 2`` (:func:`~privml.linear.sensitivity.jacobian_strong_convexity`);
+``eps_J <= eps / 2`` (:func:`~privml.linear.objective_perturbation_constants.jacobian_strong_convexity`);
 with a large lambda Delta = 0 and eps_J is smaller, the rest going to the noise.
 
 Noise term. ``b_D'(w) - b_D(w) = grad loss(w; z) - grad loss(w; z') =: s(w)``,
@@ -71,13 +71,13 @@ differ. The noise is calibrated as a mechanism of L2 sensitivity 2L at
   on b, and can lean towards b. For the losses here every gradient of a
   record lies in the convex hull of 0 and g fixed vectors ``G_j``,
   ``||G_j|| <= L`` (g = 1 for margin losses, k - 1 for the multinomial;
-  :func:`~privml.linear.sensitivity.gradient_directions`), so
+  :func:`~privml.linear.objective_perturbation_constants.gradient_directions`), so
   ``b.s <= max_j (b.G_j)^+ + max_j (-b.G'_j)^+`` with every ``b.G_j`` a fixed
   ``N(0, sigma^2 ||G_j||^2)`` variable. The union bound over these 2g
   directions makes the integral at most ``2g`` times the Gaussian
   mechanism's delta, so sigma is the analytic calibration for sensitivity
   2L at ``(eps_b, delta / (2g))``
-  (:func:`~privml.linear.sensitivity.objective_gaussian_sigma`).
+  (:func:`~privml.linear.objective_perturbation_constants.objective_gaussian_sigma`).
 
 Comparison with the sources
 ---------------------------
@@ -174,7 +174,7 @@ def _b_noise_multiplier(epsilon: float, delta: float, dim: int, loss: Loss) -> f
     The ``m`` of the ``l2="auto"`` rule (:func:`~privml.linear.sensitivity.auto_l2`,
     with ``tau`` = :data:`AUTO_FLAT_NOISE` for the noise of ``b``): the lambda at
     which ``b / (n lambda)`` has rms ``tau`` per coordinate. Gaussian: the
-    calibration of :func:`~privml.linear.sensitivity.objective_gaussian_sigma`;
+    calibration of :func:`~privml.linear.objective_perturbation_constants.objective_gaussian_sigma`;
     L2-Laplace: ``sqrt(p + 1) / epsilon``. Depends on (p, epsilon, delta) and
     the loss's constants only; costs no privacy.
     """
@@ -189,9 +189,9 @@ def objective_constants(
 ) -> ObjectivePerturbationConstants:
     """Constants of one run for ``variant`` ("cms11" or "kst12") and ``loss``.
 
-    "cms11": :func:`~privml.linear.sensitivity.cms11_constants` with
+    "cms11": :func:`~privml.linear.objective_perturbation_constants.cms11_constants` with
     ``c = loss.smoothness`` (binary margin losses, delta = 0 only).
-    "kst12": :func:`~privml.linear.sensitivity.kst12_constants` with the
+    "kst12": :func:`~privml.linear.objective_perturbation_constants.kst12_constants` with the
     loss's Lipschitz constant, smoothness, Hessian rank, Hessian trace bound
     and gradient directions. Both hold under replace-one neighbours.
     """
