@@ -27,8 +27,6 @@ MARK = "long-function:"
 #: module was the first split). Path relative to src/privml -> why it is still whole.
 LONG_FILES: dict[str, str] = {
     "linear/dpsgd.py": "not split yet: three DP-SGD designs, their calibration and the estimator in one module",
-    "selection/accuracy_first.py": "not split yet: Accuracy First's selection, its ex-post accounting and "
-    "the estimator in one module",
     "torch/dpsgd.py": "under concurrent edit by another session (src/privml/torch/*), not split here",
 }
 

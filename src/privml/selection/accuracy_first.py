@@ -37,6 +37,10 @@ permutation. A training record moves the minimiser by ``Delta_2 = 2L/(n_train
 lambda) + 2 tol / lambda`` (:func:`~privml.linear.sensitivity.erm_sensitivity`);
 a validation record moves an accuracy by ``1 / n_val``; the excess risk has
 sensitivity ``4 L R / n`` (:mod:`privml.selection.queries`).
+
+What a search published and what it cost (:class:`SelectionResult`,
+:class:`SelectionStep`) is recorded by :mod:`privml.selection.accuracy_first_result`
+and re-exported here.
 """
 
 from __future__ import annotations
@@ -44,7 +48,6 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
@@ -71,9 +74,9 @@ from privml.linear.solvers import (
     minimise_objective,
 )
 from privml.losses import RegularisedObjective
-from privml.release import reveal_nonprivate
+from privml.selection.accuracy_first_result import SelectionResult, SelectionStep
 from privml.selection.doubling import DOUBLING_NOISES, doubling_grid, independent_releases
-from privml.selection.ex_post import ExPostCost, noise_reduction_prefix_costs
+from privml.selection.ex_post import noise_reduction_prefix_costs
 from privml.selection.interactive_above_threshold import InteractiveAboveThreshold, Release
 from privml.selection.noise_reduction import (
     NoiseReductionChain,
@@ -152,107 +155,6 @@ def noise_reduction_releases(chain: NoiseReductionChain) -> Iterator[Release]:
     costs = noise_reduction_prefix_costs(chain.epsilons, chain.delta)
     for value, (eps, delta) in zip(chain, costs):
         yield Release(value, prefix_epsilon=eps, prefix_delta=delta)
-
-
-@dataclass(frozen=True)
-class SelectionStep:
-    """One published model of the search.
-
-    Attributes
-    ----------
-    step : int
-        0-based position.
-    epsilon : float
-        The level of this model (its own noise).
-    ex_post_epsilon, ex_post_delta : float
-        What the search would have cost had it stopped here: ``eps_AT`` plus the prefix cost.
-    passed : bool
-        The private check's verdict.
-    nonprivate_value : float
-        The check's exact value (validation accuracy, or minus the excess
-        risk): **not private**, for experiments and plots on your own data.
-    """
-
-    step: int
-    epsilon: float
-    ex_post_epsilon: float
-    ex_post_delta: float
-    passed: bool
-    nonprivate_value: float
-
-
-@dataclass(frozen=True, eq=False)
-class SelectionResult:
-    """What an Accuracy First search published, and what it cost.
-
-    Attributes
-    ----------
-    weights : ndarray
-        The selected model (the last published one; it passed iff ``met_target``).
-    released : tuple of ndarray
-        Every published model, in order (all covered by ``guarantee``).
-    stopped_at : int or None
-        Index of the model that passed; None if none did.
-    guarantee : PrivacyGuarantee
-        Ex-post ``(eps_AT + prefix eps, prefix delta)``, accountant ``"ex-post"``.
-    cost : ExPostCost
-        The same, itemised.
-    search, noise, metric : str
-        ``"noise-reduction"``/``"doubling"``; ``"laplace"``/``"gaussian"``/``"l2-laplace"``;
-        ``"error"``/``"excess_risk"``.
-    target, threshold, query_sensitivity, at_epsilon : float
-        The target, AboveThreshold's threshold ``W`` on the check's scale, the
-        check's sensitivity and budget.
-    grid : tuple of float
-        Every level the search could have reached.
-    steps : tuple of SelectionStep
-        The trace, one entry per published model.
-    """
-
-    weights: np.ndarray
-    released: tuple[np.ndarray, ...]
-    stopped_at: int | None
-    guarantee: PrivacyGuarantee
-    cost: ExPostCost
-    search: str
-    noise: str
-    metric: str
-    target: float
-    threshold: float
-    query_sensitivity: float
-    at_epsilon: float
-    grid: tuple[float, ...]
-    steps: tuple[SelectionStep, ...]
-
-    @property
-    def met_target(self) -> bool:
-        """Whether a model passed the private check."""
-        return self.stopped_at is not None
-
-    def trace(self, *, include_nonprivate: bool = False) -> list[dict[str, Any]]:
-        """The steps as JSON-ready dictionaries: what the search published, and nothing else.
-
-        ``include_nonprivate=True`` adds each step's exact validation score
-        (``nonprivate_value``), which the guarantee does **not** cover; it
-        warns with :class:`~privml.exceptions.PrivacyLeakWarning`
-        (:func:`privml.release.reveal_nonprivate`).
-        """
-        steps = [
-            {
-                "step": s.step,
-                "epsilon": s.epsilon,
-                "ex_post_epsilon": s.ex_post_epsilon,
-                "ex_post_delta": s.ex_post_delta,
-                "passed": s.passed,
-            }
-            for s in self.steps
-        ]
-        if include_nonprivate:
-            values = reveal_nonprivate({"nonprivate_value": [s.nonprivate_value for s in self.steps]},
-                                       what="the exact validation score of every step")
-            for row, value in zip(steps, values["nonprivate_value"]):
-                row["nonprivate_value"] = value
-        return steps
 
 
 def _noise_name(search: str, delta: float, doubling_noise: str = "best") -> str:
@@ -446,7 +348,7 @@ class AccuracyFirstClassifier(PrivateLinearClassifier):
     selection_ : SelectionResult
         Stopped level, trace, all published models. Each step's
         ``nonprivate_value`` (the exact validation score) is in memory only:
-        :meth:`SelectionResult.trace` leaves it out unless asked.
+        :meth:`~privml.selection.accuracy_first_result.SelectionResult.trace` leaves it out unless asked.
     fit_info_ : dict
         ``l2``, ``sensitivity``, ``query_sensitivity``, ``n_train``, ``n_val``,
         ``met_target``, ``stopped_at`` (DP: where AboveThreshold stopped).
