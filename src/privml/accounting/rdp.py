@@ -5,7 +5,8 @@ ordered pair of neighbouring datasets (Mironov 2017, "Rényi Differential
 Privacy", Definition 4). Its *RDP curve* is r as a function of the order
 alpha > 1; curves of adaptively composed mechanisms add order by order
 (Mironov 2017, Proposition 1), and a curve is turned into an (epsilon, delta)
-guarantee by a conversion (:func:`rdp_to_epsilon`, :func:`rdp_to_delta`).
+guarantee by a conversion (:func:`~privml.accounting.rdp_conversion.rdp_to_epsilon`,
+:func:`~privml.accounting.rdp_conversion.rdp_to_delta`).
 
 The closed-form curves live in :mod:`privml.accounting.rdp_curves`, the
 Poisson-sampled Gaussian's in :mod:`privml.accounting.rdp_poisson_gaussian`
@@ -19,7 +20,7 @@ Conventions used by every function here:
   for (see :mod:`privml.accounting.events`). A curve holds for whichever
   relation the sensitivity was measured under, except the sampled
   Gaussians, whose noise is stated against one record's contribution and
-  whose relation is the sampled event's (:func:`rdp_sampled_gaussian` is
+  whose relation is the sampled event's (:func:`~privml.accounting.rdp_poisson_gaussian.rdp_sampled_gaussian` is
   add/remove-one; the replace-one curves are in
   :mod:`privml.accounting.rdp_replace_one`).
 - ``orders`` are Rényi orders alpha > 1; ``inf`` is allowed and means the
@@ -137,7 +138,7 @@ class RDPAccountant(PrivacyAccountant):
     ----------
     orders:
         Rényi orders > 1 at which curves are tracked; defaults to
-        :data:`DEFAULT_ORDERS`, the grid of dp_accounting 0.6. The order
+        :data:`~privml.accounting.rdp_curves.DEFAULT_ORDERS`, the grid of dp_accounting 0.6. The order
         alpha = inf is always tracked as well (its value is the sum of the
         pure-DP epsilons, ``inf`` once any Gaussian is composed).
     conversion:
@@ -150,17 +151,18 @@ class RDPAccountant(PrivacyAccountant):
     -----
     Supported events and the curve each contributes:
 
-    - ``GaussianEvent``: :func:`rdp_gaussian` (Mironov 2017, Prop. 7);
-    - ``PoissonSampledEvent`` of a ``GaussianEvent``: :func:`rdp_sampled_gaussian`
+    - ``GaussianEvent``: :func:`~privml.accounting.rdp_curves.rdp_gaussian` (Mironov 2017, Prop. 7);
+    - ``PoissonSampledEvent`` of a ``GaussianEvent``:
+      :func:`~privml.accounting.rdp_poisson_gaussian.rdp_sampled_gaussian`
       (Mironov, Talwar and Zhang 2019) under add/remove-one; under
       replace-one, :func:`~privml.accounting.rdp_replace_one.rdp_poisson_gaussian_replace_one`
       (the Rényi divergence of the replace-one dominating pair);
     - ``SampledWithoutReplacementEvent`` of a ``GaussianEvent`` (replace-one):
       :func:`~privml.accounting.rdp_replace_one.rdp_sampled_without_replacement_gaussian`
       (Wang, Balle and Kasiviswanathan 2019, Theorem 9 and its Gaussian refinement);
-    - ``LaplaceEvent``: :func:`rdp_laplace` (Mironov 2017, Prop. 6);
-    - ``ExponentialEvent``: :func:`rdp_exponential` (Cesar and Rogers 2021);
-    - ``EpsilonDeltaEvent`` with ``delta == 0``: :func:`rdp_pure`;
+    - ``LaplaceEvent``: :func:`~privml.accounting.rdp_curves.rdp_laplace` (Mironov 2017, Prop. 6);
+    - ``ExponentialEvent``: :func:`~privml.accounting.rdp_curves.rdp_exponential` (Cesar and Rogers 2021);
+    - ``EpsilonDeltaEvent`` with ``delta == 0``: :func:`~privml.accounting.rdp_curves.rdp_pure`;
     - ``SelfComposedEvent`` / ``ComposedEvent`` of the above: curves add
       (Mironov 2017, Proposition 1), ``count`` copies as one multiplication.
 

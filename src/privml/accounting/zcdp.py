@@ -153,7 +153,7 @@ def zcdp_to_epsilon(rho: float, delta: float) -> float:
     Neighbouring relation: that of the zCDP guarantee. Reference: Canonne,
     Kamath and Steinke (2020), Corollary 13 (the improved RDP conversion of
     their Proposition 12 applied to the curve alpha rho, optimised over
-    alpha), computed with :func:`privml.accounting.rdp.rdp_to_epsilon`'s
+    alpha), computed with :func:`privml.accounting.rdp_conversion.rdp_to_epsilon`'s
     per-order formula. Always at most Bun and Steinke (2016),
     Proposition 1.3, ``rho + 2 sqrt(rho log(1/delta))``: the order
     alpha = 1 + sqrt(log(1/delta) / rho) that gives that bound is always
@@ -194,7 +194,7 @@ def zcdp_to_delta(rho: float, epsilon: float) -> float:
     -----
     The inverse of :func:`zcdp_to_epsilon` (Canonne, Kamath and Steinke 2020,
     Corollary 13), also never above the total-variation bound
-    sqrt(1 - e^-rho) (see :func:`privml.accounting.rdp.rdp_to_delta`).
+    sqrt(1 - e^-rho) (see :func:`privml.accounting.rdp_conversion.rdp_to_delta`).
     """
     rho = check_positive(rho, "rho", allow_zero=True)
     epsilon = _check_target_epsilon(epsilon)

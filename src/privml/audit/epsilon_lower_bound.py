@@ -168,9 +168,9 @@ def audit_mechanism(
     on a neighbour D' under ``claimed.neighbouring``, each time with fresh
     randomness from ``rng``. It returns either a number that tends to be
     larger when the canary is in, or a vector (released parameters), turned
-    into a number by the white-box ``statistic`` (:data:`STATISTICS`) fitted on
+    into a number by the white-box ``statistic`` (:data:`~privml.audit.trials.STATISTICS`) fitted on
     the selection half of the trials. The bound is
-    :func:`epsilon_lower_bound` at ``claimed.delta``.
+    :func:`~privml.audit.threshold_test.epsilon_lower_bound` at ``claimed.delta``.
     """
     start = time.perf_counter()
     out, inn = run_trials(trial, trials=trials, random_state=random_state, n_jobs=n_jobs, progress=progress)
@@ -242,7 +242,7 @@ def audit_epsilon(
 
     Trains ``trials`` models on D and ``trials`` on its neighbour D' (with a
     canary), scores the canary on each, and bounds epsilon with
-    :func:`epsilon_lower_bound`.
+    :func:`~privml.audit.threshold_test.epsilon_lower_bound`.
 
     Parameters
     ----------
@@ -263,7 +263,7 @@ def audit_epsilon(
     score : {"log-odds", "weights-projection", "weights-distance"} or callable
         ``"log-odds"`` (default): :func:`canary_log_odds`, a black-box
         statistic. ``"weights-*"``: white-box, the released ``coef_`` scored by
-        :func:`white_box_statistic` (``projection`` suits Gaussian noise,
+        :func:`~privml.audit.trials.white_box_statistic` (``projection`` suits Gaussian noise,
         ``distance`` L2-Laplace noise). A callable
         ``score(model, x, label) -> float`` (higher for "canary in").
     confidence : float, default 0.95

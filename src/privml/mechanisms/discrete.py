@@ -300,7 +300,8 @@ class DiscreteGaussianMechanism(_DiscreteMechanism):
     exactly (CKS20, Algorithm 3). ``sigma2`` is the smallest rational (up to
     a 1e-10 bisection tolerance and upward rounding of about 2^-20 relative)
     for which the *exact* delta(epsilon) of CKS20 Theorem 7, summed
-    numerically with a rigorous tail bound (:func:`discrete_gaussian_delta`),
+    numerically with a rigorous tail bound
+    (:func:`~privml.mechanisms.discrete_gaussian_privacy.discrete_gaussian_delta`),
     is at most ``delta``; it is not the continuous Gaussian's sigma reused.
 
     Sensitivity assumption: for a scalar integer query, ``|f(D) - f(D')| <= Delta``

@@ -351,7 +351,7 @@ def sample_discrete_gaussian(
     P[Y = y] = exp(-y^2 / (2 sigma2)) / sum_{z in Z} exp(-z^2 / (2 sigma2)) for y
     in Z (CKS20, Definition 1; sampled by their Algorithm 3). Its variance is
     slightly below ``sigma2`` (shown in CKS20). For the privacy of adding
-    it to an integer query see :func:`discrete_gaussian_delta`.
+    it to an integer query see :func:`~privml.mechanisms.discrete_gaussian_privacy.discrete_gaussian_delta`.
 
     Parameters
     ----------

@@ -38,9 +38,10 @@ lambda) + 2 tol / lambda`` (:func:`~privml.linear.sensitivity.erm_sensitivity`);
 a validation record moves an accuracy by ``1 / n_val``; the excess risk has
 sensitivity ``4 L R / n`` (:mod:`privml.selection.queries`).
 
-What a search published and what it cost (:class:`SelectionResult`,
-:class:`SelectionStep`) is recorded by :mod:`privml.selection.accuracy_first_result`
-and re-exported here.
+What a search published and what it cost
+(:class:`~privml.selection.accuracy_first_result.SelectionResult`,
+:class:`~privml.selection.accuracy_first_result.SelectionStep`) is recorded by
+:mod:`privml.selection.accuracy_first_result` and re-exported here.
 """
 
 from __future__ import annotations
