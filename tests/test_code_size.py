@@ -33,11 +33,7 @@ LONG_FILES: dict[str, str] = {
 #: Long functions in files that other sessions are editing while this test was written, so
 #: that no comment could be added there: (path relative to src/privml, qualified name) -> why.
 #: Replace each entry by a ``# long-function:`` comment in the function (or split it).
-LONG_FUNCTIONS_PENDING: dict[tuple[str, str], str] = {
-    ("cli/train.py", "_train_cnn"): "file under concurrent edit (src/privml/cli/*): no comment added yet",
-    ("torch/attention.py", "DPMultiheadAttention.forward"): "file under concurrent edit (src/privml/torch/*)",
-    ("torch/ghost/engine.py", "ghost_clipped_sum"): "file under concurrent edit (src/privml/torch/*)",
-}
+LONG_FUNCTIONS_PENDING: dict[tuple[str, str], str] = {}
 
 
 def _sources() -> list[Path]:

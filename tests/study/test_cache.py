@@ -14,14 +14,8 @@ from privml.mechanisms.exponential import ExponentialMechanism
 from privml.study import ResultStore, plan, run_study, spec_from_dict
 from privml.study import cache as cache_module
 from privml.study.cache import CACHE_DIR, StudyCache
-from privml.study.runner import (
-    RUNNING_DIR,
-    ProgressTracker,
-    dispatch_batches,
-    folder_lock,
-    leading_keys,
-    share_group,
-)
+from privml.study.runner import RUNNING_DIR, folder_lock
+from privml.study.scheduling import ProgressTracker, dispatch_batches, leading_keys, share_group
 from privml.study.status import study_status
 from tests.cli_runner import run, run_json
 

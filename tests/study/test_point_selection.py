@@ -10,7 +10,7 @@ from privml.study import ResultStore, plan, run_study, spec_from_dict
 from privml.study import cache as cache_module
 from privml.study.methods import get_method
 from privml.study.prepare import prepare
-from privml.study.runner import dispatch_batches, share_group
+from privml.study.scheduling import dispatch_batches, share_group
 from privml.study.selection import select_and_run
 from privml.study.spec import Selection, job_key, selection_seed
 

@@ -194,8 +194,8 @@ def _train(args: argparse.Namespace) -> None:
     emit(result, as_json=args.json, render=_render)
 
 
-def _train_cnn(args: argparse.Namespace) -> None:
-    """``--method dpsgd-cnn``: a CNN trained by DP-SGD on MNIST or Fashion-MNIST images."""
+def _check_cnn_args(args: argparse.Namespace) -> str:
+    """Every ``dpsgd-cnn`` option checked before any data is read; returns the dataset's canonical name."""
     if args.epsilon is None:
         raise ValueError("--epsilon is required for --method dpsgd-cnn")
     check_epsilon(args.epsilon, "--epsilon")
@@ -212,7 +212,12 @@ def _train_cnn(args: argparse.Namespace) -> None:
     if args.l2 is not None or args.no_bias or args.test_path or args.classes is not None:
         raise ValueError("--l2, --no-bias, --test and --classes do not apply to --method dpsgd-cnn")
     check_output_path(args.out, "--out", suffix=".npz")
+    return dataset
 
+
+def _train_cnn(args: argparse.Namespace) -> None:
+    """``--method dpsgd-cnn``: a CNN trained by DP-SGD on MNIST or Fashion-MNIST images."""
+    dataset = _check_cnn_args(args)
     from privml.torch.classifier import TorchClassifier, resolve_device  # torch is imported for this method only
     from privml.torch.data import load_images
 

@@ -414,7 +414,7 @@ def _linear_noise(epsilon: float, delta: float, noise_multiplier: float | None, 
     Thm 3.16), the "linear composition" of the lecture: the basic accountant
     applies both theorems to the event. delta_0 = delta / (T q) spends the
     whole delta; eps_0 is the largest per-step epsilon whose total is at most
-    epsilon, by :func:`privml.accounting.calibration.calibrate_parameter`.
+    epsilon, by :func:`privml.accounting.parameter_search.calibrate_parameter`.
     """
     gaussian = delta > 0
     # Cap delta_0 below 1 (the Gaussian needs it) when T q < delta: a few

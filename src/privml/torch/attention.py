@@ -205,6 +205,8 @@ class DPMultiheadAttention(nn.Module):
         is_causal: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Attention outputs and (when ``need_weights``) weights, as :meth:`torch.nn.MultiheadAttention.forward`."""
+        # long-function: a drop-in for nn.MultiheadAttention.forward, its signature, argument checks and mask
+        # rules one for one, in the order torch applies them, so an error or a mask reads as it does there.
         batched = query.dim() == 3
         if query.dim() not in (2, 3) or key.dim() != query.dim() or value.dim() != query.dim():
             raise ValueError(

@@ -157,7 +157,23 @@ def ghost_clipped_sum(
             handle.remove()
     if losses.shape != (x.shape[0],):
         raise ValueError(f"loss_fn must return one loss per example, shape ({x.shape[0]},), got {tuple(losses.shape)}")
-    batch = x.shape[0]
+    _check_records(records, x.shape[0], by_module)
+    outputs = [r.output for r in records]
+    raw_grads = torch.autograd.grad(losses.sum(), outputs, allow_unused=True)  # None for an unused output
+    del outputs
+    grads = [torch.zeros_like(r.output) if g is None else g for r, g in zip(records, raw_grads, strict=True)]
+    del raw_grads
+    for record in records:
+        record.output = None  # type: ignore[assignment]  # the graph is freed; keep no reference to it
+
+    # Norms, factors and sums in float32 or wider, never under a caller's autocast (bf16 passes),
+    # and without TF32 products.
+    with torch.autocast(losses.device.type, enabled=False), exact_float32():
+        return _clipped_sums(records, grads, modules, by_module, losses, clip_norm)
+
+
+def _check_records(records: list[_Record], batch: int, by_module: dict[int, tuple[str, LayerRule]]) -> None:
+    """Refuse a forward pass whose records would give wrong per-example norms (each reason below)."""
     for record in records:
         if record.activation.shape[:1] != (batch,) or record.output.shape[:1] != (batch,):
             # The rules read dimension 0 as the example; anything else would give wrong norms.
@@ -183,18 +199,6 @@ def ghost_clipped_sum(
                 "ran; "
                 "use out-of-place activations (inplace=False) or mode='vmap'"
             )
-    outputs = [r.output for r in records]
-    raw_grads = torch.autograd.grad(losses.sum(), outputs, allow_unused=True)  # None for an unused output
-    del outputs
-    grads = [torch.zeros_like(r.output) if g is None else g for r, g in zip(records, raw_grads, strict=True)]
-    del raw_grads
-    for record in records:
-        record.output = None  # type: ignore[assignment]  # the graph is freed; keep no reference to it
-
-    # Norms, factors and sums in float32 or wider, never under a caller's autocast (bf16 passes),
-    # and without TF32 products.
-    with torch.autocast(losses.device.type, enabled=False), exact_float32():
-        return _clipped_sums(records, grads, modules, by_module, losses, clip_norm)
 
 
 def _clipped_sums(
