@@ -43,13 +43,15 @@ at the start of training on MNIST every per-example gradient is longer than
 so the clip binds where the gradients are large and the noise ``s C`` is a
 tenth of what the worst case would need (the usual bias-variance trade of
 clipping; see :class:`DPSGDClassifier` for the tuning).
+
+The step's pieces (samplers, clipped sum, schedules, averaging) live in
+:mod:`privml.linear.dpsgd_steps`, each design's noise and the plan of a fit in
+:mod:`privml.linear.dpsgd_noise`; this module re-exports the public ones.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
@@ -64,25 +66,19 @@ from privml._validation import (
     check_positive_delta,
     check_probability,
 )
-from privml.accounting.analytic_gaussian import analytic_gaussian_sigma, gaussian_epsilon
-from privml.accounting.calibration import (
-    DPSGD_METHODS,
-    calibrate_dpsgd,
-    calibrate_parameter,
-    dpsgd_accountant,
-    make_accountant,
-)
-from privml.accounting.events import (
-    DpEvent,
-    EpsilonDeltaEvent,
-    GaussianEvent,
-    PoissonSampledEvent,
-    SelfComposedEvent,
-    dpsgd_event,
-)
+from privml.accounting.calibration import DPSGD_METHODS
 from privml.guarantee import PrivacyGuarantee
 from privml.linear._batch_rows import BatchRows
 from privml.linear.base import PrivateLinearClassifier, make_loss
+from privml.linear.dpsgd_noise import _check_budget, _direct_noise, _linear_noise, _Plan, _poisson_noise
+from privml.linear.dpsgd_steps import (
+    LR_SCHEDULES,
+    _Averager,
+    clipped_gradient_sum,
+    fixed_size_sample,
+    learning_rate_schedule,
+    poisson_sample,
+)
 from privml.losses import Loss
 from privml.mechanisms import sample_noise
 from privml.neighbouring import Neighbouring
@@ -106,8 +102,6 @@ Averaging = Literal["none", "uniform", "tail", "ema"]
 
 #: Training designs, from the seed lecture's first to the standard one.
 DESIGNS: tuple[str, ...] = ("poisson", "direct", "linear")
-#: Learning-rate schedules accepted by ``lr_schedule``.
-LR_SCHEDULES: tuple[str, ...] = ("constant", "cosine", "step", "inverse_sqrt")
 #: Iterate averaging accepted by ``averaging``.
 AVERAGING: tuple[str, ...] = ("none", "uniform", "tail", "ema")
 #: Accountants for the ``poisson`` design (those that account for a sampled Gaussian).
@@ -119,368 +113,6 @@ SAMPLINGS: tuple[str, ...] = ("poisson", "fixed-size")
 DEFAULT_BATCH_SIZE = 4096
 #: Default number of epochs of the ``poisson`` and ``linear`` designs.
 DEFAULT_EPOCHS = 30.0
-
-# The basic composition of the ``linear`` design spends T q delta_0 in total;
-# asking for delta_0 = delta / (T q) exactly can round one ulp above delta, and
-# the basic accountant then certifies nothing. This margin keeps the sum below.
-_DELTA_SPLIT_MARGIN = 1.0 - 1e-9
-# Relative excess noise of the direct design over the analytic calibration, for
-# the same reason in the other direction (see _direct_noise).
-_SIGMA_MARGIN = 1.0 + 1e-9
-
-
-# --------------------------------------------------------------- step pieces
-def poisson_sample(n: int, sample_rate: float, rng: np.random.Generator) -> np.ndarray:
-    """Indices of a Poisson sample: each of ``n`` records kept independently with probability q.
-
-    Parameters
-    ----------
-    n:
-        Number of records, >= 1.
-    sample_rate:
-        q in (0, 1].
-    rng:
-        The generator to draw from.
-
-    Returns
-    -------
-    ndarray of int
-        Sorted indices of the kept records; their number is Binomial(n, q)
-        and may be 0.
-
-    Notes
-    -----
-    Privacy: this is the sampling that the amplification theorems for DP-SGD
-    assume (Mironov, Talwar and Zhang 2019, Section 3, the sampled Gaussian
-    mechanism; Balle, Barthe and Gaboardi 2018, Thm 8), analysed under
-    add/remove-one neighbours. Shuffling and cutting fixed-size batches is a
-    different mechanism, and accounting for it as Poisson under-reports
-    epsilon (Chua et al. 2024), so every step draws afresh here. The number
-    of kept records is itself private (it moves with the added or removed
-    record): it must not be released, nor used to normalise the gradient.
-    """
-    n = check_count(n, "n")
-    sample_rate = check_probability(sample_rate, "sample_rate")
-    return np.flatnonzero(rng.random(n) < sample_rate)
-
-
-def fixed_size_sample(n: int, batch_size: int, rng: np.random.Generator) -> np.ndarray:
-    """Indices of a batch of exactly ``batch_size`` distinct records, uniform over all such batches.
-
-    Parameters
-    ----------
-    n:
-        Number of records, >= 1.
-    batch_size:
-        b in [1, n].
-    rng:
-        The generator to draw from.
-
-    Returns
-    -------
-    ndarray of int
-        Sorted indices of b records drawn without replacement.
-
-    Notes
-    -----
-    Privacy: the sampler of Wang, Balle and Kasiviswanathan 2019 (Theorem 9),
-    analysed under replace-one neighbours (n and b public). Every step draws
-    afresh, independently of the data: shuffling once and cutting the
-    permutation into batches is a different mechanism (Chua et al. 2024).
-    b is public, so normalising by it is post-processing.
-    """
-    n = check_count(n, "n")
-    batch_size = check_count(batch_size, "batch_size", maximum=n)
-    return np.sort(rng.choice(n, size=batch_size, replace=False))
-
-
-def clipped_gradient_sum(
-    loss: Loss,
-    weights: np.ndarray,
-    X: np.ndarray,
-    y: np.ndarray,
-    clip_norm: float,
-    *,
-    row_norms: np.ndarray | None = None,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Sum of per-example loss gradients, each clipped to L2 norm ``clip_norm``.
-
-    Parameters
-    ----------
-    loss:
-        A loss of a linear model (binary margin loss or multinomial logistic).
-    weights:
-        Current parameters, shape ``(d,)`` or ``(d, k)``.
-    X:
-        Records of the batch, shape ``(b, d)`` (b may be 0): an array, or CSR if ``row_norms`` is given.
-    y:
-        Their labels as the loss expects them (validated by the caller).
-    clip_norm:
-        C > 0.
-    row_norms:
-        ``||x_i||`` of the rows of ``X``, if already known (they do not change
-        between steps); computed otherwise.
-
-    Returns
-    -------
-    total:
-        ``sum_i g_i min(1, C / ||g_i||)``, with the shape of ``weights``.
-    norms:
-        The unclipped per-example gradient norms ``||g_i||`` (for tests and
-        diagnostics inside a trusted boundary: they are private data).
-
-    Notes
-    -----
-    Sensitivity: each clipped term has L2 norm at most C, where the norm is
-    the Frobenius norm of the *whole* per-example gradient (every class's
-    weights together, flattened as in
-    :meth:`privml.losses.Loss.per_example_gradients`). Hence the sum has L2
-    sensitivity C under add/remove-one neighbours and 2C under replace-one,
-    whatever the loss (Abadi et al. 2016, Algorithm 1). Clipping each class
-    (or each parameter tensor) separately to C would let one record move the
-    sum by C sqrt(k) and void that bound.
-
-    The per-example gradient of a linear model is ``g_i = x_i r_i^T`` with
-    ``r_i`` the derivative of the loss in the score(s), so
-    ``||g_i|| = ||x_i|| ||r_i||`` and ``sum_i c_i g_i = X^T (c * R)``: no
-    ``(b, d k)`` array is formed.
-    """
-    if X.shape[0] == 0:
-        return np.zeros_like(weights), np.zeros(0)
-    score_grads = loss._score_gradients(X @ weights, y)  # noqa: SLF001 - validated once by the caller
-    residual_norms = np.abs(score_grads) if score_grads.ndim == 1 else np.linalg.norm(score_grads, axis=1)
-    x_norms = np.linalg.norm(X, axis=1) if row_norms is None else row_norms
-    norms = x_norms * residual_norms
-    # min(1, C / ||g||), written to give exactly 1 (not C/0) for a zero gradient.
-    factors = clip_norm / np.maximum(norms, clip_norm)
-    scaled = score_grads * factors if score_grads.ndim == 1 else score_grads * factors[:, None]
-    return X.T @ scaled, norms
-
-
-def learning_rate_schedule(schedule: str, learning_rate: float, steps: int) -> np.ndarray:
-    """Learning rate of each of ``steps`` steps.
-
-    ``constant``: eta; ``cosine``: eta (1 + cos(pi t / T)) / 2; ``step``: eta,
-    divided by 10 after half and again after three quarters of the steps;
-    ``inverse_sqrt``: eta / sqrt(1 + 10 t / T) (eta / sqrt(11) at the end).
-    A schedule is a public function of the step index: it costs no privacy.
-    """
-    if schedule not in LR_SCHEDULES:
-        raise ValueError(f"lr_schedule must be one of {', '.join(LR_SCHEDULES)}, got {schedule!r}")
-    t = np.arange(steps, dtype=np.float64)
-    if schedule == "constant":
-        return np.full(steps, float(learning_rate))
-    if schedule == "cosine":
-        return learning_rate * 0.5 * (1.0 + np.cos(np.pi * t / steps))
-    if schedule == "step":
-        return learning_rate * 0.1 ** ((t >= steps / 2).astype(float) + (t >= 3 * steps / 4))
-    return learning_rate / np.sqrt(1.0 + 10.0 * t / steps)
-
-
-class _Averager:
-    """Running average of the iterates (post-processing: no privacy cost)."""
-
-    def __init__(self, kind: str, steps: int, tail_fraction: float, ema_decay: float) -> None:
-        self.kind = kind
-        self.first = 0 if kind == "uniform" else steps - max(1, math.ceil(tail_fraction * steps))
-        self.decay = ema_decay
-        self.total: np.ndarray | None = None
-        self.count = 0
-
-    def update(self, step: int, weights: np.ndarray) -> None:
-        if self.kind == "ema":
-            # Started at the first iterate, so no bias correction is needed.
-            self.total = weights.copy() if self.total is None else self.decay * self.total + (1 - self.decay) * weights
-        elif self.kind in ("uniform", "tail") and step >= self.first:
-            self.total = weights.copy() if self.total is None else self.total + weights
-            self.count += 1
-
-    def result(self, last: np.ndarray) -> np.ndarray:
-        if self.kind == "none" or self.total is None:
-            return last
-        return self.total if self.kind == "ema" else self.total / self.count
-
-
-# ------------------------------------------------------------------ the plan
-@dataclass(frozen=True)
-class _Noise:
-    """The noise of every step and the guarantee it buys, fixed before training.
-
-    ``multiplier`` is in units of C: the Gaussian's standard deviation, or the
-    L2-Laplace scale, is ``multiplier * C``. ``sensitivity`` is the L2
-    sensitivity of the clipped sum in units of C under ``guarantee``'s relation.
-    """
-
-    kind: str  # "gaussian" or "l2-laplace"
-    multiplier: float
-    sensitivity: float
-    event: DpEvent
-    guarantee: PrivacyGuarantee
-    info: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class _Plan:
-    """Everything a fit decides from n and the hyper-parameters alone."""
-
-    design: str
-    steps: int
-    sample_rate: float  # Poisson rate q (poisson, linear); b / n (fixed-size); share of the data per step (direct)
-    batch_size: float  # expected (Poisson), exact (fixed-size) or mean (direct) batch size
-    epochs: float
-    noise: _Noise
-    sampling: str = "poisson"  # "poisson", "fixed-size" (design poisson) or "partition" (direct)
-
-
-def _account(event: DpEvent, accountant: str, delta: float) -> PrivacyGuarantee:
-    return make_accountant(accountant).compose(event).guarantee(delta)
-
-
-def _check_budget(guarantee: PrivacyGuarantee, epsilon: float) -> None:
-    if not guarantee.epsilon <= epsilon:
-        raise ValueError(
-            f"noise_multiplier is too small for the budget: the {guarantee.accountant} accountant certifies "
-            f"epsilon={guarantee.epsilon:.6g} at delta={guarantee.delta:g}, above epsilon={epsilon:g}; "
-            "raise noise_multiplier or leave it None to calibrate it"
-        )
-
-
-def _poisson_noise(
-    epsilon: float,
-    delta: float,
-    noise_multiplier: float | None,
-    q: float,
-    steps: int,
-    accountant: str,
-    *,
-    neighbouring: Neighbouring = Neighbouring.ADD_REMOVE_ONE,
-    sampling: str = "poisson",
-    population: int | None = None,
-    bound: str = "tight",
-) -> _Noise:
-    """DP-SGD of Abadi et al. (2016): T sampled Gaussian steps, tight accounting.
-
-    Each step adds N(0, s^2 C^2 I) to the clipped sum of a random batch: a
-    Poisson sample of rate q, or (``sampling="fixed-size"``) b = q n records
-    drawn without replacement. Every clipped term has norm <= C, so the sum
-    has L2 sensitivity C under add/remove-one and 2C under replace-one, the
-    latter only when the replaced record is in the batch.
-
-    - add/remove-one, Poisson: the sampled Gaussian mechanism with noise
-      multiplier s (Mironov, Talwar and Zhang 2019, Section 3).
-    - replace-one, Poisson: the dominating pair (1-q) N(0, s^2) + q N(1, s^2)
-      vs (1-q) N(0, s^2) + q N(-1, s^2) (proved in
-      :class:`privml.accounting.pld._ReplaceOnePoissonGaussianPair`, from
-      Balle, Barthe and Gaboardi 2018, Theorem 2; Zhu, Dong and Wang 2022),
-      or, with ``bound="group"``, group privacy from the add/remove-one
-      guarantee, (2 eps, (1 + e^eps) delta).
-    - replace-one, fixed-size: Wang, Balle and Kasiviswanathan 2019,
-      Theorem 9 (RDP only).
-
-    The T steps compose adaptively; the accountant is RDP (Mironov 2017,
-    Prop. 1; Balle et al. 2020, Thm 21 for the conversion) or PLD (Koskela
-    et al. 2020; Doroshenko et al. 2022), via
-    :func:`privml.accounting.dpsgd_event`; a missing ``s`` is the smallest one
-    meeting (epsilon, delta), by :func:`privml.accounting.calibrate_dpsgd`.
-    """
-    if noise_multiplier is None:
-        noise_multiplier = calibrate_dpsgd(
-            epsilon, sample_rate=q, steps=steps, delta=delta, accountant=accountant, method=bound,
-            neighbouring=neighbouring, sampling=sampling, population=population,
-        ).noise_multiplier
-    event = dpsgd_event(noise_multiplier, q, steps, neighbouring=neighbouring, sampling=sampling, population=population)
-    guarantee = dpsgd_accountant(accountant, neighbouring=neighbouring, method=bound)().compose(event).guarantee(delta)
-    info = {"sampling": sampling}
-    sensitivity = 1.0
-    if neighbouring is Neighbouring.REPLACE_ONE:
-        info["bound"] = bound
-        sensitivity = 2.0  # a replaced clipped gradient can flip from +C to -C
-    return _Noise("gaussian", noise_multiplier, sensitivity, event, guarantee, info)
-
-
-def _linear_noise(epsilon: float, delta: float, noise_multiplier: float | None, q: float, steps: int) -> _Noise:
-    """The lecture's second design: amplified (eps_0, delta_0) steps, composed linearly.
-
-    Each step releases the clipped sum of a Poisson sample plus noise that
-    makes it (eps_0, delta_0)-DP with respect to the sample (add/remove-one,
-    L2 sensitivity C): Gaussian with the analytic calibration (Balle and Wang
-    2018, Thm 8) for delta > 0, L2-Laplace of scale C / eps_0 for delta = 0
-    (pure eps_0-DP; the argument of CMS11's output perturbation). Sampling at
-    rate q makes a step (log(1 + q (e^eps_0 - 1)), q delta_0)-DP (Li, Qardaji
-    and Su 2012, Thm 1; Balle, Barthe and Gaboardi 2018, Thm 8), which is the
-    Poisson version of the seed lecture's Theorem 3 (2 gamma eps_0 for a
-    without-replacement sample of fraction gamma and eps_0 < 1, a looser
-    bound). T steps compose by basic composition (Dwork and Roth 2014,
-    Thm 3.16), the "linear composition" of the lecture: the basic accountant
-    applies both theorems to the event. delta_0 = delta / (T q) spends the
-    whole delta; eps_0 is the largest per-step epsilon whose total is at most
-    epsilon, by :func:`privml.accounting.parameter_search.calibrate_parameter`.
-    """
-    gaussian = delta > 0
-    # Cap delta_0 below 1 (the Gaussian needs it) when T q < delta: a few
-    # steps at a tiny rate then spend less than delta, which is still safe.
-    step_delta = min(delta / (steps * q) * _DELTA_SPLIT_MARGIN, 0.5) if gaussian else 0.0
-    if noise_multiplier is None:
-
-        def total_epsilon(step_epsilon: float) -> float:
-            return _account(_linear_event(step_epsilon, step_delta, q, steps), "basic", delta).epsilon
-
-        step_epsilon = calibrate_parameter(
-            total_epsilon, target=epsilon, increasing=True, upper=max(1.0, epsilon), tolerance=1e-6
-        ).value
-        # The analytic sigma is rounded up, so the step is at most step_epsilon-DP as claimed.
-        noise_multiplier = analytic_gaussian_sigma(step_epsilon, step_delta, 1.0) if gaussian else 1.0 / step_epsilon
-    else:
-        step_epsilon = gaussian_epsilon(step_delta, 1.0 / noise_multiplier) if gaussian else 1.0 / noise_multiplier
-    noise = "gaussian" if gaussian else "l2-laplace"
-    event = _linear_event(step_epsilon, step_delta, q, steps)
-    guarantee = _account(event, "basic", delta)
-    info = {"step_epsilon": step_epsilon, "step_delta": step_delta}
-    return _Noise(noise, noise_multiplier, 1.0, event, guarantee, info)
-
-
-def _linear_event(step_epsilon: float, step_delta: float, q: float, steps: int) -> DpEvent:
-    step: DpEvent = EpsilonDeltaEvent(step_epsilon, step_delta, Neighbouring.ADD_REMOVE_ONE)
-    if q < 1:
-        step = PoissonSampledEvent(q, step)
-    return SelfComposedEvent(step, steps)
-
-
-def _direct_noise(epsilon: float, delta: float, noise_multiplier: float | None) -> _Noise:
-    """The lecture's first design: one pass over disjoint batches, parallel composition.
-
-    Neighbouring: replace-one (n and the partition are fixed; the partition
-    is drawn independently of the data). The clipped sum of a batch has L2
-    sensitivity 2C (one term of norm <= C replaced by another), so
-    N(0, sigma^2 I) with sigma from the analytic Gaussian at sensitivity 2C
-    (Balle and Wang 2018, Thm 8) makes a step (epsilon, delta)-DP; for
-    delta = 0 the L2-Laplace noise of scale 2C / epsilon makes it
-    epsilon-DP. Normalising by the batch size b afterwards is
-    post-processing (equivalently: sensitivity 2C / b for the mean).
-
-    Parallel composition: a record lies in exactly one batch, so for two
-    neighbours differing in it every other step has the same conditional
-    distribution given the earlier outputs, i.e. is (0, 0)-DP for that pair,
-    and adaptive basic composition (Dwork and Roth 2014, Thm 3.16) gives the
-    one step's (epsilon, delta) for the whole run (McSherry 2009, Thm 4, for
-    the pure case). The accountant is GDP for Gaussian noise (exact: Dong,
-    Roth and Su 2019, Thm 2.7) and basic for L2-Laplace, composed once.
-    """
-    if delta > 0:
-        if noise_multiplier is None:
-            # The accountant's epsilon comes from its own bisection, rounded up;
-            # the margin keeps it at most epsilon instead of epsilon + 1 ulp-ish.
-            noise_multiplier = analytic_gaussian_sigma(epsilon, delta, 2.0) * _SIGMA_MARGIN
-        event: DpEvent = GaussianEvent(noise_multiplier / 2.0, Neighbouring.REPLACE_ONE)
-        guarantee = _account(event, "gdp", delta)
-        noise = "gaussian"
-    else:
-        if noise_multiplier is None:
-            noise_multiplier = 2.0 / epsilon
-        event = EpsilonDeltaEvent(2.0 / noise_multiplier, 0.0, Neighbouring.REPLACE_ONE)
-        guarantee = _account(event, "basic", 0.0)
-        noise = "l2-laplace"
-    return _Noise(noise, noise_multiplier, 2.0, event, guarantee)
 
 
 # ----------------------------------------------------------------- estimator
@@ -533,7 +165,7 @@ class DPSGDClassifier(PrivateLinearClassifier):
         when changing ``clip_norm``.
     lr_schedule:
         ``"constant"``, ``"cosine"`` (default), ``"step"`` or ``"inverse_sqrt"``
-        (see :func:`learning_rate_schedule`).
+        (see :func:`~privml.linear.dpsgd_steps.learning_rate_schedule`).
     l2:
         L2 regularisation lambda >= 0. Its gradient ``lambda W`` is added
         outside the clipped sum: it does not depend on the data, so it has
