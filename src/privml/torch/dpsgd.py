@@ -35,6 +35,8 @@ the dominating pair (1-q) N(0, s^2) + q N(1, s^2) vs (1-q) N(0, s^2) + q N(-1, s
 privacy (``replace_one_bound="group"``); ``sampling="fixed-size"`` draws
 exactly b records without replacement per step, divides by b, and is
 accounted by Wang, Balle and Kasiviswanathan 2019 (RDP).
+
+The checks of the engine's arguments and its plan live in :mod:`privml.torch.dpsgd_setup`.
 """
 
 from __future__ import annotations
@@ -46,18 +48,29 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from privml._progress import progress_bar
-from privml._validation import check_delta, check_epsilon, check_positive, check_positive_delta, check_probability
-from privml.accounting.calibration import DPSGD_METHODS, calibrate_dpsgd, dpsgd_accountant
+from privml._validation import check_delta, check_epsilon, check_positive, check_positive_delta
+from privml.accounting.calibration import calibrate_dpsgd, dpsgd_accountant
 from privml.accounting.events import ComposedEvent, DpEvent, dpsgd_event
 from privml.exceptions import BudgetExhausted
 from privml.guarantee import PrivacyGuarantee
 from privml.neighbouring import Neighbouring
 from privml.torch.clipping import MODES, Mode
-from privml.torch.ghost.engine import ghost_clipped_sum, ghost_modules
+from privml.torch.dpsgd_setup import (
+    DPSGD_ACCOUNTANTS,
+    PRECISIONS,
+    SAMPLINGS,  # noqa: F401 - re-exported: the samplers the engine accepts
+    check_sampling,
+    cross_entropy_per_example,
+    init_distributed,
+    module_device,
+    planned_steps,
+    resolve_mode,
+    sample_rate_of,
+)
+from privml.torch.ghost.engine import ghost_clipped_sum
 from privml.torch.graphs import GraphedStep, graph_pays_off, padded_capacity
 from privml.torch.noise import RandomSource
 from privml.torch.per_sample import vmap_clipped_sum
@@ -65,32 +78,6 @@ from privml.torch.sampling import FixedSizeSampler, PoissonSampler, micro_batche
 from privml.torch.validation import validate_model
 
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
-#: Accountants that can account for the sampled Gaussian mechanism.
-DPSGD_ACCOUNTANTS: tuple[str, ...] = ("pld", "rdp")
-#: Batch samplers: independent coins (rate q), or exactly b records without replacement.
-SAMPLINGS: tuple[str, ...] = ("poisson", "fixed-size")
-#: Arithmetic of the forward and backward passes (clipping and noise are always float32 or wider).
-PRECISIONS: tuple[str, ...] = ("fp32", "bf16")
-
-
-def module_device(module: nn.Module) -> torch.device:
-    """The one device holding ``module``'s parameters and buffers (CPU for a module without any).
-
-    Raises
-    ------
-    ValueError
-        if they are spread over several devices (model parallelism is not supported).
-    """
-    devices = {t.device for t in (*module.parameters(), *module.buffers())}
-    if len(devices) > 1:
-        raise ValueError(f"the model's tensors are on several devices ({', '.join(sorted(map(str, devices)))}); "
-                         "move it to one with model.to(device)")
-    return devices.pop() if devices else torch.device("cpu")
-
-
-def cross_entropy_per_example(outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """Cross-entropy of each example (``reduction="none"``): the default loss."""
-    return F.cross_entropy(outputs, targets, reduction="none")
 
 
 class DPSGD:
@@ -238,22 +225,25 @@ class DPSGD:
             raise ValueError(f"n_samples must be a positive int, got {n_samples!r}")
         self.n_samples = n_samples
         self.clip_norm = check_positive(clip_norm, "clip_norm")
-        self.sample_rate = self._sample_rate(sample_rate, batch_size)
+        self.sample_rate = sample_rate_of(sample_rate, batch_size, n_samples)
         self.expected_batch_size = self.sample_rate * n_samples
-        self.planned_steps = self._planned_steps(epochs, steps)
+        self.planned_steps = planned_steps(epochs, steps, self.sample_rate)
         self.delta = check_positive_delta(check_delta(delta))
         if accountant not in DPSGD_ACCOUNTANTS:
             raise ValueError(f"accountant must be one of {', '.join(DPSGD_ACCOUNTANTS)}, got {accountant!r}")
         self.accountant = accountant
         self.neighbouring = Neighbouring.parse(neighbouring)
-        self.sampling = self._check_sampling(sampling, replace_one_bound, distributed)
+        self.sampling = check_sampling(
+            sampling, replace_one_bound, distributed, neighbouring=self.neighbouring, accountant=accountant,
+            sample_rate=self.sample_rate, n_samples=n_samples,
+        )
         self.replace_one_bound = replace_one_bound
         self.target_epsilon = None if target_epsilon is None else check_epsilon(target_epsilon, "target_epsilon")
         self.noise_multiplier = self._noise_multiplier(noise_multiplier)
         self.loss_fn = loss_fn or cross_entropy_per_example
         if mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
-        self.mode = self._resolve_mode(mode)
+        self.mode, self._ghost = resolve_mode(self.module, mode)
         if max_physical_batch_size is not None and not (
             isinstance(max_physical_batch_size, int) and max_physical_batch_size >= 1
         ):
@@ -265,7 +255,7 @@ class DPSGD:
         self.secure_noise = bool(secure_noise)
         self.distributed = bool(distributed)
         self.device = module_device(module)
-        self.rank, self.world_size = self._init_distributed()
+        self.rank, self.world_size = init_distributed(self.module, self.distributed)
         if seed is None:
             seed = int.from_bytes(os.urandom(8), "little") >> 1
         # Every draw happens on the model's device. Sampling streams differ across ranks
@@ -278,39 +268,6 @@ class DPSGD:
         self._graphed = self._graphed_step(cuda_graph)
 
     # ------------------------------------------------------------ planning
-    def _sample_rate(self, sample_rate: float | None, batch_size: float | None) -> float:
-        if (sample_rate is None) == (batch_size is None):
-            raise ValueError("give exactly one of sample_rate and batch_size (the expected batch size q n)")
-        if sample_rate is not None:
-            return check_probability(sample_rate, "sample_rate")
-        size = check_positive(batch_size, "batch_size")
-        if size > self.n_samples:
-            raise ValueError(f"batch_size={size} exceeds n_samples={self.n_samples}")
-        return size / self.n_samples
-
-    def _check_sampling(self, sampling: str, bound: str, distributed: bool) -> str:
-        """Validate the sampler and the replace-one bound against the relation (before any computation)."""
-        if sampling not in SAMPLINGS:
-            raise ValueError(f"sampling must be one of {', '.join(SAMPLINGS)}, got {sampling!r}")
-        if bound not in DPSGD_METHODS:
-            raise ValueError(f"replace_one_bound must be one of {', '.join(DPSGD_METHODS)}, got {bound!r}")
-        if sampling == "fixed-size":
-            if self.neighbouring is not Neighbouring.REPLACE_ONE:
-                raise ValueError(
-                    "fixed-size sampling is analysed under replace-one neighbours only (Wang, Balle and "
-                    "Kasiviswanathan 2019): set neighbouring='replace-one'"
-                )
-            if self.accountant != "rdp":
-                raise ValueError("fixed-size sampling is accounted by RDP only: set accountant='rdp'")
-            if bound != "tight":
-                raise ValueError("group privacy needs an add/remove-one analysis, which fixed-size sampling lacks")
-            if distributed:
-                raise ValueError("fixed-size sampling draws one batch from all n records: not with distributed=True")
-            size = self.sample_rate * self.n_samples
-            if abs(size - round(size)) > 1e-9 * max(1.0, size) or round(size) < 1:
-                raise ValueError(f"fixed-size sampling needs a whole batch size b = q n, got {size!r}")
-        return sampling
-
     def _event(self, noise_multiplier: float, steps: int) -> DpEvent:
         """The accounted event: ``steps`` sampled Gaussian steps under the engine's relation and sampler."""
         return dpsgd_event(
@@ -321,17 +278,6 @@ class DPSGD:
             sampling=self.sampling,
             population=self.n_samples,
         )
-
-    def _planned_steps(self, epochs: float | None, steps: int | None) -> int | None:
-        if epochs is not None and steps is not None:
-            raise ValueError("give epochs or steps, not both")
-        if steps is not None:
-            if not (isinstance(steps, int) and steps >= 1):
-                raise ValueError(f"steps must be a positive int, got {steps!r}")
-            return steps
-        if epochs is not None:
-            return max(1, round(check_positive(epochs, "epochs") / self.sample_rate))
-        return None
 
     def _noise_multiplier(self, noise_multiplier: float | None) -> float:
         if self.target_epsilon is None:
@@ -390,30 +336,6 @@ class DPSGD:
         if obstacles:
             raise ValueError(f"cuda_graph=True needs {obstacles[0]}")
         return GraphedStep(self, capacity)
-
-    def _resolve_mode(self, mode: str) -> str:
-        self._ghost: list = []
-        if mode == "vmap":
-            return "vmap"
-        try:
-            self._ghost = ghost_modules(self.module)
-        except ValueError:
-            if mode == "ghost":
-                raise
-            return "vmap"
-        return "ghost"
-
-    def _init_distributed(self) -> tuple[int, int]:
-        if not self.distributed:
-            return 0, 1
-        import torch.distributed as dist
-
-        if not dist.is_available() or not dist.is_initialized():
-            raise RuntimeError("distributed=True needs torch.distributed.init_process_group() first")
-        # Every rank must start from the same weights: the updates are then identical everywhere.
-        for param in self.module.parameters():
-            dist.broadcast(param.data, src=0)
-        return dist.get_rank(), dist.get_world_size()
 
     # ------------------------------------------------------------ privacy
     def _guarantee(self, noise_multiplier: float, steps: int) -> PrivacyGuarantee:
