@@ -378,8 +378,7 @@ def _comparison(data: dict, part: dict) -> list[str]:
                        f"{old['load_average_after']:.1f}): {_minutes(old['wall_seconds'])} to "
                        f"{_minutes(part['wall_seconds'])}, {old['wall_seconds'] / part['wall_seconds']:.1f}x faster "
                        "in wall time.")
-    whole = len(part["sweeps"]) == len(load_preset("paper-mnist-linear").sweeps) and part["repeats"] == 10
-    limit, what = (90 * 60, "The 90-minute target for the whole preset") if whole else (
+    limit, what = (90 * 60, "The 90-minute target for the whole preset") if _whole_preset(part) else (
         180, "The 3-minute target for these sweeps")
     met = "met" if part["wall_seconds"] <= limit else "not met"
     share = ""
@@ -388,6 +387,11 @@ def _comparison(data: dict, part: dict) -> list[str]:
                  "average (CPU time / wall time), other work on the machine the rest")
     out.append(f"{what} is {met} here ({_minutes(part['wall_seconds'])}{share}).")
     return [" ".join(out)]
+
+
+def _whole_preset(part: dict) -> bool:
+    """Whether a measured part is the whole paper-mnist-linear preset (every sweep, 10 repeats)."""
+    return len(part["sweeps"]) == len(load_preset("paper-mnist-linear").sweeps) and part["repeats"] == 10
 
 
 def _minutes(seconds: float) -> str:
@@ -468,8 +472,7 @@ def render(data: dict) -> str:
                        f"{flag}` (`{part.get('command') or 'privml study run paper-mnist-linear --sweeps ' + ' '.join(part['sweeps']) + ' --repeats ' + str(part['repeats']) + ' --jobs ' + str(part['workers'])}`)")
         cpu = ("" if part.get("cpu_seconds") is None
                else f", CPU time {_minutes(part['cpu_seconds'])} (process and workers)")
-        whole = len(part["sweeps"]) == len(load_preset("paper-mnist-linear").sweeps) and part["repeats"] == 10
-        heading = ("the whole preset, every sweep, 10 repeats, measured end to end" if whole
+        heading = ("the whole preset, every sweep, 10 repeats, measured end to end" if _whole_preset(part)
                    else f"measured in part: sweeps {', '.join(part['sweeps'])} at full scale")
         lines += [
             "",
@@ -505,9 +508,7 @@ def render(data: dict) -> str:
             lines.append(f"- **{f['status']}**: {f['claim']} ({f['evidence']})")
     if parts:
         px = data["paper_extrapolation_full_scale"]
-        measured = any(len(p["sweeps"]) == len(load_preset("paper-mnist-linear").sweeps) and p["repeats"] == 10
-                       for p in parts)
-        if measured:
+        if any(_whole_preset(p) for p in parts):
             lines += ["", "The estimate below is of the preset as it was before it was measured: every run "
                       "selecting on its own split and computing everything itself (the per-run rates of the "
                       "parts without the shared cache)."]

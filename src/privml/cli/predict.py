@@ -55,7 +55,7 @@ from privml.cli._common import (
 )
 from privml.exceptions import BudgetExhausted
 from privml.io import load_model, read_model_file
-from privml.prediction.calibration import PREDICTION_ACCOUNTINGS, VOTE_ACCOUNTINGS
+from privml.prediction.calibration import ACCOUNTANTS
 from privml.prediction.loading import PREDICTION_METHODS
 from privml.serve.model import model_device, model_pipeline, open_served_model
 
@@ -80,7 +80,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     private.add_argument("--epsilon", type=finite_float, help="total epsilon over the budget of answers")
     private.add_argument("--delta", type=finite_float, default=0.0, help="total delta in [0, 1) (default 0)")
     private.add_argument("--budget", type=integer, help="number of answers the guarantee covers")
-    add_accountant_option(private, ("auto", *sorted(set(PREDICTION_ACCOUNTINGS) | set(VOTE_ACCOUNTINGS))),
+    add_accountant_option(private, ACCOUNTANTS,
                           "composition used to calibrate each answer (default: the tightest)")
     private.add_argument("--ledger", help="SQLite file or postgresql:// URL counting the answers across runs "
                          "(default: this run only)")

@@ -33,7 +33,7 @@ from privml.cli._common import (
     fmt,
     integer,
 )
-from privml.prediction.calibration import PREDICTION_ACCOUNTINGS, VOTE_ACCOUNTINGS
+from privml.prediction.calibration import ACCOUNTANTS
 from privml.prediction.loading import PREDICTION_METHODS
 from privml.serve import PredictionServer, ServeLimits, load_api_keys
 
@@ -62,7 +62,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--epsilon", type=finite_float, help="total epsilon over the whole budget")
     parser.add_argument("--delta", type=finite_float, default=0.0, help="total delta (default 0)")
     parser.add_argument("--budget", type=integer, help="number of answers (rows) the guarantee covers")
-    add_accountant_option(parser, ("auto", *sorted(set(PREDICTION_ACCOUNTINGS) | set(VOTE_ACCOUNTINGS))),
+    add_accountant_option(parser, ACCOUNTANTS,
                           "composition used to calibrate each answer (default: the tightest)")
     parser.add_argument("--ledger", help="SQLite file or postgresql:// URL counting the answers")
     parser.add_argument("--ledger-name", default="default", help="budget name inside the ledger (default: default)")

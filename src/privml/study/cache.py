@@ -132,27 +132,25 @@ class StudyCache:
     def selection(self, key: str, compute: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         """The selection outcome stored under ``key``, else ``compute()`` (then stored); JSON-ready dicts."""
         found = self._selections.get(key)
-        if found is not None:
-            self._stats["selection_hits"] += 1
-            self._stats["seconds_saved"] += found[1]
-            return json.loads(json.dumps(found[0]))
         path = None if self.root is None or not self.root.is_dir() else (
             self.root / "selections" / key[:2] / f"{key}.json")
-        with self._key_lock(key) if path is not None else contextlib.nullcontext():
-            loaded = None if path is None else _read_selection(path, key)
-            if loaded is not None:
-                self._selections[key] = loaded
-                self._stats["selection_hits"] += 1
-                self._stats["seconds_saved"] += loaded[1]
-                return json.loads(json.dumps(loaded[0]))
-            start = time.perf_counter()
-            outcome = compute()
-            seconds = time.perf_counter() - start
-            self._stats["selection_misses"] += 1
-            if path is not None:
-                _write_text(path, json.dumps({"format": _FORMAT, "key": key, "seconds": seconds, "outcome": outcome}))
-            self._selections[key] = (outcome, seconds)
-            return json.loads(json.dumps(outcome))
+        if found is None:
+            with self._key_lock(key) if path is not None else contextlib.nullcontext():
+                found = None if path is None else _read_selection(path, key)
+                if found is None:
+                    start = time.perf_counter()
+                    outcome = compute()
+                    seconds = time.perf_counter() - start
+                    self._stats["selection_misses"] += 1
+                    if path is not None:
+                        _write_text(path, json.dumps({"format": _FORMAT, "key": key, "seconds": seconds,
+                                                      "outcome": outcome}))
+                    self._selections[key] = (outcome, seconds)
+                    return _json_copy(outcome)
+                self._selections[key] = found
+        self._stats["selection_hits"] += 1
+        self._stats["seconds_saved"] += found[1]
+        return _json_copy(found[0])
 
     # -------------------------------------------------------------------- statistics
     def take_stats(self) -> dict[str, float]:
@@ -266,6 +264,11 @@ def merge_stats(total: dict[str, dict[str, float]], method: str, stats: dict[str
 def _empty() -> dict[str, float]:
     return {"hits": 0, "misses": 0, "seconds_computed": 0.0, "seconds_saved": 0.0, "selection_hits": 0,
             "selection_misses": 0}
+
+
+def _json_copy(outcome: dict[str, Any]) -> dict[str, Any]:
+    """A copy through JSON: what a run reads is the same whether it made the outcome or read it from disk."""
+    return json.loads(json.dumps(outcome))
 
 
 def _write_text(path: Path, text: str) -> None:
