@@ -265,6 +265,23 @@ def pooled_extrapolation(parts: list[dict], preset: str = "paper-mnist-linear") 
     return out
 
 
+#: Fields of a stored run that depend on time or on the spec that ran it, not on the computation.
+_NOT_COMPARED = ("train_seconds", "predict_seconds", "wall_seconds", "finished", "spec_hash")
+
+
+def identity_check(shared: Path, alone: Path) -> dict[str, Any]:
+    """Compare every run two study folders both hold (same key), every stored field but timings."""
+
+    def runs(folder: Path) -> dict[str, dict[str, Any]]:
+        return {r["key"]: {k: v for k, v in r.items() if k not in _NOT_COMPARED}
+                for r in ResultStore(folder / "results.sqlite").records()}
+
+    a, b = runs(shared), runs(alone)
+    common = sorted(set(a) & set(b))
+    return {"compared": len(common), "identical": sum(a[k] == b[k] for k in common),
+            "methods": sorted({a[k]["method"] for k in common}), "against": str(alone)}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="benchmarks/results/study.json")
@@ -277,6 +294,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--paper-no-cache", action="store_true", help="measure the paper part without the cache")
     parser.add_argument("--workdir", help="keep the study folders here (default: a temporary folder)")
     parser.add_argument("--record-before", metavar="DIR", help="record a part measured elsewhere from its folder")
+    parser.add_argument("--identity", nargs=3, metavar=("SWEEPS", "SHARED_DIR", "ALONE_DIR"),
+                        help="record on the cached part of SWEEPS (comma-separated) that the runs of SHARED_DIR "
+                        "equal those of ALONE_DIR (a --paper-no-cache folder) wherever both hold a run")
     parser.add_argument("--record-quick-before", metavar="JSON",
                         help="record the quick part an earlier commit's benchmarks/study.py measured")
     parser.add_argument("--before-wall", type=float, help="its wall time (s)")
@@ -290,6 +310,13 @@ def main(argv: list[str] | None = None) -> int:
     root = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="privml-study-bench-"))
     previous = json.loads(Path(args.out).read_text()) if Path(args.out).exists() else {}
     payload = dict(previous)
+    if args.identity:  # only this: no study is run
+        sweeps, shared, alone = args.identity[0].split(","), Path(args.identity[1]), Path(args.identity[2])
+        for part in payload.get("paper_parts", []):
+            if part["sweeps"] == sweeps and part.get("cache_enabled"):
+                part["identity_check"] = identity_check(shared, alone)
+        write_json(args.out, payload)
+        return 0
     if "quick" in args.parts and not (args.record_before or args.record_quick_before):
         payload.update(run_quick_part(args, root))
     if args.record_quick_before:
@@ -502,7 +529,9 @@ def render(data: dict) -> str:
         if check:
             lines += ["", f"Same results as runs that compute everything themselves: {check['identical']} of "
                       f"{check['compared']} runs compared are identical in every stored field but timings "
-                      f"({', '.join(check['methods'])}; against `{check['against']}`)."]
+                      f"({', '.join(check['methods'])}), against the same runs of the budget sweeps made with "
+                      "`--paper-no-cache`, each computing its own search, minimisers and teachers (compared by "
+                      "`benchmarks/study.py --identity SWEEPS SHARED_DIR ALONE_DIR`)."]
         lines += ["", "Findings of the paper on these full-scale runs:", ""]
         for f in part["findings"]:
             lines.append(f"- **{f['status']}**: {f['claim']} ({f['evidence']})")
