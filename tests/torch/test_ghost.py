@@ -53,6 +53,49 @@ def test_both_convolution_norm_formulas_are_exact(kind, gram, monkeypatch):
     assert_ghost_matches(model, x, y, clip_norm=float(norms.median()))
 
 
+@pytest.mark.parametrize("kind", [k for k in LAYER_KINDS if k.startswith(("conv", "linear"))])
+@pytest.mark.parametrize("keep", [True, False])
+def test_kept_per_example_gradients_and_book_keeping_give_the_same_sums(kind, keep, monkeypatch):
+    # A layer keeps its instantiated per-example gradients or its input and output gradient, by size; force each
+    # on every convolution and linear kind (the Gram branch cannot keep: force instantiation then).
+    import privml.torch.ghost.base as base
+    import privml.torch.ghost.conv as conv
+
+    monkeypatch.setattr(base, "ghost_norm_is_cheaper", lambda *shape: False)
+    monkeypatch.setattr(conv, "ghost_norm_is_cheaper", lambda *shape: False)
+    decide = lambda steps, d, p, given: keep and steps > 1  # noqa: E731 - T = 1 has nothing to instantiate
+    monkeypatch.setattr(base, "instantiation_is_kept", decide)
+    monkeypatch.setattr(conv, "instantiation_is_kept", decide)
+    model, x, y = single_layer(kind)
+    norms = assert_ghost_matches(model, x, y, clip_norm=0.05)
+    assert_ghost_matches(model, x, y, clip_norm=float(norms.median()))
+
+
+@pytest.mark.parametrize("kind", [k for k in LAYER_KINDS if k.startswith(("conv", "linear"))])
+@pytest.mark.parametrize("gram", [True, False])
+def test_norms_by_chunks_of_one_example_are_exact(kind, gram, monkeypatch):
+    # The transient bound splits the batch into chunks; the smallest chunks must give the same norms and sums.
+    import privml.torch.ghost.base as base
+    import privml.torch.ghost.conv as conv
+
+    monkeypatch.setattr(base, "ghost_norm_is_cheaper", lambda *shape: gram)
+    monkeypatch.setattr(conv, "ghost_norm_is_cheaper", lambda *shape: gram)
+    monkeypatch.setattr(base, "rows_per_chunk", lambda *sizes: 1)
+    monkeypatch.setattr(conv, "rows_per_chunk", lambda *sizes: 1)
+    model, x, y = single_layer(kind)
+    norms = assert_ghost_matches(model, x, y, clip_norm=0.05)
+    assert_ghost_matches(model, x, y, clip_norm=float(norms.median()))
+
+
+def test_early_convolutions_keep_their_per_example_gradients():
+    # 32 x 32 inputs, 16 channels, 3 x 3: 16 x 144 numbers per example against 2 x 16 x 1024 for input and gradient.
+    from privml.torch.ghost.base import instantiation_is_kept
+
+    assert instantiation_is_kept(steps=1024, d=144, p=16, given=2 * 16 * 1024)
+    assert not instantiation_is_kept(steps=64, d=1152, p=128, given=2 * 128 * 64)  # late: Gram, keep a and g
+    assert not instantiation_is_kept(steps=1, d=512, p=10, given=522)  # a classifier head: nothing to instantiate
+
+
 def test_ghost_on_whole_models():
     torch.manual_seed(3)
     cnn = TramerBonehCNN().double()

@@ -8,22 +8,30 @@ mixed ghost clipping). Given the clip factors ``c_i = min(1, C / ||g_i||)``
 of the *whole* per-example gradient, the clipped sum ``sum_i c_i g_i`` of a
 layer is again one product of ``a`` and ``c * g``: the "book-keeping"
 variant of Bu, Mao, Xu et al. (2023) that replaces the second backward pass
-of the original ghost clipping by this product, because ``a`` and ``g`` are
-already in memory.
+of the original ghost clipping by this product.
+
+Memory. The backward pass runs to a tap on each layer's output (see
+:mod:`privml.torch.ghost.engine`), which hands the layer its output gradient
+as soon as it is complete; the layer's norms are formed then, and the layer
+keeps the smaller of its per-example gradients (GroupNorm, LayerNorm, and
+convolutions on large images, whose norms instantiate them anyway) and its
+input and output gradient. Input patches are formed by chunks of examples.
+A step's peak is then close to non-private training's, and below both of
+Opacus's modes (BENCHMARKS.md).
 
 One module per layer type, each registering a :class:`~privml.torch.ghost.base.LayerRule`
 whose ``prepare`` returns the per-example norms and the clipped sum:
 
-==============  ========================================  ========================
+==============  ========================================  ============================
 layer           per-example squared norm                  clipped sum
-==============  ========================================  ========================
+==============  ========================================  ============================
 Linear          ``||a||^2 ||g||^2``, or the Gram trace    ``(c g)^T a``
-Conv1d/2d/3d    the same on unfolded input patches        the same, folded back
-                (per group, summed, when grouped)         (per group, stacked)
+Conv1d/2d/3d    the same on unfolded input patches        the backward kernel, or the
+                (per group, summed, when grouped)         kept gradients' weighted sum
 GroupNorm       materialised (C numbers per example)      weighted sum
 LayerNorm       materialised                              weighted sum
 Embedding       Gram trace masked by equal indices        ``index_add`` of ``c g``
-==============  ========================================  ========================
+==============  ========================================  ============================
 """
 
 from __future__ import annotations

@@ -19,6 +19,17 @@ class Prepared(ABC):
     def clipped_sum(self, factors: torch.Tensor) -> dict[str, torch.Tensor]:
         """``sum_i factors[i] * grad_i`` for each trainable parameter, by its attribute name."""
 
+    def compact(self) -> Prepared | None:  # a hook with a default: most layers have nothing smaller to keep
+        """After :meth:`squared_norms`: what :meth:`clipped_sum` needs, if smaller than the input and gradient.
+
+        The engine computes each layer's norms as soon as its output gradient
+        arrives in the backward pass and then keeps, until the clip factors
+        are known, either this (the per-example gradients, when they are
+        fewer numbers: GroupNorm, LayerNorm, early convolutions) or, when
+        this is ``None``, the layer's input and output gradient (book-keeping).
+        """
+        return None
+
 
 class LayerRule(ABC):
     """Ghost clipping of one layer type.
@@ -50,19 +61,56 @@ def ghost_norm_is_cheaper(steps: int, d: int, p: int) -> bool:
     return 2 * steps * steps < p * d
 
 
+def rows_per_chunk(batch: int, per_example: int, budget: int) -> int:
+    """Examples per chunk so that a transient of ``per_example`` numbers per example stays within ``budget``.
+
+    The engine bounds each layer's transient working memory (input patches,
+    Gram matrices, instantiated gradients) by the size of what the layer was
+    given, its input and output gradient, so that no layer's norm
+    computation raises the step's peak above the backward pass's own.
+
+    >>> rows_per_chunk(256, 10, 1000), rows_per_chunk(256, 10**6, 1000), rows_per_chunk(4, 1, 10**6)
+    (100, 1, 4)
+    """
+    return max(1, min(batch, budget // max(per_example, 1)))
+
+
+def squared_frobenius(t: torch.Tensor) -> torch.Tensor:
+    """``(B,)``: the squared L2 norm of each example's slice of ``t`` (a fused reduction: no squared copy)."""
+    return torch.linalg.vector_norm(t.reshape(t.shape[0], -1), dim=1).square()
+
+
 def outer_product_norms(a: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
     """Squared Frobenius norms of ``sum_t g[i, t] a[i, t]^T`` for each i; ``a`` (B,T,d), ``g`` (B,T,p).
 
     Exact either way; the cheaper formula of :func:`ghost_norm_is_cheaper` is
-    used and nothing is kept.
+    used, by chunks of examples whose transient is at most the size of ``a``
+    and ``g``, and nothing is kept.
     """
     batch, steps, d = a.shape
     p = g.shape[-1]
     if steps == 1:
         return a.reshape(batch, d).square().sum(1) * g.reshape(batch, p).square().sum(1)
-    if ghost_norm_is_cheaper(steps, d, p):
+    gram = ghost_norm_is_cheaper(steps, d, p)
+    rows = rows_per_chunk(batch, 2 * steps * steps if gram else p * d, steps * (p + d) * batch)
+    if rows < batch:
+        return torch.cat([outer_product_norms(a[lo : lo + rows], g[lo : lo + rows]) for lo in range(0, batch, rows)])
+    if gram:
         return (torch.bmm(a, a.transpose(1, 2)) * torch.bmm(g, g.transpose(1, 2))).sum((1, 2))
-    return torch.bmm(g.transpose(1, 2), a).square().sum((1, 2))
+    return squared_frobenius(torch.bmm(g.transpose(1, 2), a))
+
+
+def instantiation_is_kept(steps: int, d: int, p: int, given: int) -> bool:
+    """Whether to keep a layer's instantiated ``(p, d)`` per-example gradients rather than its input and gradient.
+
+    Only when the norms instantiate them anyway (:func:`ghost_norm_is_cheaper`
+    is false) and they are fewer than the ``given`` numbers per example
+    (input and output gradient) they replace. The clipped sum is then a
+    weighted sum of the kept gradients, which also saves the layer's
+    weight-gradient product (Bu, Mao and Xu 2022, mixed ghost clipping, keep
+    the cheaper of the two representations of each layer).
+    """
+    return steps > 1 and not ghost_norm_is_cheaper(steps, d, p) and p * d <= given
 
 
 class OuterProduct(Prepared):
@@ -71,8 +119,9 @@ class OuterProduct(Prepared):
     ``a`` is ``(B, T, d)``, ``g`` is ``(B, T, p)``. The norms use
     :func:`outer_product_norms` (mixed ghost clipping); the clipped sum is
     one product ``(c g)^T a`` over all examples and positions at once
-    (book-keeping, Bu et al. 2023), so no per-example gradient outlives the
-    norm computation.
+    (book-keeping, Bu et al. 2023). When the norms instantiate the
+    per-example gradients and they are fewer numbers than ``a`` and ``g``
+    (:func:`instantiation_is_kept`), they are what the layer keeps instead.
     """
 
     def __init__(
@@ -85,14 +134,29 @@ class OuterProduct(Prepared):
         weight_shape: torch.Size,
     ) -> None:
         self.a, self.g, self.weight, self.bias, self.weight_shape = a, g, weight, bias, weight_shape
+        self._instantiated: torch.Tensor | None = None  # (B, p, d), when kept (set by squared_norms)
 
     def squared_norms(self) -> torch.Tensor:
         total = torch.zeros(self.g.shape[0], dtype=self.g.dtype, device=self.g.device)
         if self.weight:
-            total = total + outer_product_norms(self.a, self.g)
+            _, steps, d = self.a.shape
+            p = self.g.shape[-1]
+            if instantiation_is_kept(steps, d, p, steps * (p + d)):
+                self._instantiated = torch.bmm(self.g.transpose(1, 2), self.a)  # (B, p, d): the weight layout
+                total = total + squared_frobenius(self._instantiated)
+            else:
+                total = total + outer_product_norms(self.a, self.g)
         if self.bias:
             total = total + self.g.sum(1).square().sum(1)
         return total
+
+    def compact(self) -> Prepared | None:
+        if self._instantiated is None:
+            return None
+        grads = {"weight": self._instantiated.reshape(-1, *self.weight_shape)}
+        if self.bias:
+            grads["bias"] = self.g.sum(1)
+        return Materialised(grads)
 
     def clipped_sum(self, factors: torch.Tensor) -> dict[str, torch.Tensor]:
         out: dict[str, torch.Tensor] = {}
@@ -102,6 +166,22 @@ class OuterProduct(Prepared):
         if self.bias:
             out["bias"] = factors @ self.g.sum(1)
         return out
+
+
+class Materialised(Prepared):
+    """Per-example gradients small enough to hold: ``{name: (B, *shape)}``; the clipped sum is a weighted sum."""
+
+    def __init__(self, grads: dict[str, torch.Tensor]) -> None:
+        self.grads = grads
+
+    def squared_norms(self) -> torch.Tensor:
+        return sum(squared_frobenius(grad) for grad in self.grads.values())  # type: ignore[return-value]
+
+    def compact(self) -> Prepared:
+        return self
+
+    def clipped_sum(self, factors: torch.Tensor) -> dict[str, torch.Tensor]:
+        return {name: torch.tensordot(factors.to(grad.dtype), grad, dims=1) for name, grad in self.grads.items()}
 
 
 _RULES: dict[type[nn.Module], LayerRule] = {}

@@ -12,12 +12,17 @@ padding; padding given as a string (``"same"``) or a non-zero padding mode is
 refused (use ``mode="vmap"``).
 
 Memory. The patches are ``K`` times the layer's input (9 times for a 3x3
-kernel), so they live only while this layer's norms are computed, by the
-cheaper of the two exact formulas per group (mixed ghost clipping, Bu, Mao
-and Xu 2022). The clipped sum needs no patches: it is the weight gradient
-of the convolution for the output gradient scaled by each example's clip
-factor, which the framework's own backward kernel computes (cuDNN on a GPU;
-book-keeping, Bu et al. 2023).
+kernel), so they are formed by chunks of examples, each living only while
+its norms are computed, by the cheaper of the two exact formulas per group
+(mixed ghost clipping, Bu, Mao and Xu 2022); a chunk's transient is at most
+the size of the layer's input and output gradient. When the norms
+instantiate the per-example weight gradients and these are fewer numbers
+than the input and output gradient (early, wide-image layers: 64 x 576 per
+example against 2 x 64 x 1024 at 32 x 32), the engine keeps them instead
+and the clipped sum is their weighted sum. Otherwise the clipped sum needs
+no patches: it is the weight gradient of the convolution for the output
+gradient scaled by each example's clip factor, which the framework's own
+backward kernel computes (cuDNN on a GPU; book-keeping, Bu et al. 2023).
 """
 
 from __future__ import annotations
@@ -28,7 +33,17 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from privml.torch.ghost.base import LayerRule, Prepared, outer_product_norms, register, trainable
+from privml.torch.ghost.base import (
+    LayerRule,
+    Prepared,
+    ghost_norm_is_cheaper,
+    instantiation_is_kept,
+    outer_product_norms,
+    register,
+    rows_per_chunk,
+    squared_frobenius,
+    trainable,
+)
 
 _ConvNd = nn.Conv1d | nn.Conv2d | nn.Conv3d
 
@@ -75,6 +90,7 @@ class _ConvPrepared(Prepared):
     def __init__(self, module: _ConvNd, activation: torch.Tensor, grad_output: torch.Tensor) -> None:
         self.module, self.activation, self.grad_output = module, activation, grad_output
         self.weight, self.bias = trainable(module, "weight"), trainable(module, "bias")
+        self._instantiated: torch.Tensor | None = None  # (groups, B, Cout/groups, K Cin/groups), when kept
 
     def squared_norms(self) -> torch.Tensor:
         module, g_out = self.module, self.grad_output
@@ -85,18 +101,51 @@ class _ConvPrepared(Prepared):
             total = total + g.sum(1).square().sum(1)
         if not self.weight:
             return total
-        a = patches(module, self.activation)  # (B, T, K Cin), dropped when this returns
-        groups = module.groups
-        if groups == 1:
-            return total + outer_product_norms(a, g)
-        # Patch features are (kernel position..., channel): split the channels into their groups.
-        kernel = a.shape[2] // module.in_channels
-        split = a.reshape(batch, a.shape[1], kernel, groups, module.in_channels // groups)
-        out_per_group = channels_out // groups
-        for j in range(groups):
-            a_j = split[:, :, :, j].reshape(batch, a.shape[1], -1)
-            total = total + outer_product_norms(a_j, g[:, :, j * out_per_group : (j + 1) * out_per_group])
+        groups, steps = module.groups, g.shape[1]
+        kernel = 1
+        for k in module.kernel_size:
+            kernel *= k
+        p, d = channels_out // groups, kernel * module.in_channels // groups
+        given = steps * channels_out + self.activation[0].numel()  # numbers per example: output gradient and input
+        if instantiation_is_kept(steps, d, p, given):
+            self._instantiated = g.new_empty(groups, batch, p, d)
+        # Patches are K times the input: form them by chunks of examples so that this layer's transient
+        # (patches and Gram matrices or gradients) stays within what it was given.
+        gram = ghost_norm_is_cheaper(steps, d, p)
+        transient = steps * kernel * module.in_channels + (2 * steps * steps if gram else p * d)
+        rows = rows_per_chunk(batch, transient, given * batch)
+        for lo in range(0, batch, rows):
+            part = slice(lo, min(lo + rows, batch))
+            a = patches(module, self.activation[part])  # (b, T, K Cin), dropped after this chunk
+            total[part] += self._chunk_norms(part, a, g[part], groups, p)
         return total
+
+    def _chunk_norms(self, part: slice, a: torch.Tensor, g: torch.Tensor, groups: int, p: int) -> torch.Tensor:
+        """Squared weight-gradient norms of examples ``part`` (summed over groups); instantiated ones are kept."""
+        if groups == 1:
+            blocks = [(a, g)]
+        else:  # patch features are (kernel position..., channel): split the channels into their groups
+            batch, steps = a.shape[:2]
+            kernel = a.shape[2] // self.module.in_channels
+            split = a.reshape(batch, steps, kernel, groups, self.module.in_channels // groups)
+            blocks = [
+                (split[:, :, :, j].reshape(batch, steps, -1), g[:, :, j * p : (j + 1) * p]) for j in range(groups)
+            ]
+        total = torch.zeros(g.shape[0], dtype=g.dtype, device=g.device)
+        for j, (a_j, g_j) in enumerate(blocks):
+            if self._instantiated is None:
+                total = total + outer_product_norms(a_j, g_j)
+            else:
+                kept = self._instantiated[j, part]
+                torch.bmm(g_j.transpose(1, 2), a_j, out=kept)
+                total = total + squared_frobenius(kept)
+        return total
+
+    def compact(self) -> Prepared | None:
+        if self._instantiated is None:
+            return None
+        bias = self.grad_output.reshape(*self.grad_output.shape[:2], -1).sum(2) if self.bias else None
+        return _ConvInstantiated(self.module, self._instantiated, bias)
 
     def clipped_sum(self, factors: torch.Tensor) -> dict[str, torch.Tensor]:
         module, g_out = self.module, self.grad_output
@@ -121,6 +170,32 @@ class _ConvPrepared(Prepared):
             out["weight"] = weight
         if self.bias:
             out["bias"] = bias
+        return out
+
+
+class _ConvInstantiated(Prepared):
+    """A convolution's kept per-example weight gradients (and bias gradients): the clipped sum is their weighted sum."""
+
+    def __init__(self, module: _ConvNd, weight: torch.Tensor, bias: torch.Tensor | None) -> None:
+        self.module, self.weight, self.bias = module, weight, bias  # weight (groups, B, p, K Cin/groups)
+
+    def squared_norms(self) -> torch.Tensor:
+        raise AssertionError("the norms were formed when the gradients were instantiated")
+
+    def compact(self) -> Prepared:
+        return self
+
+    def clipped_sum(self, factors: torch.Tensor) -> dict[str, torch.Tensor]:
+        module = self.module
+        groups = self.weight.shape[0]
+        blocks = []
+        for j in range(groups):  # (p, K Cin/G), features (kernel position..., channel) -> (p, Cin/G, k...)
+            block = torch.tensordot(factors.to(self.weight.dtype), self.weight[j], dims=1)
+            block = block.reshape(block.shape[0], *module.kernel_size, module.in_channels // groups)
+            blocks.append(block.movedim(-1, 1))
+        out = {"weight": torch.cat(blocks) if groups > 1 else blocks[0].contiguous()}
+        if self.bias is not None:
+            out["bias"] = factors.to(self.bias.dtype) @ self.bias
         return out
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import nn
@@ -14,13 +15,43 @@ from privml.torch.ghost.base import LayerRule, Prepared, rule_for
 
 
 @dataclass
-class _Record:
+class _Layer:
+    """A parameterised layer as recorded in the forward pass, and what its clipped sum needs after its backward."""
+
     module: nn.Module
     rule: LayerRule
-    activation: torch.Tensor
-    output: torch.Tensor
-    version: int  # the output's version counter when recorded
-    input_version: int
+    activation: torch.Tensor | None  # the layer's input (detached); dropped once a compact form is kept
+    input_version: int  # the input's version counter when recorded
+    output_shape: torch.Size
+    kept: Prepared | None = None  # set when the output gradient arrives
+    grad: torch.Tensor | None = None  # the raw output gradient, kept only to re-prepare a half-precision layer
+    received: bool = False
+
+
+class _Tap(torch.autograd.Function):
+    """The identity on a layer's output whose backward hands the output gradient to the engine.
+
+    Every tap also takes the same scalar ``anchor`` leaf; the backward pass
+    asks for the anchor's gradient only, so autograd runs every node between
+    the losses and the taps, computes input gradients but no parameter
+    gradients, and captures nothing larger than a scalar: each output
+    gradient lives only until its layer's norms are formed. (Asking for the
+    outputs' gradients instead, as ``autograd.grad`` does, holds all of them
+    until the pass ends, and the outputs themselves from the forward pass.)
+    """
+
+    @staticmethod
+    def forward(
+        ctx: Any, output: torch.Tensor, anchor: torch.Tensor, receive: Callable[[torch.Tensor], None]
+    ) -> torch.Tensor:
+        del anchor
+        ctx.receive = receive
+        return output  # returned as-is: autograd makes it a view, so an in-place change of it is an error
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:
+        ctx.receive(grad)
+        return grad, None, None
 
 
 @contextmanager
@@ -103,12 +134,15 @@ def ghost_clipped_sum(
 ) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
     """Sum over the batch of the per-example gradients, each clipped as a whole to ``clip_norm``.
 
-    One forward pass records every parameterised layer's input and output;
-    one backward pass to those outputs (not to the parameters) gives the
-    per-example output gradients; the rules turn them into per-example
-    squared norms, summed over layers into ``||g_i||^2`` of the whole
-    gradient, and then into the clipped sum ``sum_i c_i g_i`` layer by layer
-    (ghost clipping, Li et al. 2022; book-keeping, Bu et al. 2023).
+    One forward pass records every parameterised layer's input and taps its
+    output; one backward pass to the taps (not to the parameters) hands each
+    layer its per-example output gradients as they arrive, and the layer's
+    rule turns them into per-example squared norms at once, summed over
+    layers into ``||g_i||^2`` of the whole gradient. Each layer then keeps
+    the smaller of its per-example gradients and its input and output
+    gradient, from which the clipped sum ``sum_i c_i g_i`` is formed layer
+    by layer once the factors are known (ghost clipping, Li et al. 2022;
+    mixed ghost clipping, Bu, Mao and Xu 2022; book-keeping, Bu et al. 2023).
 
     Parameters
     ----------
@@ -140,104 +174,133 @@ def ghost_clipped_sum(
     """
     if modules is None:
         modules = ghost_modules(model)
-    by_module = {id(m): (name, rule) for name, m, rule in modules}
-    records: list[_Record] = []
-
-    def hook(module: nn.Module, inputs: tuple, output: torch.Tensor) -> None:
-        activation = inputs[0]
-        records.append(
-            _Record(module, by_module[id(module)][1], activation.detach(), output, output._version, activation._version)
-        )
-
-    handles = [m.register_forward_hook(hook) for _, m, _ in modules]
+    ghost_pass = _GhostPass(modules, x.shape[0], x.device)
     try:
-        losses = loss_fn(model(x), y)
+        losses = ghost_pass.forward(model, loss_fn, x, y)
+        if losses.shape != (x.shape[0],):
+            raise ValueError(
+                f"loss_fn must return one loss per example, shape ({x.shape[0]},), got {tuple(losses.shape)}"
+            )
+        ghost_pass.check()
+        return ghost_pass.backward(losses, clip_norm)
     finally:
-        for handle in handles:
-            handle.remove()
-    if losses.shape != (x.shape[0],):
-        raise ValueError(f"loss_fn must return one loss per example, shape ({x.shape[0]},), got {tuple(losses.shape)}")
-    _check_records(records, x.shape[0], by_module)
-    outputs = [r.output for r in records]
-    raw_grads = torch.autograd.grad(losses.sum(), outputs, allow_unused=True)  # None for an unused output
-    del outputs
-    grads = [torch.zeros_like(r.output) if g is None else g for r, g in zip(records, raw_grads, strict=True)]
-    del raw_grads
-    for record in records:
-        record.output = None  # type: ignore[assignment]  # the graph is freed; keep no reference to it
-
-    # Norms, factors and sums in float32 or wider, never under a caller's autocast (bf16 passes),
-    # and without TF32 products.
-    with torch.autocast(losses.device.type, enabled=False), exact_float32():
-        return _clipped_sums(records, grads, modules, by_module, losses, clip_norm)
+        ghost_pass.layers.clear()  # a failed pass keeps no inputs or gradients alive
 
 
-def _check_records(records: list[_Record], batch: int, by_module: dict[int, tuple[str, LayerRule]]) -> None:
-    """Refuse a forward pass whose records would give wrong per-example norms (each reason below)."""
-    for record in records:
-        if record.activation.shape[:1] != (batch,) or record.output.shape[:1] != (batch,):
-            # The rules read dimension 0 as the example; anything else would give wrong norms.
-            name = by_module[id(record.module)][0] or "the model"
-            raise ValueError(
-                f"{type(record.module).__name__} ({name}) saw input {tuple(record.activation.shape)} and output "
-                f"{tuple(record.output.shape)} for a batch of {batch}: ghost clipping needs the example on "
-                "dimension 0 of every layer; use mode='vmap'"
+class _GhostPass:
+    """One micro-batch's forward pass with taps, its backward pass, and the layer-by-layer clipped sums."""
+
+    def __init__(self, modules: list[tuple[str, nn.Module, LayerRule]], batch: int, device: torch.device) -> None:
+        self.modules = modules
+        self.by_module = {id(m): (name, rule) for name, m, rule in modules}
+        self.batch = batch
+        self.layers: list[_Layer] = []
+        # The anchor every tap takes (see _Tap); its own gradient is never formed.
+        self.anchor = torch.zeros((), device=device, requires_grad=True)
+        self.squared: torch.Tensor | None = None
+
+    def forward(
+        self, model: nn.Module, loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], x: torch.Tensor,
+        y: torch.Tensor,
+    ) -> torch.Tensor:
+        def hook(module: nn.Module, inputs: tuple, output: torch.Tensor) -> torch.Tensor:
+            activation = inputs[0]
+            index = len(self.layers)
+            self.layers.append(
+                _Layer(module, self.by_module[id(module)][1], activation.detach(), activation._version, output.shape)
             )
-    seen = [id(r.module) for r in records]
-    if len(set(seen)) != len(seen):
-        raise ValueError(
-            "a parameterised module ran more than once in one forward pass (shared weights); "
-            "its per-example norm is not the sum of per-use norms: use mode='vmap'"
+            if not output.requires_grad:  # nothing upstream of the loss through it: no gradient, no tap
+                return output
+            return _Tap.apply(output, self.anchor, lambda grad: self.receive(index, grad))
+
+        handles = [m.register_forward_hook(hook) for _, m, _ in self.modules]
+        try:
+            return loss_fn(model(x), y)
+        except RuntimeError as exc:
+            if "is being modified inplace" not in str(exc) or "custom Function" not in str(exc):
+                raise
+            # An in-place op (e.g. ReLU(inplace=True)) on a tapped output: the gradient reaching the tap would
+            # be the next op's, and the norms silently wrong; autograd refuses it, and so do we, plainly.
+            raise ValueError(
+                "the output of a parameterised layer was modified in place after the layer ran; use out-of-place "
+                "activations (inplace=False) or mode='vmap'"
+            ) from None
+        finally:
+            for handle in handles:
+                handle.remove()
+
+    def check(self) -> None:
+        """Refuse a forward pass whose records would give wrong per-example norms (each reason below)."""
+        for layer in self.layers:
+            assert layer.activation is not None
+            if layer.activation.shape[:1] != (self.batch,) or layer.output_shape[:1] != (self.batch,):
+                # The rules read dimension 0 as the example; anything else would give wrong norms.
+                raise ValueError(
+                    f"{self._label(layer)} saw input {tuple(layer.activation.shape)} and output "
+                    f"{tuple(layer.output_shape)} for a batch of {self.batch}: ghost clipping needs the example on "
+                    "dimension 0 of every layer; use mode='vmap'"
+                )
+        seen = [id(layer.module) for layer in self.layers]
+        if len(set(seen)) != len(seen):
+            raise ValueError(
+                "a parameterised module ran more than once in one forward pass (shared weights); "
+                "its per-example norm is not the sum of per-use norms: use mode='vmap'"
+            )
+        for layer in self.layers:
+            assert layer.activation is not None
+            if layer.activation._version != layer.input_version:
+                # The layer's recorded input was rewritten: its norms would come from the wrong input.
+                raise ValueError(
+                    f"the input of {self._label(layer)} was modified in place after the layer ran; "
+                    "use out-of-place operations (inplace=False) or mode='vmap'"
+                )
+
+    def _label(self, layer: _Layer) -> str:
+        return f"{type(layer.module).__name__} ({self.by_module[id(layer.module)][0] or 'the model'})"
+
+    def receive(self, index: int, grad: torch.Tensor) -> None:
+        """Layer ``index``'s output gradient, during the backward pass: add its norms, keep what its sum needs."""
+        layer = self.layers[index]
+        assert self.squared is not None and layer.activation is not None
+        # Norms and sums in float32 or wider, never under a caller's autocast (bf16 passes), without TF32.
+        with torch.autocast(grad.device.type, enabled=False), exact_float32():
+            prepared = layer.rule.prepare(layer.module, _wide(layer.activation), _wide(grad))
+            self.squared += prepared.squared_norms()
+            compact = prepared.compact()
+        layer.received = True
+        if compact is not None:
+            layer.kept, layer.activation = compact, None
+        elif _low(layer.activation) or _low(grad):
+            layer.grad = grad  # re-prepared from half precision later, rather than keep float32 copies
+        else:
+            layer.kept = prepared
+
+    def backward(self, losses: torch.Tensor, clip_norm: float) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+        """Run the backward pass through the taps, then form the clip factors and each layer's clipped sum."""
+        self.squared = torch.zeros(
+            self.batch, dtype=torch.float32 if _low(losses) else losses.dtype, device=losses.device
         )
-    for record in records:
-        if record.output._version != record.version or record.activation._version != record.input_version:
-            # An in-place op (e.g. ReLU(inplace=True)) rewrote the output: the gradient we would get
-            # is the gradient in the *next* op's output, and the norms would be silently wrong.
-            name = by_module[id(record.module)][0] or "the model"
-            raise ValueError(
-                f"the input or output of {type(record.module).__name__} ({name}) was modified in place after the layer "
-                "ran; "
-                "use out-of-place activations (inplace=False) or mode='vmap'"
-            )
-
-
-def _clipped_sums(
-    records: list[_Record],
-    grads: list[torch.Tensor],
-    modules: list[tuple[str, nn.Module, LayerRule]],
-    by_module: dict[int, tuple[str, LayerRule]],
-    losses: torch.Tensor,
-    clip_norm: float,
-) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
-    """Per-example norms over all layers, then the clipped sum of each layer (book-keeping)."""
-    # Layer by layer, so only one layer's transient working memory (patches, Gram matrices,
-    # instantiated per-example gradients) is alive at a time (Bu, Mao and Xu 2022). A layer
-    # recorded in half precision is upcast for each pass instead of keeping float32 copies.
-    def prepare(i: int) -> Prepared:
-        record = records[i]
-        return record.rule.prepare(record.module, _wide(record.activation), _wide(grads[i]))
-
-    kept: list[Prepared | None] = []
-    squared = torch.zeros(losses.shape[0], dtype=torch.float32 if _low(losses) else losses.dtype, device=losses.device)
-    for i, record in enumerate(records):
-        layer = prepare(i)
-        squared = squared + layer.squared_norms()
-        kept.append(None if _low(record.activation) or _low(grads[i]) else layer)
-    norms = squared.clamp(min=0).sqrt()
-    factors = clip_factors(norms, clip_norm)
-
-    sums: dict[str, torch.Tensor] = {}
-    for i, record in enumerate(records):
-        prefix = by_module[id(record.module)][0]
-        layer = kept[i] or prepare(i)
-        for attr, value in layer.clipped_sum(factors).items():
-            sums[f"{prefix}.{attr}" if prefix else attr] = value
-        kept[i] = None  # free this layer's inputs and gradients
-        grads[i] = None  # type: ignore[call-overload]
-    for name, module, _ in modules:
-        # A layer that did not run in this forward pass contributes nothing (zero gradient).
-        for attr, param in module.named_parameters(recurse=False):
-            key = f"{name}.{attr}" if name else attr
-            if param.requires_grad and key not in sums:
-                sums[key] = torch.zeros_like(param)
-    return sums, norms
+        if losses.requires_grad:
+            torch.autograd.grad(losses.sum(), [self.anchor], allow_unused=True)
+        norms = self.squared.clamp(min=0).sqrt()
+        factors = clip_factors(norms, clip_norm)
+        sums: dict[str, torch.Tensor] = {}
+        with torch.autocast(losses.device.type, enabled=False), exact_float32():
+            for layer in self.layers:
+                if not layer.received:  # its output did not reach the losses: a zero gradient
+                    continue
+                prepared = layer.kept
+                if prepared is None:
+                    assert layer.activation is not None and layer.grad is not None
+                    prepared = layer.rule.prepare(layer.module, _wide(layer.activation), _wide(layer.grad))
+                prefix = self.by_module[id(layer.module)][0]
+                for attr, value in prepared.clipped_sum(factors).items():
+                    sums[f"{prefix}.{attr}" if prefix else attr] = value
+                layer.kept = layer.activation = layer.grad = None  # free this layer's inputs and gradients
+        for name, module, _ in self.modules:
+            # A layer that did not run, or whose output did not reach the losses, contributes nothing.
+            for attr, param in module.named_parameters(recurse=False):
+                key = f"{name}.{attr}" if name else attr
+                if param.requires_grad and key not in sums:
+                    sums[key] = torch.zeros_like(param)
+        return sums, norms

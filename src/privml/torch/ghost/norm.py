@@ -15,23 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from privml.torch.ghost.base import LayerRule, Prepared, register, trainable
-
-
-class Materialised(Prepared):
-    """Per-example gradients small enough to hold: ``{name: (B, *shape)}``."""
-
-    def __init__(self, grads: dict[str, torch.Tensor], batch: int, like: torch.Tensor) -> None:
-        self.grads, self.batch, self.like = grads, batch, like
-
-    def squared_norms(self) -> torch.Tensor:
-        total = torch.zeros(self.batch, dtype=self.like.dtype, device=self.like.device)
-        for grad in self.grads.values():
-            total = total + grad.reshape(self.batch, -1).square().sum(1)
-        return total
-
-    def clipped_sum(self, factors: torch.Tensor) -> dict[str, torch.Tensor]:
-        return {name: torch.tensordot(factors, grad, dims=1) for name, grad in self.grads.items()}
+from privml.torch.ghost.base import LayerRule, Materialised, Prepared, register, trainable
 
 
 class _AffineNormRule(LayerRule):
@@ -56,7 +40,7 @@ class _AffineNormRule(LayerRule):
         return out
 
     def prepare(self, module: nn.Module, activation: torch.Tensor, grad_output: torch.Tensor) -> Prepared:
-        return Materialised(self._per_example(module, activation, grad_output), activation.shape[0], grad_output)
+        return Materialised(self._per_example(module, activation, grad_output))
 
 
 class GroupNormRule(_AffineNormRule):
