@@ -171,3 +171,13 @@ def test_in_place_activation_after_a_layer_is_refused():
     model[1].inplace = False
     sums, norms = ghost_clipped_sum(model, cross_entropy_per_example, torch.randn(3, 4), torch.tensor([0, 1, 0]), 1.0)
     assert norms.shape == (3,)
+
+
+def test_importing_one_rule_module_first_does_not_hide_the_others():
+    import subprocess
+    import sys
+
+    code = ("import privml.torch.ghost.conv\nfrom torch import nn\nfrom privml.torch.ghost.base import rule_for\n"
+            "assert rule_for(nn.GroupNorm(2, 4)) is not None and rule_for(nn.Linear(2, 2)) is not None\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-500:]

@@ -203,9 +203,8 @@ def supported_types() -> tuple[type[nn.Module], ...]:
 
 
 def _load_rules() -> None:
-    if _RULES:
-        return
-    # Imported for their registration side effect, late to avoid an import cycle.
+    # Imported for their registration side effect, late to avoid an import cycle. Every time, not "once the
+    # registry is non-empty": a caller that imported one rule module first would otherwise hide the others.
     from privml.torch.ghost import conv, embedding, linear, norm  # noqa: F401
 
 
