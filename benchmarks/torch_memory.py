@@ -119,6 +119,19 @@ def render(data: dict) -> str:
               if isinstance(r.get(v), dict) and "error" in r[v]]
     if errors:
         out += ["", "Errors (recorded, not hidden): " + "; ".join(errors)]
+    checks = []
+    for row, r in before.get("rows", {}).items():
+        # The proxy against the GPU, on the same code: privml's ghost step over Opacus's lowest, both ways.
+        proxy, g = r.get("privml-ghost", {}).get("peak_mib"), gpu.get(row, {})
+        peers = [now["rows"].get(row, {}).get(v, {}).get("peak_mib") for v in ("opacus-hooks", "opacus-ghost")]
+        gpu_peers = [g.get(v, {}).get("peak_gib") for v in ("opacus-hooks", "opacus-ghost")]
+        if proxy and any(peers) and "peak_gib" in g.get("privml-ghost", {}) and any(gpu_peers):
+            checks.append(f"{row} {proxy / min(x for x in peers if x):.2f}x (GPU "
+                          f"{g['privml-ghost']['peak_gib'] / min(x for x in gpu_peers if x):.2f}x)")
+    if checks:
+        out += ["", "Proxy against GPU, privml's ghost step before this change over Opacus's lowest, on the proxy and "
+                f"(in brackets) on the GPU at commit {json.loads(GPU_RESULT.read_text())['machine'].get('commit')}, "
+                "whose ghost engine the before run shares: " + "; ".join(checks) + "."]
     rows = len(now.get("rows", {}))
     out += ["", f"Issue 15's memory target (at most Opacus's lowest on every row), on this proxy: {met} of {rows} rows. "
             "The GPU figure is the acceptance measure and is taken with `benchmarks/torch_gpu.py` on a GPU.", ""]
