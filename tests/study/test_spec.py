@@ -87,6 +87,27 @@ def test_toml_and_yaml_specs_agree(tmp_path):
     assert load_spec(toml).spec_hash == load_spec(yml).spec_hash
 
 
+def test_m_of_subsample_aggregate_may_come_from_a_setting_a_sweep_or_a_selection_that_tunes_it():
+    methods = {"methods": ["subsample-aggregate"]}
+    spec_from_dict(tiny_spec_dict(**methods, defaults={"epsilon": 1.0, "delta": 0.0, "budget": 10, "m": 8}))
+    spec_from_dict(tiny_spec_dict(**methods, selection={"mode": "validation"}))
+    spec_from_dict(tiny_spec_dict(**methods, selection={"mode": "public", "grids": {"subsample-aggregate": {"m": [4]}}}))
+    swept = [{"name": "m", "parameter": "m", "values": [4, 8]}]
+    spec_from_dict(tiny_spec_dict(**methods, sweeps=swept))
+    with pytest.raises(ValueError, match="leaves m unset"):  # an override re-validates
+        spec_from_dict(tiny_spec_dict(**methods, selection={"mode": "validation"})).with_overrides(selection="public")
+
+
+def test_yaml_reads_exponents_without_a_dot_as_numbers(tmp_path):
+    # PyYAML (YAML 1.1) reads 1e-5 as a string; a study's delta is nearly always written that way.
+    yml = tmp_path / "s.yaml"
+    yml.write_text("name: t\ndataset: digits\nmethods: [output]\ndefaults: {epsilon: 1e0, delta: 1e-5, budget: 5}\n"
+                   "sweeps:\n  - {name: e, parameter: epsilon, values: [5e-1, 2E+0, 3]}\n")
+    spec = load_spec(yml)
+    assert spec.defaults["delta"] == 1e-5 and spec.defaults["epsilon"] == 1.0
+    assert list(spec.sweeps[0].values) == [0.5, 2.0, 3]
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [
@@ -103,6 +124,9 @@ def test_toml_and_yaml_specs_agree(tmp_path):
         ({"selection": {"mode": "magic"}}, "selection.mode must be one of"),
         ({"public_size": 0}, "public_size must be"),
         ({"defaults": {"epsilon": 1.0, "delta": 0.0}}, "sweep 'epsilon' leaves budget unset"),
+        # Subsample-and-aggregate needs m: public mode takes no candidates from its default grid.
+        ({"methods": ["subsample-aggregate"]}, "leaves m unset for subsample-aggregate"),
+        ({"methods": ["subsample-aggregate"], "selection": {"mode": "private"}}, "leaves m unset"),
     ],
 )
 def test_invalid_specs_are_refused_naming_the_field(change, message):

@@ -86,7 +86,7 @@ def _jobs(**changes):
 
     methods = ["output", "dpsgd", "nonprivate-cnn", "dpsgd-cnn", "subsample-aggregate-cnn"]
     raw = tiny_spec_dict(dataset="mnist", methods=methods,
-                         defaults={"epsilon": 1.0, "delta": 1e-5, "budget": 10, "n": 400, "k": 10}, **changes)
+                         defaults={"epsilon": 1.0, "delta": 1e-5, "budget": 10, "n": 400, "k": 10, "m": 8}, **changes)
     return {job.key: job for job in plan(spec_from_dict(raw))[0]}
 
 
@@ -141,3 +141,55 @@ def test_study_run_resolves_and_checks_the_device_before_any_run(tmp_path, capsy
         with pytest.raises(ValueError, match="no CUDA device"):
             place_study(spec.with_overrides(device="cuda"))
     assert not out.exists()
+
+
+# ------------------------------------------------------------------ end to end on each device (CUDA: gpu marker)
+ON_EACH_DEVICE = pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+
+
+@ON_EACH_DEVICE
+def test_a_cnn_file_trains_predicts_and_serves_over_http_on_the_device(image_cache, tmp_path, capsys, device):
+    from tests.serve.cli_process import start_server, stop
+    from tests.serve.helpers import request
+
+    model = tmp_path / "cnn.npz"
+    assert main(["train", "--method", "dpsgd-cnn", "--dataset", "mnist", "--epsilon", "2", "--max-train", "400",
+                 "--epochs", "1", "--batch-size", "100", "--seed", "0", "--device", device, "--out",
+                 str(model)]) == 0
+    pixels = np.random.default_rng(1).integers(0, 256, size=(3, 784))
+    rows = tmp_path / "rows.csv"
+    rows.write_text("\n".join(",".join(map(str, r)) for r in [[f"p{j}" for j in range(784)], *pixels.tolist()]))
+    capsys.readouterr()
+    assert main(["predict", "--model", str(model), "--input", str(rows), "--device", device, "--proba", "--json"]) == 0
+    predicted = json.loads(capsys.readouterr().out)
+    proc, started = start_server("--model", str(model), "--device", device, timeout=180)
+    try:
+        status, body = request(started["url"], "POST", "/predict", {"rows": pixels.tolist(), "probabilities": True})
+    finally:
+        stop(proc)
+    assert status == 200, body
+    assert status == 200, body
+    # The same file answers the same over HTTP as on the command line, on the same device.
+    assert body["labels"] == predicted["labels"]
+    np.testing.assert_allclose(body["probabilities"], predicted["probabilities"], rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.gpu
+def test_a_study_of_the_cnn_methods_runs_on_cuda(image_cache, tmp_path, capsys):
+    from tests.study.conftest import tiny_spec_dict
+
+    raw = tiny_spec_dict(
+        dataset="mnist", methods=["nonprivate-cnn", "dpsgd-cnn", "subsample-aggregate-cnn"], repeats=1,
+        defaults={"epsilon": 1.0, "delta": 1e-5, "budget": 10, "n": 400, "k": 10, "m": 4},
+        selection={"mode": "public", "grids": {"dpsgd-cnn": {"epochs": [1.0]}, "nonprivate-cnn": {"epochs": [2.0]},
+                                               "subsample-aggregate-cnn": {"epochs": [1.0]}}},
+        sweeps=[{"name": "epsilon", "parameter": "epsilon", "values": [1.0, 8.0], "title": "accuracy vs epsilon"}],
+    )
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(json.dumps(raw))  # JSON is YAML
+    capsys.readouterr()
+    code = main(["study", "run", str(spec), "--out", str(tmp_path / "out"), "--device", "cuda", "--json",
+                 "--no-progress", "--no-report"])
+    result = json.loads(capsys.readouterr().out)
+    assert code == 0, result
+    assert result["failed"] == 0 and result["finished"] == result["planned"] == 5, result  # nonprivate-cnn: one run for both epsilons

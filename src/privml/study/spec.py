@@ -305,7 +305,7 @@ def load_spec(path: str | Path) -> StudySpec:
         except ImportError:
             raise ValueError(f"{path}: reading YAML needs pyyaml (pip install pyyaml); or write it in TOML") from None
         try:
-            raw = yaml.safe_load(text)
+            raw = yaml.load(text, Loader=_yaml_loader(yaml))  # noqa: S506 - a SafeLoader subclass
         except yaml.YAMLError as exc:
             raise ValueError(f"{path}: not valid YAML: {str(exc).splitlines()[0]}") from None
     else:
@@ -319,6 +319,24 @@ def load_spec(path: str | Path) -> StudySpec:
         return spec_from_dict(raw)
     except ValueError as exc:
         raise ValueError(f"{path}: {exc}") from None
+
+
+def _yaml_loader(yaml: Any) -> type:
+    """PyYAML's safe loader, reading ``1e-5`` as a number as TOML, JSON and YAML 1.2 do.
+
+    PyYAML follows YAML 1.1, where a float needs a dot (``1.0e-5``): ``delta:
+    1e-5``, the way everyone writes a delta, would arrive as the string
+    ``'1e-5'`` and be refused.
+    """
+    import re
+
+    class Loader(yaml.SafeLoader):  # type: ignore[name-defined,misc]
+        pass
+
+    Loader.add_implicit_resolver(
+        "tag:yaml.org,2002:float", re.compile(r"^[-+]?[0-9][0-9_]*[eE][-+]?[0-9]+$"), list("-+0123456789")
+    )
+    return Loader
 
 
 def spec_from_dict(raw: dict[str, Any]) -> StudySpec:
@@ -363,6 +381,8 @@ def spec_from_dict(raw: dict[str, Any]) -> StudySpec:
         raise ValueError(f"public_size must be a count or a fraction in (0, 1), got {public!r}")
     if isinstance(public, float) and public >= 1 and not public.is_integer():
         raise ValueError(f"public_size must be a count or a fraction in (0, 1), got {public!r}")
+    selection = _selection(raw.get("selection", {}), methods)
+    _check_m_is_known(sweeps, defaults, methods, selection)
     return StudySpec(
         name=_text(raw["name"], "name"),
         dataset=_text(raw["dataset"], "dataset"),
@@ -374,11 +394,40 @@ def spec_from_dict(raw: dict[str, Any]) -> StudySpec:
         repeats=repeats,
         seed=seed,
         public_size=float(public),
-        selection=_selection(raw.get("selection", {}), methods),
+        selection=selection,
         notes=tuple(_str_list(raw.get("notes", []), "notes")),
         neighbouring=_relation(raw.get("neighbouring", "replace-one")),
         device=_device(raw.get("device", "auto")),
     )
+
+
+def _check_m_is_known(
+    sweeps: tuple[Sweep, ...], defaults: dict[str, Any], methods: tuple[str, ...], selection: Selection
+) -> None:
+    """Refuse a study whose subsample-and-aggregate runs would not know their number of teachers m.
+
+    m is a setting (defaults, a sweep) or chosen by the selection: a one-value
+    grid sets it in every mode, a longer grid only in ``validation`` mode
+    (``public`` takes no candidates, and ``private`` mode has no candidate
+    model to select for a private-prediction method). Otherwise every such
+    run would fail when it starts.
+    """
+    from privml.study.methods import METHODS
+
+    for sweep in sweeps:
+        if {**defaults, **sweep.fixed}.get("m") is not None or sweep.parameter == "m":
+            continue
+        for method in sweep.methods or methods:
+            hyper = METHODS[method].hyper if method in methods else {}
+            if "m" not in hyper:
+                continue
+            grid = selection.grids.get(method, hyper).get("m", ())
+            if len(grid) == 1 or (len(grid) > 1 and selection.mode == "validation"):
+                continue
+            raise ValueError(
+                f"sweep {sweep.name!r} leaves m unset for {method}: give m in defaults or the sweep, or a "
+                f"one-value selection grid (selection mode {selection.mode!r} does not tune it)"
+            )
 
 
 #: The relations a study can state its guarantees under.
