@@ -34,8 +34,10 @@ def machine() -> dict:
                 break
     except OSError:
         pass
+    # A copy of the tree measured elsewhere (the GPU machine: benchmarks/gpu_checks.sh) names its commit.
+    commit = os.environ.get("PRIVML_BENCH_COMMIT", "")
     try:
-        commit = subprocess.run(
+        commit = commit or subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
         ).stdout.strip()
     except OSError:

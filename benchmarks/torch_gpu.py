@@ -359,7 +359,8 @@ def render(data: dict) -> str:
                f"{d.get('cuda')}, Opacus {d.get('opacus')}; host {m.get('cpu')}, {m.get('cores')} cores, commit "
                f"{m.get('commit')}, {m.get('date')}.")
     out += ["", "Command: `python benchmarks/torch_gpu.py` on the GPU machine (the device tool; Opacus carried as a "
-            "wheel). Not part of `make bench`, which runs on the CPU machine.", ""]
+            "wheel; `benchmarks/gpu_checks.sh` runs it with the GPU tests and the CNN study). Not part of `make "
+            "bench`, which runs on the CPU machine.", ""]
     steps = data.get("steps")
     if steps:
         out += [

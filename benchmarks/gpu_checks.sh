@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Issue 15's measurements on a GPU machine, in parts that each fit one call of the device tool
+# (10 minutes; see ../.library/device/README.md). From this machine:
+#
+#   run(command="PRIVML_BENCH_COMMIT=<hash> bash benchmarks/gpu_checks.sh tests steps", carry=[".gpu"])
+#
+# .gpu/ (git-ignored) holds what that machine lacks: Opacus as a wheel for its Python
+# (.gpu/whl/opacus-*.whl: pip download --no-deps --only-binary=:all: --python-version 3.12
+# --platform manylinux2014_x86_64 -d .gpu/whl opacus==1.6.0) and MNIST in privml's cache format
+# (.gpu/mnist.npz, copied from ~/.cache/privml). Results land in $OUT (the tool brings them back):
+# copy torch_gpu.json to benchmarks/results/ and run benchmarks/write_benchmarks_md.py.
+#
+# Parts (default: tests steps mnist):
+#   tests  the gpu-marked tests (CUDA paths of the engine, the CLI, serve and a CNN study)
+#   steps  the step-time and peak-memory table, privml vs Opacus vs non-private
+#   mnist  the end-to-end MNIST run (epsilon 3, 40 epochs)
+#   study  the paper-cnn preset at full scale with --device cuda; it resumes where the last call
+#          stopped (finished runs are kept on the machine while it stays warm): call it until
+#          study.json says every planned run finished
+set -uo pipefail
+out=${OUT:-$PWD/.gpu/out}
+mkdir -p "$out"
+site=/tmp/privml-site
+if [ ! -d "$site/opacus" ] && compgen -G ".gpu/whl/*.whl" >/dev/null; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$site" .gpu/whl/*.whl
+fi
+export PYTHONPATH=$site:$PWD/src PYTHONUNBUFFERED=1 PRIVML_OFFLINE=1
+export PRIVML_DATA=${PRIVML_DATA:-$PWD/.gpu}
+status=0
+parts=("$@")
+[ ${#parts[@]} -eq 0 ] && parts=(tests steps mnist)
+for part in "${parts[@]}"; do
+    echo "== $part ($(date -u +%H:%M:%S))"
+    case $part in
+    tests)
+        timeout 400 python3 -m pytest -q -p no:cacheprovider -m gpu tests/torch || status=1 ;;
+    steps | mnist)
+        python3 -W ignore benchmarks/torch_gpu.py "$part" --out "$out/torch_gpu.json" || status=1 ;;
+    study)
+        dir=/tmp/privml-study-paper-cnn
+        started=$(date +%s)
+        timeout 540 python3 -m privml.cli.main study run paper-cnn --device cuda --out "$dir" --json \
+            --no-progress >"$out/study.json"
+        rc=$?
+        echo "study call: exit $rc after $(($(date +%s) - started)) s" | tee -a "$out/study-calls.txt"
+        cp "$dir/results.sqlite" "$out/" 2>/dev/null
+        [ $rc -eq 124 ] && echo "study: not finished in this call; call again (finished runs are kept)"
+        [ $rc -ne 0 ] && [ $rc -ne 124 ] && status=1 ;;
+    *)
+        echo "unknown part $part (tests, steps, mnist, study)" >&2
+        exit 2 ;;
+    esac
+done
+exit $status
