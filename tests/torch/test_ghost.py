@@ -32,25 +32,35 @@ def assert_ghost_matches(model, x, y, clip_norm):
     return truth
 
 
-@pytest.mark.parametrize("kind", LAYER_KINDS)
-def test_ghost_norms_and_sums_match_materialised(kind):
-    model, x, y = single_layer(kind)
-    norms = assert_ghost_matches(model, x, y, clip_norm=0.05)
+def assert_exact_where_the_clip_binds_for_all_and_for_some(model, x, y):
     # The clip binds for some examples and not others only if C sits inside the range of norms;
     # at C = 0.05 it binds everywhere, so check a C in the middle too.
+    norms = assert_ghost_matches(model, x, y, clip_norm=0.05)
     assert_ghost_matches(model, x, y, clip_norm=float(norms.median()))
+
+
+def force(monkeypatch, **helpers):
+    """Replace the rules' cost decisions by name, in every rule module that imported them."""
+    import privml.torch.ghost.base as base
+    import privml.torch.ghost.conv as conv
+
+    for name, value in helpers.items():
+        for module in (base, conv):
+            if hasattr(module, name):
+                monkeypatch.setattr(module, name, value)
+
+
+@pytest.mark.parametrize("kind", LAYER_KINDS)
+def test_ghost_norms_and_sums_match_materialised(kind):
+    assert_exact_where_the_clip_binds_for_all_and_for_some(*single_layer(kind))
 
 
 @pytest.mark.parametrize("kind", [k for k in LAYER_KINDS if k.startswith("conv")])
 @pytest.mark.parametrize("gram", [True, False])
 def test_both_convolution_norm_formulas_are_exact(kind, gram, monkeypatch):
     # Mixed ghost clipping picks a formula per layer by cost; force each one on every convolution kind.
-    import privml.torch.ghost.base as base
-
-    monkeypatch.setattr(base, "ghost_norm_is_cheaper", lambda *shape: gram)
-    model, x, y = single_layer(kind)
-    norms = assert_ghost_matches(model, x, y, clip_norm=0.05)
-    assert_ghost_matches(model, x, y, clip_norm=float(norms.median()))
+    force(monkeypatch, ghost_norm_is_cheaper=lambda *shape: gram)
+    assert_exact_where_the_clip_binds_for_all_and_for_some(*single_layer(kind))
 
 
 @pytest.mark.parametrize("kind", [k for k in LAYER_KINDS if k.startswith(("conv", "linear"))])
@@ -58,33 +68,17 @@ def test_both_convolution_norm_formulas_are_exact(kind, gram, monkeypatch):
 def test_kept_per_example_gradients_and_book_keeping_give_the_same_sums(kind, keep, monkeypatch):
     # A layer keeps its instantiated per-example gradients or its input and output gradient, by size; force each
     # on every convolution and linear kind (the Gram branch cannot keep: force instantiation then).
-    import privml.torch.ghost.base as base
-    import privml.torch.ghost.conv as conv
-
-    monkeypatch.setattr(base, "ghost_norm_is_cheaper", lambda *shape: False)
-    monkeypatch.setattr(conv, "ghost_norm_is_cheaper", lambda *shape: False)
-    decide = lambda steps, d, p, given: keep and steps > 1  # noqa: E731 - T = 1 has nothing to instantiate
-    monkeypatch.setattr(base, "instantiation_is_kept", decide)
-    monkeypatch.setattr(conv, "instantiation_is_kept", decide)
-    model, x, y = single_layer(kind)
-    norms = assert_ghost_matches(model, x, y, clip_norm=0.05)
-    assert_ghost_matches(model, x, y, clip_norm=float(norms.median()))
+    force(monkeypatch, ghost_norm_is_cheaper=lambda *shape: False,
+          instantiation_is_kept=lambda steps, d, p, given: keep and steps > 1)  # T = 1: nothing to instantiate
+    assert_exact_where_the_clip_binds_for_all_and_for_some(*single_layer(kind))
 
 
 @pytest.mark.parametrize("kind", [k for k in LAYER_KINDS if k.startswith(("conv", "linear"))])
 @pytest.mark.parametrize("gram", [True, False])
 def test_norms_by_chunks_of_one_example_are_exact(kind, gram, monkeypatch):
     # The transient bound splits the batch into chunks; the smallest chunks must give the same norms and sums.
-    import privml.torch.ghost.base as base
-    import privml.torch.ghost.conv as conv
-
-    monkeypatch.setattr(base, "ghost_norm_is_cheaper", lambda *shape: gram)
-    monkeypatch.setattr(conv, "ghost_norm_is_cheaper", lambda *shape: gram)
-    monkeypatch.setattr(base, "rows_per_chunk", lambda *sizes: 1)
-    monkeypatch.setattr(conv, "rows_per_chunk", lambda *sizes: 1)
-    model, x, y = single_layer(kind)
-    norms = assert_ghost_matches(model, x, y, clip_norm=0.05)
-    assert_ghost_matches(model, x, y, clip_norm=float(norms.median()))
+    force(monkeypatch, ghost_norm_is_cheaper=lambda *shape: gram, rows_per_chunk=lambda *sizes: 1)
+    assert_exact_where_the_clip_binds_for_all_and_for_some(*single_layer(kind))
 
 
 def test_early_convolutions_keep_their_per_example_gradients():
