@@ -175,3 +175,18 @@ def test_importing_one_rule_module_first_does_not_hide_the_others():
             "assert rule_for(nn.GroupNorm(2, 4)) is not None and rule_for(nn.Linear(2, 2)) is not None\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-500:]
+
+
+def test_a_transient_over_budget_is_split_into_equal_chunks_once(monkeypatch):
+    # 2 T^2 = 800 numbers of Gram matrices per example against a and g's T (p + d) = 140: chunks of 8 examples
+    # of 48 (140 x 48 / 800 = 8), formed once, not halved again inside each chunk.
+    import privml.torch.ghost.base as base
+
+    calls = []
+    real = torch.bmm
+    monkeypatch.setattr(base, "ghost_norm_is_cheaper", lambda *shape: True)
+    monkeypatch.setattr(base.torch, "bmm", lambda x, y: calls.append(x.shape[0]) or real(x, y))
+    a, g = torch.randn(48, 20, 4, dtype=torch.float64), torch.randn(48, 20, 3, dtype=torch.float64)
+    truth = torch.einsum("btp,btd->bpd", g, a).square().sum((1, 2))
+    torch.testing.assert_close(base.outer_product_norms(a, g), truth)
+    assert calls == [8] * 12  # two products per chunk, six chunks

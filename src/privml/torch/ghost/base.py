@@ -101,11 +101,14 @@ def outer_product_norms(a: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
         return a.reshape(batch, d).square().sum(1) * g.reshape(batch, p).square().sum(1)
     gram = ghost_norm_is_cheaper(steps, d, p)
     rows = rows_per_chunk(batch, 2 * steps * steps if gram else p * d, steps * (p + d) * batch)
-    if rows < batch:
-        return torch.cat([outer_product_norms(a[lo : lo + rows], g[lo : lo + rows]) for lo in range(0, batch, rows)])
-    if gram:
-        return (torch.bmm(a, a.transpose(1, 2)) * torch.bmm(g, g.transpose(1, 2))).sum((1, 2))
-    return squared_frobenius(torch.bmm(g.transpose(1, 2), a))
+    parts = []
+    for lo in range(0, batch, rows):
+        a_i, g_i = a[lo : lo + rows], g[lo : lo + rows]
+        if gram:
+            parts.append((torch.bmm(a_i, a_i.transpose(1, 2)) * torch.bmm(g_i, g_i.transpose(1, 2))).sum((1, 2)))
+        else:
+            parts.append(squared_frobenius(torch.bmm(g_i.transpose(1, 2), a_i)))
+    return parts[0] if len(parts) == 1 else torch.cat(parts)
 
 
 def instantiation_is_kept(steps: int, d: int, p: int, given: int) -> bool:
