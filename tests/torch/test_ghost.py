@@ -190,3 +190,25 @@ def test_a_transient_over_budget_is_split_into_equal_chunks_once(monkeypatch):
     truth = torch.einsum("btp,btd->bpd", g, a).square().sum((1, 2))
     torch.testing.assert_close(base.outer_product_norms(a, g), truth)
     assert calls == [8] * 12  # two products per chunk, six chunks
+
+
+def test_layers_that_do_not_reach_the_loss_or_do_not_run_contribute_zero():
+    class Branches(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.used = nn.Linear(4, 3)
+            self.dangling = nn.Linear(4, 2)  # runs, but its output never reaches the loss
+            self.skipped = nn.Linear(4, 2)  # never runs
+
+        def forward(self, x):
+            self.dangling(x)
+            return self.used(x)
+
+    torch.manual_seed(6)
+    model = Branches().double()
+    x, y = torch.randn(5, 4, dtype=torch.float64), torch.tensor([0, 1, 2, 0, 1])
+    truth = assert_ghost_matches(model, x, y, clip_norm=0.1)
+    sums, norms = ghost_clipped_sum(model, cross_entropy_per_example, x, y, 0.1)
+    for name in ("dangling.weight", "dangling.bias", "skipped.weight", "skipped.bias"):
+        assert torch.count_nonzero(sums[name]) == 0
+    torch.testing.assert_close(norms, truth)
