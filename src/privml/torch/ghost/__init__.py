@@ -16,8 +16,8 @@ as soon as it is complete; the layer's norms are formed then, and the layer
 keeps the smaller of its per-example gradients (GroupNorm, LayerNorm, and
 convolutions on large images, whose norms instantiate them anyway) and its
 input and output gradient. Input patches are formed by chunks of examples.
-A step's peak is then close to non-private training's, and below both of
-Opacus's modes (BENCHMARKS.md).
+A step's peak tensor memory is then close to non-private training's, and
+below both of Opacus's modes (measured on the CPU, BENCHMARKS.md).
 
 One module per layer type, each registering a :class:`~privml.torch.ghost.base.LayerRule`
 whose ``prepare`` returns the per-example norms and the clipped sum:
