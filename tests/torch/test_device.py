@@ -185,17 +185,26 @@ def test_cuda_training_runs_on_the_device(secure):
 def test_clipping_arithmetic_never_uses_tf32():
     from privml.torch.ghost.engine import exact_float32
 
-    saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+    matmul, conv = torch.backends.cuda.matmul, torch.backends.cudnn.conv
+    saved = matmul.fp32_precision, conv.fp32_precision
+    matmul.fp32_precision = conv.fp32_precision = "tf32"  # a user's setting, in the per-backend API
     try:
-        seen = []
-
-        def rule_spy(*args):
-            seen.append((torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32))
-
         with exact_float32():
-            rule_spy()
-        assert seen == [(False, False)]
-        assert (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32) == (True, True)
+            assert (matmul.fp32_precision, conv.fp32_precision) == ("ieee", "ieee")
+        assert (matmul.fp32_precision, conv.fp32_precision) == ("tf32", "tf32")  # restored
     finally:
-        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
+        matmul.fp32_precision, conv.fp32_precision = saved
+
+
+@pytest.mark.parametrize("setting", ["torch.backends.cuda.matmul.fp32_precision = 'tf32'",
+                                     "torch.backends.cuda.matmul.allow_tf32 = True"])
+def test_the_float32_context_works_after_a_user_set_either_tf32_api(setting):
+    # Reading the legacy flags once the per-backend settings are used raises in torch; the context must not.
+    import subprocess
+    import sys
+
+    code = (f"import torch\n{setting}\nfrom privml.torch.ghost.engine import exact_float32\n"
+            "with exact_float32():\n    assert torch.backends.cuda.matmul.fp32_precision == 'ieee'\n"
+            "assert torch.backends.cuda.matmul.fp32_precision == 'tf32'\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-800:]

@@ -212,3 +212,32 @@ def test_layers_that_do_not_reach_the_loss_or_do_not_run_contribute_zero():
     for name in ("dangling.weight", "dangling.bias", "skipped.weight", "skipped.bias"):
         assert torch.count_nonzero(sums[name]) == 0
     torch.testing.assert_close(norms, truth)
+
+
+def test_a_step_under_no_grad_is_refused_rather_than_summed_to_zero():
+    model = nn.Sequential(nn.Linear(4, 3)).double()
+    x, y = torch.randn(3, 4, dtype=torch.float64), torch.tensor([0, 1, 2])
+    with torch.no_grad(), pytest.raises(ValueError, match="no_grad"):
+        ghost_clipped_sum(model, cross_entropy_per_example, x, y, 1.0)
+
+
+def test_the_clipped_sums_hold_no_graph():
+    # A graph behind a sum would keep its layer's input and scaled gradient alive as long as the sum.
+    torch.manual_seed(0)
+    model = GroupNormResNet(width=4, groups=2).double()
+    x, y = torch.randn(4, 1, 12, 12, dtype=torch.float64), torch.tensor([0, 1, 2, 3])
+    sums, norms = ghost_clipped_sum(model, cross_entropy_per_example, x, y, 0.1)
+    assert not norms.requires_grad and not any(value.requires_grad for value in sums.values())
+
+
+@pytest.mark.parametrize(("side", "kept"), [(8, False), (16, True)])
+def test_a_grouped_convolution_keeps_its_gradients_only_if_all_groups_take_less_room(side, kept):
+    # Conv2d(32, 32, 3, groups=2): 2 x 16 x 144 = 4,608 numbers of per-example gradients against 2 x 32 x side^2
+    # of input and output gradient: 4,096 at 8 x 8 (keep a and g), 16,384 at 16 x 16 (keep the gradients).
+    from privml.torch.ghost.base import rule_for
+
+    layer = nn.Conv2d(32, 32, 3, groups=2, padding=1)
+    a, g = torch.randn(2, 32, side, side), torch.randn(2, 32, side, side)
+    prepared = rule_for(layer).prepare(layer, a, g)
+    prepared.squared_norms()
+    assert (prepared.compact() is not None) == kept

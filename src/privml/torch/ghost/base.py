@@ -27,6 +27,9 @@ class Prepared(ABC):
         are known, either this (the per-example gradients, when they are
         fewer numbers: GroupNorm, LayerNorm, early convolutions) or, when
         this is ``None``, the layer's input and output gradient (book-keeping).
+        Sizes are compared in numbers: under bf16 autocast the kept float32
+        gradients can take up to twice the bytes of the half-precision input
+        and gradient they replace.
         """
         return None
 

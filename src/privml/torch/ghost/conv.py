@@ -107,7 +107,7 @@ class _ConvPrepared(Prepared):
             kernel *= k
         p, d = channels_out // groups, kernel * module.in_channels // groups
         given = steps * channels_out + self.activation[0].numel()  # numbers per example: output gradient and input
-        if instantiation_is_kept(steps, d, p, given):
+        if instantiation_is_kept(steps, d, p, given // groups):  # all groups' gradients are kept
             self._instantiated = g.new_empty(groups, batch, p, d)
         # Patches are K times the input: form them by chunks of examples so that this layer's transient
         # (patches and Gram matrices or gradients) stays within what it was given.

@@ -67,12 +67,24 @@ def exact_float32() -> Iterator[None]:
     forward and backward passes may use TF32 or bf16: that changes which
     gradients are computed, not the bound on their clipped sum.)
     """
-    matmul, cudnn = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    matmul, conv = torch.backends.cuda.matmul, getattr(torch.backends.cudnn, "conv", None)
+    if hasattr(matmul, "fp32_precision") and hasattr(conv, "fp32_precision"):
+        # The per-backend precision settings (torch 2.9 and later). Once a user has set them, reading the
+        # legacy allow_tf32 flags raises ("a mix of the legacy and new APIs"), so they are used wherever they
+        # exist; "ieee" is full float32.
+        saved = matmul.fp32_precision, conv.fp32_precision
+        matmul.fp32_precision = conv.fp32_precision = "ieee"
+        try:
+            yield
+        finally:
+            matmul.fp32_precision, conv.fp32_precision = saved
+        return
+    legacy = matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
     try:
         yield
     finally:
-        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = matmul, cudnn
+        matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = legacy
 
 
 def _low(t: torch.Tensor) -> bool:
@@ -181,6 +193,10 @@ def ghost_clipped_sum(
             raise ValueError(
                 f"loss_fn must return one loss per example, shape ({x.shape[0]},), got {tuple(losses.shape)}"
             )
+        if ghost_pass.layers and not losses.requires_grad:
+            # Under torch.no_grad() no output is tapped and every sum would silently be zero.
+            raise ValueError("the losses do not depend on the model's parameters: is the step running under "
+                             "torch.no_grad() or inference_mode()?")
         ghost_pass.check()
         return ghost_pass.backward(losses, clip_norm)
     finally:
@@ -285,7 +301,9 @@ class _GhostPass:
         norms = self.squared.clamp(min=0).sqrt()
         factors = clip_factors(norms, clip_norm)
         sums: dict[str, torch.Tensor] = {}
-        with torch.autocast(losses.device.type, enabled=False), exact_float32():
+        # No graph: the sums are data, and a recorded graph would keep each layer's input and scaled
+        # gradient alive as long as the returned sums (the weight is a Parameter in the convolutions').
+        with torch.no_grad(), torch.autocast(losses.device.type, enabled=False), exact_float32():
             for layer in self.layers:
                 if not layer.received:  # its output did not reach the losses: a zero gradient
                     continue
