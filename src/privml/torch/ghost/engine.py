@@ -68,7 +68,7 @@ def exact_float32() -> Iterator[None]:
     gradients are computed, not the bound on their clipped sum.)
     """
     matmul, conv = torch.backends.cuda.matmul, getattr(torch.backends.cudnn, "conv", None)
-    if hasattr(matmul, "fp32_precision") and hasattr(conv, "fp32_precision"):
+    if conv is not None and hasattr(matmul, "fp32_precision") and hasattr(conv, "fp32_precision"):
         # The per-backend precision settings (torch 2.9 and later). Once a user has set them, reading the
         # legacy allow_tf32 flags raises ("a mix of the legacy and new APIs"), so they are used wherever they
         # exist; "ieee" is full float32.
