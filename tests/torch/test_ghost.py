@@ -241,3 +241,30 @@ def test_a_grouped_convolution_keeps_its_gradients_only_if_all_groups_take_less_
     prepared = rule_for(layer).prepare(layer, a, g)
     prepared.squared_norms()
     assert (prepared.compact() is not None) == kept
+
+
+def test_under_bf16_a_layer_keeps_per_example_gradients_only_if_they_take_fewer_bytes(monkeypatch):
+    # Conv2d(16, 32, 3, padding=1) on 12 x 12: 32 x 144 = 4,608 numbers of gradients per example against 6,912 of
+    # input and output gradient, so fewer numbers, but 18,432 float32 bytes against 13,824 in bfloat16.
+    import privml.torch.ghost.engine as engine
+
+    kept = []
+    real = engine._GhostPass.receive
+
+    def spy(self, index, grad):
+        real(self, index, grad)
+        layer = self.layers[index]  # a layer that keeps its gradients lets go of its input
+        kept.append((type(layer.module).__name__, layer.activation is None))
+
+    monkeypatch.setattr(engine._GhostPass, "receive", spy)
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(16, 32, 3, padding=1), nn.Flatten(), nn.Linear(32 * 144, 3))
+    x, y = torch.randn(4, 16, 12, 12), torch.tensor([0, 1, 2, 0])
+    ghost_clipped_sum(model, cross_entropy_per_example, x, y, 0.1)
+    assert ("Conv2d", True) in kept  # float32: the gradients are kept
+    kept.clear()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        sums, norms = ghost_clipped_sum(model, cross_entropy_per_example, x, y, 0.1)
+    assert ("Conv2d", False) in kept  # bf16: a and g, re-prepared for the sum
+    total = torch.sqrt(sum(value.double().square().sum() for value in sums.values()))
+    assert float(total) <= 4 * 0.1 * (1 + 1e-5) and torch.isfinite(norms).all()

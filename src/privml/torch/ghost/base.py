@@ -27,11 +27,20 @@ class Prepared(ABC):
         are known, either this (the per-example gradients, when they are
         fewer numbers: GroupNorm, LayerNorm, early convolutions) or, when
         this is ``None``, the layer's input and output gradient (book-keeping).
-        Sizes are compared in numbers: under bf16 autocast the kept float32
-        gradients can take up to twice the bytes of the half-precision input
-        and gradient they replace.
+        Sizes are compared in numbers here; under bf16 autocast the engine
+        compares bytes (:meth:`nbytes`), the kept gradients being float32 and
+        what they replace half precision.
         """
         return None
+
+    def nbytes(self) -> int:
+        """Bytes of the tensors this holds: what keeping it costs."""
+        total = 0
+        for value in vars(self).values():
+            for tensor in value.values() if isinstance(value, dict) else (value,):
+                if isinstance(tensor, torch.Tensor):
+                    total += tensor.nbytes
+        return total
 
 
 class LayerRule(ABC):

@@ -284,9 +284,12 @@ class _GhostPass:
             self.squared += prepared.squared_norms()
             compact = prepared.compact()
         layer.received = True
+        low = _low(layer.activation) or _low(grad)
+        if compact is not None and low and compact.nbytes() > layer.activation.nbytes + grad.nbytes:
+            compact = None  # float32 gradients, counted smaller in numbers, would outweigh a half-precision a and g
         if compact is not None:
             layer.kept, layer.activation = compact, None
-        elif _low(layer.activation) or _low(grad):
+        elif low:
             layer.grad = grad  # re-prepared from half precision later, rather than keep float32 copies
         else:
             layer.kept = prepared
