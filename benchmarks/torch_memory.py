@@ -73,7 +73,8 @@ def render(data: dict) -> str:
     if not now:
         return ""
     before = runs.get("before", {})
-    gpu = json.loads(GPU_RESULT.read_text()).get("steps", {}) if GPU_RESULT.exists() else {}
+    gpu_run = json.loads(GPU_RESULT.read_text()) if GPU_RESULT.exists() else {}
+    gpu = gpu_run.get("steps", {})
     m = now.get("machine", {})
     out = ["## DP-SGD peak memory without a GPU (tracked on the CPU)", ""]
     out.append(
@@ -130,7 +131,7 @@ def render(data: dict) -> str:
                           f"{g['privml-ghost']['peak_gib'] / min(x for x in gpu_peers if x):.2f}x)")
     if checks:
         out += ["", "Proxy against GPU, privml's ghost step before this change over Opacus's lowest, on the proxy and "
-                f"(in brackets) on the GPU at commit {json.loads(GPU_RESULT.read_text())['machine'].get('commit')}, "
+                f"(in brackets) on the GPU at commit {gpu_run['machine'].get('commit')}, "
                 "whose ghost engine the before run shares: " + "; ".join(checks) + "."]
     rows = len(now.get("rows", {}))
     out += ["", f"Issue 15's memory target (at most Opacus's lowest on every row), on this proxy: {met} of {rows} rows. "

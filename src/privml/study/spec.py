@@ -328,10 +328,9 @@ def _yaml_loader(yaml: Any) -> type:
     1e-5``, the way everyone writes a delta, would arrive as the string
     ``'1e-5'`` and be refused.
     """
-    import re
 
     class Loader(yaml.SafeLoader):  # type: ignore[name-defined,misc]
-        pass
+        """SafeLoader with one more float form (a subclass, so PyYAML's own loader is untouched)."""
 
     Loader.add_implicit_resolver(
         "tag:yaml.org,2002:float", re.compile(r"^[-+]?[0-9][0-9_]*[eE][-+]?[0-9]+$"), list("-+0123456789")

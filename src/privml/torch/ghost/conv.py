@@ -27,6 +27,7 @@ backward kernel computes (cuDNN on a GPU; book-keeping, Bu et al. 2023).
 
 from __future__ import annotations
 
+import math
 from types import EllipsisType
 
 import torch
@@ -78,9 +79,7 @@ def patches(module: _ConvNd, activation: torch.Tensor) -> torch.Tensor:
     for size in windows.shape[1 : 1 + dims]:
         positions *= size
     order = (0, *range(1, 1 + dims), *range(2 + dims, 2 + 2 * dims), 1 + dims)  # (B, O..., e..., C)
-    kernel = 1
-    for k in module.kernel_size:
-        kernel *= k
+    kernel = math.prod(module.kernel_size)
     return windows.permute(order).reshape(batch, positions, kernel * channels)
 
 
@@ -102,9 +101,7 @@ class _ConvPrepared(Prepared):
         if not self.weight:
             return total
         groups, steps = module.groups, g.shape[1]
-        kernel = 1
-        for k in module.kernel_size:
-            kernel *= k
+        kernel = math.prod(module.kernel_size)
         p, d = channels_out // groups, kernel * module.in_channels // groups
         given = steps * channels_out + self.activation[0].numel()  # numbers per example: output gradient and input
         if instantiation_is_kept(steps, d, p, given // groups):  # all groups' gradients are kept

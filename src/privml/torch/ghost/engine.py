@@ -25,7 +25,11 @@ class _Layer:
     output_shape: torch.Size
     kept: Prepared | None = None  # set when the output gradient arrives
     grad: torch.Tensor | None = None  # the raw output gradient, kept only to re-prepare a half-precision layer
-    received: bool = False
+
+    @property
+    def received(self) -> bool:
+        """Whether its output gradient arrived (a layer keeps one of the two once it has)."""
+        return self.kept is not None or self.grad is not None
 
 
 class _Tap(torch.autograd.Function):
@@ -283,7 +287,6 @@ class _GhostPass:
             prepared = layer.rule.prepare(layer.module, _wide(layer.activation), _wide(grad))
             self.squared += prepared.squared_norms()
             compact = prepared.compact()
-        layer.received = True
         low = _low(layer.activation) or _low(grad)
         if compact is not None and low and compact.nbytes() > layer.activation.nbytes + grad.nbytes:
             compact = None  # float32 gradients, counted smaller in numbers, would outweigh a half-precision a and g
