@@ -14,6 +14,8 @@
 #   tests  the gpu-marked tests (CUDA paths of the engine, the CLI, serve and a CNN study)
 #   steps  the step-time and peak-memory table, privml vs Opacus vs non-private
 #   mnist  the end-to-end MNIST run (epsilon 3, 40 epochs)
+#   profile  where a step's GPU time goes (kernels by privml phase and by TF32 / float32 arithmetic),
+#          and the diagnostic step times (norms and sums left to TF32; graphs over fixed-size batches)
 #   study  the paper-cnn preset at full scale with --device cuda; it resumes where the last call
 #          stopped (finished runs are kept on the machine while it stays warm): call it until
 #          study.json says every planned run finished
@@ -34,7 +36,7 @@ for part in "${parts[@]}"; do
     case $part in
     tests)
         timeout 400 python3 -m pytest -q -p no:cacheprovider -m gpu tests/torch || status=1 ;;
-    steps | mnist)
+    steps | mnist | profile)
         python3 -W ignore benchmarks/torch_gpu.py "$part" --out "$out/torch_gpu.json" || status=1 ;;
     study)
         dir=/tmp/privml-study-paper-cnn
@@ -47,7 +49,7 @@ for part in "${parts[@]}"; do
         [ $rc -eq 124 ] && echo "study: not finished in this call; call again (finished runs are kept)"
         [ $rc -ne 0 ] && [ $rc -ne 124 ] && status=1 ;;
     *)
-        echo "unknown part $part (tests, steps, mnist, study)" >&2
+        echo "unknown part $part (tests, steps, mnist, profile, study)" >&2
         exit 2 ;;
     esac
 done

@@ -25,6 +25,16 @@ Two parts, in one process, written to ``benchmarks/results/torch_gpu.json``
     data path, not a DataLoader over single records); the non-private run
     takes the same number of steps on shuffled batches of 512.
 
+``profile``
+    Where a step's time goes, for deciding what to make faster: kernel time
+    per step by privml phase (forward, norms, clipped sums, noise and
+    optimiser; :mod:`privml.torch.phases`) and by the kernels' arithmetic
+    (TF32 tensor cores or plain float32), for privml's ghost step,
+    non-private training and Opacus (hooks); and the step times of three
+    diagnostic variants: privml's ghost step with its norms and sums left to
+    TF32 (not a private step: it prices the exact float32 privml insists
+    on), and CUDA graphs over Poisson (padded) and fixed-size batches.
+
 Run on a machine with a CUDA GPU and Opacus importable::
 
     python benchmarks/torch_gpu.py            # both parts
@@ -125,10 +135,14 @@ def make_step(variant: str, model_name: str, X, y) -> Callable[[], None]:  # noq
         from privml.torch import DPSGD
 
         parts = variant.split("-")
+        # "fixed": fixed-size batches (replace-one, RDP), whose graph needs no padding (capacity = b).
+        fixed = {"sampling": "fixed-size", "neighbouring": "replace-one", "accountant": "rdp"} if "fixed" in parts else {}
         engine = DPSGD(model, optimizer=optimizer, n_samples=N_TRAIN, clip_norm=CLIP, batch_size=size,
                        noise_multiplier=SIGMA, mode=parts[1], precision="bf16" if "bf16" in parts else "fp32", seed=0,
-                       cuda_graph="graph" in parts)
-        return lambda: engine.step(X, y)
+                       cuda_graph="graph" in parts, **fixed)
+        if "tf32" not in parts:
+            return lambda: engine.step(X, y)
+        return _without_exact_float32(lambda: engine.step(X, y))
     model, optimizer, criterion = _opacus(model, optimizer, X, y, variant.split("-")[1])
 
     def opacus_step() -> None:
@@ -137,6 +151,29 @@ def make_step(variant: str, model_name: str, X, y) -> Callable[[], None]:  # noq
         optimizer.step()
 
     return opacus_step
+
+
+def _without_exact_float32(step: Callable[[], None]) -> Callable[[], None]:
+    """DIAGNOSTIC ONLY, NOT A PRIVATE STEP: ``step`` with the norms and clipped sums left to TF32 where allowed.
+
+    privml forms the per-example norms and the clipped sums in exact float32
+    (:func:`privml.torch.ghost.engine.exact_float32`): with TF32 an example
+    could move the sum by about 1.001 C. This variant measures what that
+    exactness costs on the GPU, to decide whether a bound that covers TF32's
+    rounding is worth building. It is never a product option.
+    """
+    from contextlib import nullcontext
+
+    import privml.torch.ghost.engine as engine
+
+    def step_tf32() -> None:
+        exact, engine.exact_float32 = engine.exact_float32, nullcontext  # type: ignore[assignment]
+        try:
+            step()
+        finally:
+            engine.exact_float32 = exact
+
+    return step_tf32
 
 
 def _opacus(model, optimizer, X, y, mode: str, noise: float = SIGMA):  # noqa: ANN001, ANN202
@@ -240,6 +277,99 @@ def run_steps(rows: list[str], variants: list[str], timed_steps: int, device: st
     return out
 
 
+# ------------------------------------------------------------------ where a step's time goes
+#: The profile part's variants. The last three are timed, not profiled: a CUDA graph replays as one launch, and
+#: privml-ghost-tf32 is a diagnostic that is NOT a private step (see _without_exact_float32).
+PROFILED = ("nonprivate", "privml-ghost", "opacus-hooks")
+TIMED_ONLY = ("privml-ghost-tf32", "privml-ghost-graph", "privml-ghost-graph-fixed")
+
+
+def kernel_class(name: str) -> str:
+    """A kernel's arithmetic by its name: TF32 tensor cores, plain float32 (SIMT), other GEMM/conv, or the rest.
+
+    >>> [kernel_class(k) for k in ("sm80_xmma_gemm_tf32f32_tf32f32_f32_nn", "ampere_sgemm_128x64_tn",
+    ...                            "implicit_convolve_sgemm", "cutlass_80_tensorop_s1688gemm_64x64",
+    ...                            "void at::native::vectorized_elementwise_kernel<4>")]
+    ['tf32', 'fp32', 'fp32', 'tf32', 'other']
+    """
+    low = name.lower()
+    if "tf32" in low or "1688" in low:  # s1688 / 16x8x8 are the TF32 tensor-core shapes
+        return "tf32"
+    if "sgemm" in low or "simt" in low or "f32f32_f32f32" in low:
+        return "fp32"
+    if any(word in low for word in ("gemm", "conv", "wgrad", "dgrad", "fprop", "xmma", "cudnn")):
+        return "gemm/conv (other)"
+    return "other"
+
+
+def profile_step(step: Callable[[], None], device: str, steps: int = 5) -> dict[str, Any]:
+    """Kernel (CPU: operator) time per step of ``step``, by privml phase, by kernel class, and the top kernels.
+
+    Kernels launched inside a :func:`privml.torch.phases.phase` count to it
+    (``device_time_total`` of the ``privml::`` ranges: the norms are formed
+    inside the backward pass, on autograd's thread on a GPU); the step's
+    total is the sum of every kernel's own time. Each figure is per step, in
+    milliseconds, over ``steps`` profiled steps after 5 warm-up steps.
+    """
+    from torch.profiler import ProfilerActivity, profile
+
+    cuda = device.startswith("cuda")
+    for _ in range(5):
+        step()
+    sync(device)
+    activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if cuda else [])]
+    with profile(activities=activities) as prof:
+        for _ in range(steps):
+            step()
+        sync(device)
+    averages = prof.key_averages()
+    own, inclusive = ("self_device_time_total", "device_time_total") if cuda else ("self_cpu_time_total",
+                                                                                 "cpu_time_total")
+    kernels = [e for e in averages if not e.key.startswith("privml::") and getattr(e, own) > 0]
+    per_step = 1e3 * steps  # profiler times are microseconds
+    out: dict[str, Any] = {
+        "steps": steps,
+        "total_ms": sum(getattr(e, own) for e in kernels) / per_step,
+        "phases_ms": {e.key.removeprefix("privml::"): getattr(e, inclusive) / per_step
+                      for e in averages if e.key.startswith("privml::")},
+        "top": [{"name": e.key[:120], "ms": getattr(e, own) / per_step, "calls": e.count // steps}
+                for e in sorted(kernels, key=lambda e: -getattr(e, own))[:20]],
+    }
+    if cuda:
+        classes: dict[str, float] = {}
+        for e in kernels:
+            classes[kernel_class(e.key)] = classes.get(kernel_class(e.key), 0.0) + getattr(e, own) / per_step
+        out["classes_ms"] = classes
+    return out
+
+
+def run_profile(rows: list[str], device: str, timed_steps: int) -> dict[str, Any]:
+    """Per row: the profiled variants' breakdowns and the diagnostic variants' step times (``measure``)."""
+    import torch
+
+    out: dict[str, Any] = {}
+    for row in rows:
+        model_name, size = ROWS[row]
+        X, y = batch(model_name, size, device)
+        result: dict[str, Any] = {"model": LABELS[model_name], "batch": size}
+        for variant in (*PROFILED, *TIMED_ONLY):
+            if "graph" in variant and not device.startswith("cuda"):
+                continue  # a graph needs CUDA
+            gc.collect()
+            if device.startswith("cuda"):
+                torch.cuda.empty_cache()
+            try:
+                step = make_step(variant, model_name, X, y)
+                result[variant] = (profile_step(step, device) if variant in PROFILED
+                                   else measure(step, timed_steps, device))
+            except Exception as exc:  # noqa: BLE001 - recorded, not fatal
+                result[variant] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+            print(f"profile {row} {variant}: {json.dumps(result[variant], default=str)[:400]}", file=sys.stderr,
+                  flush=True)
+        out[row] = result
+    return out
+
+
 # ------------------------------------------------------------------ end to end on MNIST
 def run_mnist(epochs: float, device: str, max_train: int | None) -> dict[str, Any]:
     import numpy as np
@@ -339,7 +469,10 @@ def _device_description() -> dict[str, Any]:
 
     props = torch.cuda.get_device_properties(0)
     return {"gpu": props.name, "gpu_memory_gib": props.total_memory / 2**30, "torch": torch.__version__,
-            "cuda": torch.version.cuda, "opacus": _opacus_version()}
+            "cuda": torch.version.cuda, "opacus": _opacus_version(),
+            # What the non-private and Opacus steps run under (privml's norms and sums force exact float32).
+            "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32,
+            "matmul_allow_tf32": torch.backends.cuda.matmul.allow_tf32}
 
 
 def _opacus_version() -> str:
@@ -394,6 +527,8 @@ def render(data: dict) -> str:
             out += ["", "Errors (recorded, not hidden): " + "; ".join(errors)]
         out += ["", "Targets (issue 15): " + "; ".join(_step_verdicts(steps)) + "."]
         out.append("")
+    if data.get("profile"):
+        out += _render_profile(data["profile"], data.get("profile_commit"))
     mnist = data.get("mnist")
     if mnist:
         out += [
@@ -418,6 +553,46 @@ def render(data: dict) -> str:
                     f"{ours['test_accuracy'] * 100:.2f}%, {'met' if met else 'not met'}."]
         out.append("")
     return "\n".join(out)
+
+
+def _render_profile(profile: dict, commit: str | None) -> list[str]:
+    """Where a step's GPU time goes: kernel time by phase and by arithmetic, and the diagnostic variants."""
+    classes = ("tf32", "fp32", "gemm/conv (other)", "other")
+    out = [f"### Where a step's GPU time goes (`python benchmarks/torch_gpu.py profile`, commit {commit})", "",
+           "Kernel time per step (ms) under `torch.profiler`, 5 steps after 5 warm-up steps: by privml phase (the "
+           "norms are formed inside the backward pass) and by the kernels' arithmetic, read from their names "
+           "(TF32 tensor cores, plain float32, other GEMM or convolution kernels, everything else). The total is "
+           "kernel time, not wall time; the step table above gives wall time.", "",
+           "| model, batch | variant | kernels | forward | norms | clipped sums | noise + optimiser | "
+           + " | ".join(classes) + " |",
+           "|---|---|---|---|---|---|---|" + "---|" * len(classes)]
+    for row in profile.values():
+        for variant in PROFILED:
+            r = row.get(variant, {})
+            if "total_ms" not in r:
+                out.append(f"| {row['model']}, {row['batch']} | {variant} | {r.get('error', '-')} |" + " |" * (
+                    4 + len(classes)))
+                continue
+            ph = r.get("phases_ms", {})
+
+            def cell(*names: str, ph: dict = ph) -> str:
+                found = [ph[n] for n in names if n in ph]
+                return f"{sum(found):.2f}" if found else "-"
+
+            out.append(f"| {row['model']}, {row['batch']} | {variant} | {r['total_ms']:.2f} | {cell('forward')} | "
+                       f"{cell('norms')} | {cell('clipped_sums')} | {cell('noise', 'optimizer')} | "
+                       + " | ".join(f"{r.get('classes_ms', {}).get(c, 0.0):.2f}" for c in classes) + " |")
+    out += ["", "Diagnostic step times (median ms, CUDA events): `privml-ghost-tf32` is privml's ghost step with its "
+            "norms and clipped sums left to TF32 (**not a private step**: it measures what exact float32 costs); "
+            "`privml-ghost-graph-fixed` replays a CUDA graph over fixed-size batches, which need no padding "
+            "(capacity = b), against `privml-ghost-graph`'s Poisson capacity.", "",
+            "| model, batch | " + " | ".join(TIMED_ONLY) + " |", "|---|" + "---|" * len(TIMED_ONLY)]
+    for row in profile.values():
+        cells = [f"{row[v]['median_ms']:.2f}" if "median_ms" in row.get(v, {}) else
+                 ("error" if "error" in row.get(v, {}) else "-") for v in TIMED_ONLY]
+        out.append(f"| {row['model']}, {row['batch']} | " + " | ".join(cells) + " |")
+    out.append("")
+    return out
 
 
 def _privml_best(row: dict) -> dict:
@@ -457,7 +632,8 @@ def _step_verdicts(steps: dict) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("parts", nargs="*", choices=["steps", "mnist", "render"], help="default: steps mnist")
+    parser.add_argument("parts", nargs="*", choices=["steps", "mnist", "profile", "render"],
+                        help="default: steps mnist")
     parser.add_argument("--rows", nargs="+", default=list(ROWS), choices=list(ROWS))
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
     parser.add_argument("--timed-steps", type=int, default=20)
@@ -478,7 +654,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.device == "cpu":
         steps = run_steps(args.rows, args.variants, args.timed_steps, "cpu") if "steps" in args.parts else {}
         mnist = run_mnist(args.epochs, "cpu", args.max_train) if "mnist" in args.parts else {}
-        print(json.dumps({"steps": steps, "mnist": mnist}, indent=1, default=str))
+        profiled = run_profile(args.rows, "cpu", args.timed_steps) if "profile" in args.parts else {}
+        print(json.dumps({"steps": steps, "mnist": mnist, "profile": profiled}, indent=1, default=str))
         return 0
     if not torch.cuda.is_available():
         print("torch_gpu: no CUDA device here; this benchmark needs a GPU (nothing measured)", file=sys.stderr)
@@ -489,6 +666,10 @@ def main(argv: list[str] | None = None) -> int:
     data.update(machine=machine(), device=_device_description())
     if "steps" in args.parts:
         data["steps"] = {**data.get("steps", {}), **run_steps(args.rows, args.variants, args.timed_steps, "cuda")}
+        write_json(path, data)
+    if "profile" in args.parts:
+        data["profile"] = {**data.get("profile", {}), **run_profile(args.rows, "cuda", args.timed_steps)}
+        data["profile_commit"] = machine().get("commit")
         write_json(path, data)
     if "mnist" in args.parts:
         # Poisson batches change size every step: cuDNN autotuning would re-run for each new size

@@ -74,6 +74,7 @@ from privml.torch.ghost.engine import ghost_clipped_sum
 from privml.torch.graphs import GraphedStep, graph_pays_off, padded_capacity
 from privml.torch.noise import RandomSource
 from privml.torch.per_sample import vmap_clipped_sum
+from privml.torch.phases import phase
 from privml.torch.sampling import FixedSizeSampler, PoissonSampler, micro_batches
 from privml.torch.validation import validate_model
 
@@ -475,15 +476,15 @@ class DPSGD:
     def _draw_noise(self) -> list[torch.Tensor]:
         """N(0, s^2 C^2) for every coordinate of every trained parameter: one draw per dtype, split into shapes.
 
-        One kernel instead of one per parameter tensor (a step of a small
-        model on a GPU is bound by launches); the coordinates are independent
-        either way.
+        One kernel instead of one per parameter tensor (a step of a small model on a GPU is bound
+        by launches); the coordinates are independent either way.
         """
         noise: list[torch.Tensor | None] = [None] * len(self._params)
-        for dtype, members, sizes in self._noise_layout():
-            flat = self._noise.normal((sum(sizes),), self.noise_std, dtype=dtype)
-            for i, part in zip(members, torch.split(flat, sizes), strict=True):
-                noise[i] = part.view(self._params[i][1].shape)
+        with phase("noise"):
+            for dtype, members, sizes in self._noise_layout():
+                flat = self._noise.normal((sum(sizes),), self.noise_std, dtype=dtype)
+                for i, part in zip(members, torch.split(flat, sizes), strict=True):
+                    noise[i] = part.view(self._params[i][1].shape)
         return noise  # type: ignore[return-value]  # every slot is filled: each parameter has a dtype
 
     def _noise_layout(self) -> list[tuple[torch.dtype, list[int], list[int]]]:
@@ -527,9 +528,10 @@ class DPSGD:
 
     def _apply(self, gradient: dict[str, torch.Tensor]) -> None:
         """Hand the noisy gradient to the optimiser and take its step."""
-        for name, p in self._params:
-            p.grad = gradient[name]
-        self.optimizer.step()
+        with phase("optimizer"):
+            for name, p in self._params:
+                p.grad = gradient[name]
+            self.optimizer.step()
 
     def fit(
         self,

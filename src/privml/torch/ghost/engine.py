@@ -12,6 +12,7 @@ from torch import nn
 
 from privml.torch.clipping import clip_factors
 from privml.torch.ghost.base import LayerRule, Prepared, rule_for
+from privml.torch.phases import phase
 
 
 @dataclass
@@ -235,7 +236,8 @@ class _GhostPass:
 
         handles = [m.register_forward_hook(hook) for _, m, _ in self.modules]
         try:
-            return loss_fn(model(x), y)
+            with phase("forward"):
+                return loss_fn(model(x), y)
         except RuntimeError as exc:
             if "is being modified inplace" not in str(exc) or "custom Function" not in str(exc):
                 raise
@@ -283,7 +285,7 @@ class _GhostPass:
         layer = self.layers[index]
         assert self.squared is not None and layer.activation is not None
         # Norms and sums in float32 or wider, never under a caller's autocast (bf16 passes), without TF32.
-        with torch.autocast(grad.device.type, enabled=False), exact_float32():
+        with phase("norms"), torch.autocast(grad.device.type, enabled=False), exact_float32():
             prepared = layer.rule.prepare(layer.module, _wide(layer.activation), _wide(grad))
             self.squared += prepared.squared_norms()
             compact = prepared.compact()
@@ -303,13 +305,19 @@ class _GhostPass:
             self.batch, dtype=torch.float32 if _low(losses) else losses.dtype, device=losses.device
         )
         if losses.requires_grad:
-            torch.autograd.grad(losses.sum(), [self.anchor], allow_unused=True)
+            with phase("backward"):
+                torch.autograd.grad(losses.sum(), [self.anchor], allow_unused=True)
         norms = self.squared.clamp(min=0).sqrt()
         factors = clip_factors(norms, clip_norm)
         sums: dict[str, torch.Tensor] = {}
         # No graph: the sums are data, and a recorded graph would keep each layer's input and scaled
         # gradient alive as long as the returned sums (the weight is a Parameter in the convolutions').
-        with torch.no_grad(), torch.autocast(losses.device.type, enabled=False), exact_float32():
+        with (
+            phase("clipped_sums"),
+            torch.no_grad(),
+            torch.autocast(losses.device.type, enabled=False),
+            exact_float32(),
+        ):
             for layer in self.layers:
                 if not layer.received:  # its output did not reach the losses: a zero gradient
                     continue
