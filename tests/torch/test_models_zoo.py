@@ -138,3 +138,21 @@ def test_build_model_knows_the_new_architectures():
     with pytest.raises(ValueError, match="vocab_size"):
         build_model("transformer")
     assert type(build_model("resnet")).__name__ == "GroupNormResNet"
+
+
+@pytest.mark.parametrize("ties", [False, True])
+def test_channels_last_max_pool_equals_the_framework_pool(ties):
+    # The Tramer-Boneh CNN's pool takes a faster CPU route; values and gradients must be the framework's, ties
+    # included (saturated tanh outputs are exactly 1.0), and the output a plain channels-first tensor.
+    from privml.torch.models.tramer_boneh import ChannelsLastMaxPool2d
+
+    generator = torch.Generator().manual_seed(0)
+    x = (torch.randint(0, 3, (6, 16, 14, 14), generator=generator).double() if ties
+         else torch.randn(6, 16, 14, 14, generator=generator, dtype=torch.float64))
+    ours, theirs = x.clone().requires_grad_(), x.clone().requires_grad_()
+    out, expected = ChannelsLastMaxPool2d(2, 1)(ours), nn.MaxPool2d(2, 1)(theirs)
+    weights = torch.randn(expected.shape, generator=generator, dtype=torch.float64)
+    (out * weights).sum().backward()
+    (expected * weights).sum().backward()
+    assert torch.equal(out, expected) and torch.equal(ours.grad, theirs.grad)
+    assert out.is_contiguous()

@@ -2,7 +2,25 @@
 
 from __future__ import annotations
 
+import torch
 from torch import nn
+
+
+class ChannelsLastMaxPool2d(nn.MaxPool2d):
+    """:class:`torch.nn.MaxPool2d` computed in channels-last layout on the CPU (the same values and gradients).
+
+    PyTorch's CPU kernel for a channels-first input is slow for small
+    windows: a 2 x 2, stride-1 pool of a batch of 256 16 x 14 x 14 maps took
+    14 ms forward and backward on one core against 7 ms through channels-last,
+    and was a third of a Tramer-Boneh DP-SGD step. On other devices, and
+    under torch.func transforms (``mode="vmap"``: vmap cannot change a
+    tensor's memory format), the input goes to the framework's kernel unchanged.
+    """
+
+    def forward(self, input: torch.Tensor) -> torch.Tensor:  # noqa: A002 - nn.MaxPool2d's parameter name
+        if input.device.type != "cpu" or input.dim() != 4 or torch._C._functorch.is_functorch_wrapped_tensor(input):
+            return super().forward(input)
+        return super().forward(input.contiguous(memory_format=torch.channels_last)).contiguous()
 
 
 class TramerBonehCNN(nn.Sequential):
@@ -30,10 +48,10 @@ class TramerBonehCNN(nn.Sequential):
         super().__init__(
             nn.Conv2d(in_channels, 16, 8, stride=2, padding=3),
             nn.Tanh(),
-            nn.MaxPool2d(2, 1),
+            ChannelsLastMaxPool2d(2, 1),
             nn.Conv2d(16, 32, 4, stride=2),
             nn.Tanh(),
-            nn.MaxPool2d(2, 1),
+            ChannelsLastMaxPool2d(2, 1),
             nn.Flatten(),
             nn.Linear(32 * side * side, 32),
             nn.Tanh(),
