@@ -140,9 +140,8 @@ def make_step(variant: str, model_name: str, X, y) -> Callable[[], None]:  # noq
         engine = DPSGD(model, optimizer=optimizer, n_samples=N_TRAIN, clip_norm=CLIP, batch_size=size,
                        noise_multiplier=SIGMA, mode=parts[1], precision="bf16" if "bf16" in parts else "fp32", seed=0,
                        cuda_graph="graph" in parts, **fixed)
-        if "tf32" not in parts:
-            return lambda: engine.step(X, y)
-        return _without_exact_float32(lambda: engine.step(X, y))
+        step = (lambda: engine.step(X, y)) if "tf32" not in parts else _without_exact_float32(lambda: engine.step(X, y))
+        return step if "grouped" not in parts else _grouped_instantiation(step, X.device.type)
     model, optimizer, criterion = _opacus(model, optimizer, X, y, variant.split("-")[1])
 
     def opacus_step() -> None:
@@ -174,6 +173,21 @@ def _without_exact_float32(step: Callable[[], None]) -> Callable[[], None]:
             engine.exact_float32 = exact
 
     return step_tf32
+
+
+def _grouped_instantiation(step: Callable[[], None], device: str) -> Callable[[], None]:
+    """``step`` with convolutions' per-example gradients formed by one grouped kernel on ``device`` (the CPU's way)."""
+    from privml.torch.ghost import conv
+
+    def step_grouped() -> None:
+        before = conv.GROUPED_INSTANTIATION.get(device, False)
+        conv.GROUPED_INSTANTIATION[device] = True
+        try:
+            step()
+        finally:
+            conv.GROUPED_INSTANTIATION[device] = before
+
+    return step_grouped
 
 
 def _opacus(model, optimizer, X, y, mode: str, noise: float = SIGMA):  # noqa: ANN001, ANN202
@@ -281,7 +295,7 @@ def run_steps(rows: list[str], variants: list[str], timed_steps: int, device: st
 #: The profile part's variants. The last three are timed, not profiled: a CUDA graph replays as one launch, and
 #: privml-ghost-tf32 is a diagnostic that is NOT a private step (see _without_exact_float32).
 PROFILED = ("nonprivate", "privml-ghost", "opacus-hooks")
-TIMED_ONLY = ("privml-ghost-tf32", "privml-ghost-graph", "privml-ghost-graph-fixed")
+TIMED_ONLY = ("privml-ghost-tf32", "privml-ghost-grouped", "privml-ghost-graph", "privml-ghost-graph-fixed")
 
 
 def kernel_class(name: str) -> str:
@@ -584,8 +598,10 @@ def _render_profile(profile: dict, commit: str | None) -> list[str]:
                        + " | ".join(f"{r.get('classes_ms', {}).get(c, 0.0):.2f}" for c in classes) + " |")
     out += ["", "Diagnostic step times (median ms, CUDA events): `privml-ghost-tf32` is privml's ghost step with its "
             "norms and clipped sums left to TF32 (**not a private step**: it measures what exact float32 costs); "
-            "`privml-ghost-graph-fixed` replays a CUDA graph over fixed-size batches, which need no padding "
-            "(capacity = b), against `privml-ghost-graph`'s Poisson capacity.", "",
+            "`privml-ghost-grouped` forms convolutions' per-example gradients by one grouped weight-gradient kernel "
+            "(the CPU's way) rather than from patches; `privml-ghost-graph-fixed` replays a CUDA graph over "
+            "fixed-size batches, which need no padding (capacity = b), against `privml-ghost-graph`'s Poisson "
+            "capacity.", "",
             "| model, batch | " + " | ".join(TIMED_ONLY) + " |", "|---|" + "---|" * len(TIMED_ONLY)]
     for row in profile.values():
         cells = [f"{row[v]['median_ms']:.2f}" if "median_ms" in row.get(v, {}) else

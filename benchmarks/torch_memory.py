@@ -51,12 +51,15 @@ def run(rows: list[str], variants: list[str]) -> dict[str, Any]:
     import torch_gpu
     from torch import nn
 
+    from privml.torch.ghost import conv
     from privml.torch.models import tramer_boneh
 
+    # The GPU's code paths: this proxy stands for the GPU's memory, and the CPU takes two of its own (the pool's
+    # channels-last copies, and per-example convolution gradients by a grouped kernel rather than patches).
     if hasattr(tramer_boneh, "ChannelsLastMaxPool2d"):
-        # The GPU's code path: the pool's channels-last copies are taken on the CPU only, and this proxy
-        # stands for the GPU's memory.
         tramer_boneh.ChannelsLastMaxPool2d.forward = nn.MaxPool2d.forward  # type: ignore[method-assign]
+    if hasattr(conv, "GROUPED_INSTANTIATION"):
+        conv.GROUPED_INSTANTIATION["cpu"] = conv.GROUPED_INSTANTIATION.get("cuda", False)
     out: dict[str, Any] = {}
     for row in rows:
         model_name, size = torch_gpu.ROWS[row]

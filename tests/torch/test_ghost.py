@@ -74,11 +74,48 @@ def test_kept_per_example_gradients_and_book_keeping_give_the_same_sums(kind, ke
 
 
 @pytest.mark.parametrize("kind", [k for k in LAYER_KINDS if k.startswith(("conv", "linear"))])
-@pytest.mark.parametrize("gram", [True, False])
-def test_norms_by_chunks_of_one_example_are_exact(kind, gram, monkeypatch):
+@pytest.mark.parametrize(("gram", "grouped"), [(True, False), (False, False), (False, True)])
+def test_norms_by_chunks_of_one_example_are_exact(kind, gram, grouped, monkeypatch):
     # The transient bound splits the batch into chunks; the smallest chunks must give the same norms and sums.
+    import privml.torch.ghost.conv as conv
+
+    monkeypatch.setitem(conv.GROUPED_INSTANTIATION, "cpu", grouped)
     force(monkeypatch, ghost_norm_is_cheaper=lambda *shape: gram, rows_per_chunk=lambda *sizes: 1)
     assert_exact_where_the_clip_binds_for_all_and_for_some(*single_layer(kind))
+
+
+@pytest.mark.parametrize("kind", [k for k in LAYER_KINDS if k.startswith("conv")])
+@pytest.mark.parametrize("grouped", [True, False])
+@pytest.mark.parametrize("keep", [True, False])
+def test_both_instantiations_of_convolution_gradients_are_exact(kind, grouped, keep, monkeypatch):
+    # Per-example weight gradients come from one grouped weight-gradient kernel or from patches and batched
+    # products (by device); each, kept or not, on every convolution kind (1-3 D, dilated, grouped, depthwise).
+    import privml.torch.ghost.conv as conv
+
+    calls = []
+    real = conv.per_example_weight_grads
+    monkeypatch.setattr(conv, "per_example_weight_grads", lambda *args: calls.append(1) or real(*args))
+    monkeypatch.setitem(conv.GROUPED_INSTANTIATION, "cpu", grouped)
+    force(monkeypatch, ghost_norm_is_cheaper=lambda *shape: False,
+          instantiation_is_kept=lambda steps, d, p, given: keep and steps > 1)
+    assert_exact_where_the_clip_binds_for_all_and_for_some(*single_layer(kind))
+    assert bool(calls) == grouped
+
+
+def test_the_grouped_instantiation_is_the_cpu_default_and_gives_each_examples_gradient():
+    import privml.torch.ghost.conv as conv
+
+    assert conv.GROUPED_INSTANTIATION.get("cpu") is True
+    torch.manual_seed(0)
+    layer = nn.Conv2d(3, 4, 3, stride=2, padding=1, dilation=2, groups=1).double()
+    x = torch.randn(5, 3, 9, 9, dtype=torch.float64)
+    out = layer(x)
+    g = torch.randn_like(out)
+    grads = conv.per_example_weight_grads(layer, x, g)
+    for i in range(5):
+        layer.zero_grad()
+        (layer(x[i : i + 1]) * g[i : i + 1]).sum().backward()
+        torch.testing.assert_close(grads[i], layer.weight.grad, rtol=1e-12, atol=1e-12)
 
 
 def test_early_convolutions_keep_their_per_example_gradients():
@@ -268,3 +305,18 @@ def test_under_bf16_a_layer_keeps_per_example_gradients_only_if_they_take_fewer_
     assert ("Conv2d", False) in kept  # bf16: a and g, re-prepared for the sum
     total = torch.sqrt(sum(value.double().square().sum() for value in sums.values()))
     assert float(total) <= 4 * 0.1 * (1 + 1e-5) and torch.isfinite(norms).all()
+
+
+@pytest.mark.parametrize(("channels", "grouped"), [(1, False), (2, True)])
+def test_a_single_channel_convolution_instantiates_from_patches(channels, grouped, monkeypatch):
+    # A grayscale first layer's patches are cheap and the grouped kernel was slower there: it keeps the patches.
+    import privml.torch.ghost.conv as conv
+
+    calls = []
+    real = conv.per_example_weight_grads
+    monkeypatch.setattr(conv, "per_example_weight_grads", lambda *args: calls.append(1) or real(*args))
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(channels, 4, 5, stride=2, padding=2), nn.Flatten(), nn.Linear(4 * 7 * 7, 3))
+    x = torch.randn(3, channels, 14, 14, dtype=torch.float64)
+    assert_ghost_matches(model.double(), x, torch.tensor([0, 1, 2]), 0.1)
+    assert bool(calls) == grouped

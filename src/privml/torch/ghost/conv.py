@@ -15,8 +15,10 @@ Memory. The patches are ``K`` times the layer's input (9 times for a 3x3
 kernel), so they are formed by chunks of examples, each living only while
 its norms are computed, by the cheaper of the two exact formulas per group
 (mixed ghost clipping, Bu, Mao and Xu 2022); a chunk's transient is at most
-the size of the layer's input and output gradient. When the norms
-instantiate the per-example weight gradients and these are fewer numbers
+the size of the layer's input and output gradient. Where the norms
+instantiate the per-example weight gradients, the CPU forms them without
+patches, by one grouped weight-gradient kernel over a chunk of examples
+(:func:`per_example_weight_grads`). When they are fewer numbers
 than the input and output gradient (early, wide-image layers: 64 x 576 per
 example against 2 x 64 x 1024 at 32 x 32), the engine keeps them instead
 and the clipped sum is their weighted sum. Otherwise the clipped sum needs
@@ -36,6 +38,7 @@ from torch import nn
 
 from privml.torch.ghost.base import (
     LayerRule,
+    Materialised,
     Prepared,
     ghost_norm_is_cheaper,
     instantiation_is_kept,
@@ -83,13 +86,45 @@ def patches(module: _ConvNd, activation: torch.Tensor) -> torch.Tensor:
     return windows.permute(order).reshape(batch, positions, kernel * channels)
 
 
+#: Devices on which a convolution's per-example weight gradients are instantiated by one grouped weight-gradient
+#: kernel (:func:`per_example_weight_grads`) rather than from input patches and batched products. On 2 CPU cores
+#: (batch 32, 64 channels, 3 x 3, 32 x 32) the grouped kernel took 15 ms against 47 (30 of them forming the
+#: patches), and it forms no patches; other devices keep the patches until measured there
+#: (``benchmarks/torch_gpu.py profile`` times both on a GPU).
+GROUPED_INSTANTIATION: dict[str, bool] = {"cpu": True}
+
+
+def per_example_weight_grads(module: _ConvNd, activation: torch.Tensor, grad_output: torch.Tensor) -> torch.Tensor:
+    """``(b, Cout, Cin / G, *kernel)``: each example's weight gradient, in the weight's layout.
+
+    Stacking the b examples along the channels and giving each its own set
+    of groups (b G groups) makes them one convolution whose weight gradient
+    holds every example's (Rochette, Manoel and Tramel 2019, "Efficient
+    per-example gradient computations in convolutional neural networks"):
+    one call of the framework's weight-gradient kernel, and no input patches.
+    """
+    batch, groups = activation.shape[0], module.groups
+    padding = module.padding
+    assert not isinstance(padding, str)  # ConvRule.check refuses string padding
+    x = activation.reshape(1, batch * module.in_channels, *activation.shape[2:])
+    g = grad_output.reshape(1, batch * module.out_channels, *grad_output.shape[2:])
+    # Only the weight's shape is read (no input gradient is asked for): a broadcast scalar holds no memory.
+    shape = (batch * module.out_channels, module.in_channels // groups, *module.kernel_size)
+    weight = g.new_zeros(()).expand(shape)
+    _, grads, _ = torch.ops.aten.convolution_backward(
+        g, x, weight, None, list(module.stride), list(padding), list(module.dilation), False,
+        [0] * len(module.kernel_size), batch * groups, [False, True, False],
+    )
+    return grads.reshape(batch, *module.weight.shape)
+
+
 class _ConvPrepared(Prepared):
     """One convolution's input and output gradient: norms from transient patches, sum by the backward kernel."""
 
     def __init__(self, module: _ConvNd, activation: torch.Tensor, grad_output: torch.Tensor) -> None:
         self.module, self.activation, self.grad_output = module, activation, grad_output
         self.weight, self.bias = trainable(module, "weight"), trainable(module, "bias")
-        self._instantiated: torch.Tensor | None = None  # (groups, B, Cout/groups, K Cin/groups), when kept
+        self._instantiated: torch.Tensor | None = None  # (B, *weight shape), when kept
 
     def squared_norms(self) -> torch.Tensor:
         module, g_out = self.module, self.grad_output
@@ -105,10 +140,22 @@ class _ConvPrepared(Prepared):
         p, d = channels_out // groups, kernel * module.in_channels // groups
         given = steps * channels_out + self.activation[0].numel()  # numbers per example: output gradient and input
         if instantiation_is_kept(steps, d, p, given // groups):  # all groups' gradients are kept
-            self._instantiated = g.new_empty(groups, batch, p, d)
+            self._instantiated = g.new_empty(batch, *module.weight.shape)
+        gram = ghost_norm_is_cheaper(steps, d, p)
+        # One input channel (a grayscale image's first layer): its patches are cheap, and the grouped kernel, one
+        # channel per group, was slower (1.3 against 1.0 ms for the Tramer-Boneh CNN's first layer, batch 64).
+        if not gram and GROUPED_INSTANTIATION.get(g.device.type, False) and module.in_channels > 1:
+            # Chunks of examples whose gradients take at most the room the layer was given.
+            rows = rows_per_chunk(batch, groups * p * d, given * batch)
+            for lo in range(0, batch, rows):
+                part = slice(lo, min(lo + rows, batch))
+                grads = per_example_weight_grads(module, self.activation[part], g_out[part])
+                total[part] += squared_frobenius(grads)
+                if self._instantiated is not None:
+                    self._instantiated[part] = grads
+            return total
         # Patches are K times the input: form them by chunks of examples so that this layer's transient
         # (patches and Gram matrices or gradients) stays within what it was given.
-        gram = ghost_norm_is_cheaper(steps, d, p)
         transient = steps * kernel * module.in_channels + (2 * steps * steps if gram else p * d)
         rows = rows_per_chunk(batch, transient, given * batch)
         for lo in range(0, batch, rows):
@@ -133,16 +180,20 @@ class _ConvPrepared(Prepared):
             if self._instantiated is None:
                 total = total + outer_product_norms(a_j, g_j)
             else:
-                kept = self._instantiated[j, part]
-                torch.bmm(g_j.transpose(1, 2), a_j, out=kept)
-                total = total + squared_frobenius(kept)
+                grads = torch.bmm(g_j.transpose(1, 2), a_j)  # (b, p, K Cin/G), features (kernel position..., channel)
+                total = total + squared_frobenius(grads)
+                module = self.module
+                grads = grads.reshape(-1, p, *module.kernel_size, module.in_channels // groups).movedim(-1, 2)
+                self._instantiated[part, j * p : (j + 1) * p] = grads  # the weight's layout: (Cin/G, kernel...)
         return total
 
     def compact(self) -> Prepared | None:
         if self._instantiated is None:
             return None
-        bias = self.grad_output.reshape(*self.grad_output.shape[:2], -1).sum(2) if self.bias else None
-        return _ConvInstantiated(self.module, self._instantiated, bias)
+        grads = {"weight": self._instantiated}
+        if self.bias:
+            grads["bias"] = self.grad_output.reshape(*self.grad_output.shape[:2], -1).sum(2)
+        return Materialised(grads)
 
     def clipped_sum(self, factors: torch.Tensor) -> dict[str, torch.Tensor]:
         module, g_out = self.module, self.grad_output
@@ -170,30 +221,6 @@ class _ConvPrepared(Prepared):
         return out
 
 
-class _ConvInstantiated(Prepared):
-    """A convolution's kept per-example weight gradients (and bias gradients): the clipped sum is their weighted sum."""
-
-    def __init__(self, module: _ConvNd, weight: torch.Tensor, bias: torch.Tensor | None) -> None:
-        self.module, self.weight, self.bias = module, weight, bias  # weight (groups, B, p, K Cin/groups)
-
-    def squared_norms(self) -> torch.Tensor:
-        raise AssertionError("the norms were formed when the gradients were instantiated")
-
-    def compact(self) -> Prepared:
-        return self
-
-    def clipped_sum(self, factors: torch.Tensor) -> dict[str, torch.Tensor]:
-        module = self.module
-        groups = self.weight.shape[0]
-        blocks = []
-        for j in range(groups):  # (p, K Cin/G), features (kernel position..., channel) -> (p, Cin/G, k...)
-            block = torch.tensordot(factors.to(self.weight.dtype), self.weight[j], dims=1)
-            block = block.reshape(block.shape[0], *module.kernel_size, module.in_channels // groups)
-            blocks.append(block.movedim(-1, 1))
-        out = {"weight": torch.cat(blocks) if groups > 1 else blocks[0].contiguous()}
-        if self.bias is not None:
-            out["bias"] = factors.to(self.bias.dtype) @ self.bias
-        return out
 
 
 class ConvRule(LayerRule):
