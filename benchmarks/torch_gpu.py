@@ -140,6 +140,8 @@ def make_step(variant: str, model_name: str, X, y) -> Callable[[], None]:  # noq
         engine = DPSGD(model, optimizer=optimizer, n_samples=N_TRAIN, clip_norm=CLIP, batch_size=size,
                        noise_multiplier=SIGMA, mode=parts[1], precision="bf16" if "bf16" in parts else "fp32", seed=0,
                        cuda_graph="graph" in parts, **fixed)
+        if "compile" in parts:  # the model's forward compiled (the taps and hooks stay outside, as graph breaks)
+            model.forward = torch.compile(model.forward)
         step = (lambda: engine.step(X, y)) if "tf32" not in parts else _without_exact_float32(lambda: engine.step(X, y))
         return step if "grouped" not in parts else _grouped_instantiation(step, X.device.type)
     model, optimizer, criterion = _opacus(model, optimizer, X, y, variant.split("-")[1])
@@ -153,20 +155,34 @@ def make_step(variant: str, model_name: str, X, y) -> Callable[[], None]:  # noq
 
 
 def _without_exact_float32(step: Callable[[], None]) -> Callable[[], None]:
-    """DIAGNOSTIC ONLY, NOT A PRIVATE STEP: ``step`` with the norms and clipped sums left to TF32 where allowed.
+    """DIAGNOSTIC ONLY, NOT A PRIVATE STEP: ``step`` with the norms and clipped sums computed with TF32.
 
     privml forms the per-example norms and the clipped sums in exact float32
     (:func:`privml.torch.ghost.engine.exact_float32`): with TF32 an example
-    could move the sum by about 1.001 C. This variant measures what that
-    exactness costs on the GPU, to decide whether a bound that covers TF32's
-    rounding is worth building. It is never a product option.
+    could move the sum by about 1.001 C. This variant turns TF32 on for
+    matrix products and cuDNN convolutions inside those two phases only (the
+    forward and backward passes keep torch's defaults, as the non-private
+    step does), to measure what that exactness costs on the GPU and decide
+    whether a bound that covers TF32's rounding is worth building. It is
+    never a product option.
     """
-    from contextlib import nullcontext
+    from contextlib import contextmanager
+
+    import torch
 
     import privml.torch.ghost.engine as engine
 
+    @contextmanager
+    def tf32():  # noqa: ANN202
+        saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+        try:
+            yield
+        finally:
+            torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
+
     def step_tf32() -> None:
-        exact, engine.exact_float32 = engine.exact_float32, nullcontext  # type: ignore[assignment]
+        exact, engine.exact_float32 = engine.exact_float32, tf32  # type: ignore[assignment]
         try:
             step()
         finally:
@@ -262,7 +278,8 @@ def parity(model_name: str, device: str) -> float:
     return float((mine - other).norm() / other.norm())
 
 
-def run_steps(rows: list[str], variants: list[str], timed_steps: int, device: str) -> dict[str, Any]:
+def run_steps(rows: list[str], variants: list[str], timed_steps: int, device: str,
+              on_row: Callable[[str, dict], None] | None = None) -> dict[str, Any]:
     import torch
 
     out: dict[str, Any] = {}
@@ -288,6 +305,8 @@ def run_steps(rows: list[str], variants: list[str], timed_steps: int, device: st
             torch.cuda.empty_cache()
             print(f"{row} {variant}: {result[variant]}", file=sys.stderr, flush=True)
         out[row] = result
+        if on_row is not None:
+            on_row(row, result)
     return out
 
 
@@ -295,7 +314,8 @@ def run_steps(rows: list[str], variants: list[str], timed_steps: int, device: st
 #: The profile part's variants. The last three are timed, not profiled: a CUDA graph replays as one launch, and
 #: privml-ghost-tf32 is a diagnostic that is NOT a private step (see _without_exact_float32).
 PROFILED = ("nonprivate", "privml-ghost", "opacus-hooks")
-TIMED_ONLY = ("privml-ghost-tf32", "privml-ghost-grouped", "privml-ghost-graph", "privml-ghost-graph-fixed")
+TIMED_ONLY = ("privml-ghost-tf32", "privml-ghost-grouped", "privml-ghost-graph", "privml-ghost-graph-fixed",
+              "privml-ghost-compile")
 
 
 def kernel_class(name: str) -> str:
@@ -319,12 +339,18 @@ def kernel_class(name: str) -> str:
 def profile_step(step: Callable[[], None], device: str, steps: int = 5) -> dict[str, Any]:
     """Kernel (CPU: operator) time per step of ``step``, by privml phase, by kernel class, and the top kernels.
 
-    Kernels launched inside a :func:`privml.torch.phases.phase` count to it
-    (``device_time_total`` of the ``privml::`` ranges: the norms are formed
-    inside the backward pass, on autograd's thread on a GPU); the step's
-    total is the sum of every kernel's own time. Each figure is per step, in
+    On a GPU the kernels are the profile's device events that are not
+    annotations (the profiler also attaches each kernel to the operator that
+    launched it, and mirrors every ``record_function`` range as a device
+    span that includes idle time: neither is counted). A phase's time is the
+    kernels launched inside its CPU-side ``privml::`` range
+    (``device_time_total``, which follows the range's operators on its own
+    thread: the norms, formed on autograd's thread during the backward pass,
+    are attributed; the backward range on the main thread is not). On the
+    CPU the figures are operators' own CPU time. Each figure is per step, in
     milliseconds, over ``steps`` profiled steps after 5 warm-up steps.
     """
+    from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
     cuda = device.startswith("cuda")
@@ -336,28 +362,44 @@ def profile_step(step: Callable[[], None], device: str, steps: int = 5) -> dict[
         for _ in range(steps):
             step()
         sync(device)
-    averages = prof.key_averages()
-    own, inclusive = ("self_device_time_total", "device_time_total") if cuda else ("self_cpu_time_total",
-                                                                                 "cpu_time_total")
-    kernels = [e for e in averages if not e.key.startswith("privml::") and getattr(e, own) > 0]
     per_step = 1e3 * steps  # profiler times are microseconds
+    totals: dict[str, list[float]] = {}  # kernel (CPU: operator) name -> [time, calls]
+    phases: dict[str, float] = {}
+    for event in prof.events():
+        if event.name.startswith("privml::"):
+            if event.device_type == DeviceType.CPU:
+                time_us = event.device_time_total if cuda else event.cpu_time_total
+                phases[event.name.removeprefix("privml::")] = phases.get(event.name.removeprefix("privml::"), 0.0) \
+                    + time_us / per_step
+            continue
+        if cuda:
+            if event.device_type != DeviceType.CUDA or event.is_user_annotation:
+                continue
+            time_us = event.device_time_total
+        else:
+            if event.is_user_annotation:
+                continue
+            time_us = event.self_cpu_time_total
+        entry = totals.setdefault(event.name, [0.0, 0])
+        entry[0] += time_us / per_step
+        entry[1] += 1
+    ranked = sorted(totals.items(), key=lambda item: -item[1][0])
     out: dict[str, Any] = {
         "steps": steps,
-        "total_ms": sum(getattr(e, own) for e in kernels) / per_step,
-        "phases_ms": {e.key.removeprefix("privml::"): getattr(e, inclusive) / per_step
-                      for e in averages if e.key.startswith("privml::")},
-        "top": [{"name": e.key[:120], "ms": getattr(e, own) / per_step, "calls": e.count // steps}
-                for e in sorted(kernels, key=lambda e: -getattr(e, own))[:20]],
+        "total_ms": sum(t for t, _ in totals.values()),
+        "phases_ms": phases,
+        "top": [{"name": name[:120], "ms": t, "calls": calls // steps} for name, (t, calls) in ranked[:20]],
     }
     if cuda:
         classes: dict[str, float] = {}
-        for e in kernels:
-            classes[kernel_class(e.key)] = classes.get(kernel_class(e.key), 0.0) + getattr(e, own) / per_step
+        for name, (t, _) in totals.items():
+            classes[kernel_class(name)] = classes.get(kernel_class(name), 0.0) + t
         out["classes_ms"] = classes
     return out
 
 
-def run_profile(rows: list[str], device: str, timed_steps: int) -> dict[str, Any]:
+def run_profile(rows: list[str], device: str, timed_steps: int,
+                on_row: Callable[[str, dict], None] | None = None) -> dict[str, Any]:
     """Per row: the profiled variants' breakdowns and the diagnostic variants' step times (``measure``)."""
     import torch
 
@@ -381,6 +423,8 @@ def run_profile(rows: list[str], device: str, timed_steps: int) -> dict[str, Any
             print(f"profile {row} {variant}: {json.dumps(result[variant], default=str)[:400]}", file=sys.stderr,
                   flush=True)
         out[row] = result
+        if on_row is not None:
+            on_row(row, result)
     return out
 
 
@@ -597,11 +641,13 @@ def _render_profile(profile: dict, commit: str | None) -> list[str]:
                        f"{cell('norms')} | {cell('clipped_sums')} | {cell('noise', 'optimizer')} | "
                        + " | ".join(f"{r.get('classes_ms', {}).get(c, 0.0):.2f}" for c in classes) + " |")
     out += ["", "Diagnostic step times (median ms, CUDA events): `privml-ghost-tf32` is privml's ghost step with its "
-            "norms and clipped sums left to TF32 (**not a private step**: it measures what exact float32 costs); "
+            "norms and clipped sums computed with TF32 (**not a private step**: it measures what exact float32 "
+            "costs); "
             "`privml-ghost-grouped` forms convolutions' per-example gradients by one grouped weight-gradient kernel "
             "(the CPU's way) rather than from patches; `privml-ghost-graph-fixed` replays a CUDA graph over "
             "fixed-size batches, which need no padding (capacity = b), against `privml-ghost-graph`'s Poisson "
-            "capacity.", "",
+            "capacity; `privml-ghost-compile` runs the model's forward through `torch.compile` (timed after the "
+            "5 warm-up steps, so compilation is not counted).", "",
             "| model, batch | " + " | ".join(TIMED_ONLY) + " |", "|---|" + "---|" * len(TIMED_ONLY)]
     for row in profile.values():
         cells = [f"{row[v]['median_ms']:.2f}" if "median_ms" in row.get(v, {}) else
@@ -680,13 +726,22 @@ def main(argv: list[str] | None = None) -> int:
     path = Path(args.out)
     data = json.loads(path.read_text()) if path.exists() else {}
     data.update(machine=machine(), device=_device_description())
+
+    def saver(part: str) -> Callable[[str, dict], None]:
+        # Each row is written as soon as it is measured: a call cut off by the device tool's time limit keeps
+        # the rows it finished (benchmarks/gpu_checks.sh writes under $OUT, which comes back either way).
+        def save(row: str, result: dict) -> None:
+            data.setdefault(part, {})[row] = result
+            if part == "profile":
+                data["profile_commit"] = machine().get("commit")
+            write_json(path, data)
+
+        return save
+
     if "steps" in args.parts:
-        data["steps"] = {**data.get("steps", {}), **run_steps(args.rows, args.variants, args.timed_steps, "cuda")}
-        write_json(path, data)
+        run_steps(args.rows, args.variants, args.timed_steps, "cuda", on_row=saver("steps"))
     if "profile" in args.parts:
-        data["profile"] = {**data.get("profile", {}), **run_profile(args.rows, "cuda", args.timed_steps)}
-        data["profile_commit"] = machine().get("commit")
-        write_json(path, data)
+        run_profile(args.rows, "cuda", args.timed_steps, on_row=saver("profile"))
     if "mnist" in args.parts:
         # Poisson batches change size every step: cuDNN autotuning would re-run for each new size
         # (PyTorch's default is off; a user training with Poisson sampling should leave it off).

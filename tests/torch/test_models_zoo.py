@@ -141,18 +141,24 @@ def test_build_model_knows_the_new_architectures():
 
 
 @pytest.mark.parametrize("ties", [False, True])
-def test_channels_last_max_pool_equals_the_framework_pool(ties):
-    # The Tramer-Boneh CNN's pool takes a faster CPU route; values and gradients must be the framework's, ties
-    # included (saturated tanh outputs are exactly 1.0), and the output a plain channels-first tensor.
+@pytest.mark.parametrize("options", [{}, {"return_indices": True}, {"padding": 1, "ceil_mode": True}, "channels_last"])
+def test_channels_last_max_pool_equals_the_framework_pool(ties, options):
+    # The Tramer-Boneh CNN's pool takes a faster CPU route; values, indices and gradients must be the framework's,
+    # ties included (saturated tanh outputs are exactly 1.0), and the output in the framework's memory format.
     from privml.torch.models.tramer_boneh import ChannelsLastMaxPool2d
 
     generator = torch.Generator().manual_seed(0)
     x = (torch.randint(0, 3, (6, 16, 14, 14), generator=generator).double() if ties
          else torch.randn(6, 16, 14, 14, generator=generator, dtype=torch.float64))
+    if options == "channels_last":
+        x, options = x.contiguous(memory_format=torch.channels_last), {}
     ours, theirs = x.clone().requires_grad_(), x.clone().requires_grad_()
-    out, expected = ChannelsLastMaxPool2d(2, 1)(ours), nn.MaxPool2d(2, 1)(theirs)
+    out, expected = ChannelsLastMaxPool2d(2, 1, **options)(ours), nn.MaxPool2d(2, 1, **options)(theirs)
+    if options.get("return_indices"):
+        (out, indices), (expected, expected_indices) = out, expected
+        assert torch.equal(indices, expected_indices)
     weights = torch.randn(expected.shape, generator=generator, dtype=torch.float64)
     (out * weights).sum().backward()
     (expected * weights).sum().backward()
     assert torch.equal(out, expected) and torch.equal(ours.grad, theirs.grad)
-    assert out.is_contiguous()
+    assert out.stride() == expected.stride() and ours.grad.stride() == theirs.grad.stride()

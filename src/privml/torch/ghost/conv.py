@@ -108,9 +108,9 @@ def per_example_weight_grads(module: _ConvNd, activation: torch.Tensor, grad_out
     assert not isinstance(padding, str)  # ConvRule.check refuses string padding
     x = activation.reshape(1, batch * module.in_channels, *activation.shape[2:])
     g = grad_output.reshape(1, batch * module.out_channels, *grad_output.shape[2:])
-    # Only the weight's shape is read (no input gradient is asked for): a broadcast scalar holds no memory.
-    shape = (batch * module.out_channels, module.in_channels // groups, *module.kernel_size)
-    weight = g.new_zeros(()).expand(shape)
+    # Only the weight's shape is read (no input gradient is asked for), but the kernel makes any weight contiguous:
+    # an uninitialised one saves it a copy. Its room is counted in the chunk size (see _ConvPrepared.squared_norms).
+    weight = g.new_empty(batch * module.out_channels, module.in_channels // groups, *module.kernel_size)
     _, grads, _ = torch.ops.aten.convolution_backward(
         g, x, weight, None, list(module.stride), list(padding), list(module.dilation), False,
         [0] * len(module.kernel_size), batch * groups, [False, True, False],
@@ -145,8 +145,10 @@ class _ConvPrepared(Prepared):
         # One input channel (a grayscale image's first layer): its patches are cheap, and the grouped kernel, one
         # channel per group, was slower (1.3 against 1.0 ms for the Tramer-Boneh CNN's first layer, batch 64).
         if not gram and GROUPED_INSTANTIATION.get(g.device.type, False) and module.in_channels > 1:
-            # Chunks of examples whose gradients take at most the room the layer was given.
-            rows = rows_per_chunk(batch, groups * p * d, given * batch)
+            # Chunks of examples whose transient takes at most the room the layer was given: the kernel's weight
+            # argument, its output (which it writes twice on the CPU) and its copies of the input and gradient,
+            # about 3 G p d + given numbers per example (measured with the profiler's allocation events).
+            rows = rows_per_chunk(batch, 3 * groups * p * d + given, given * batch)
             for lo in range(0, batch, rows):
                 part = slice(lo, min(lo + rows, batch))
                 grads = per_example_weight_grads(module, self.activation[part], g_out[part])

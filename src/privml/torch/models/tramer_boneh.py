@@ -18,9 +18,17 @@ class ChannelsLastMaxPool2d(nn.MaxPool2d):
     """
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:  # noqa: A002 - nn.MaxPool2d's parameter name
-        if input.device.type != "cpu" or input.dim() != 4 or torch._C._functorch.is_functorch_wrapped_tensor(input):
+        if (
+            input.device.type != "cpu"
+            or input.dim() != 4
+            or torch._C._functorch.is_functorch_wrapped_tensor(input)  # before any memory-format query
+            or input.is_contiguous(memory_format=torch.channels_last)  # already the fast layout, and kept
+        ):
             return super().forward(input)
-        return super().forward(input.contiguous(memory_format=torch.channels_last)).contiguous()
+        pooled = super().forward(input.contiguous(memory_format=torch.channels_last))
+        if self.return_indices:
+            return tuple(t.contiguous() for t in pooled)  # type: ignore[return-value]
+        return pooled.contiguous()
 
 
 class TramerBonehCNN(nn.Sequential):
