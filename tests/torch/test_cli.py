@@ -46,7 +46,10 @@ def test_core_cli_does_not_import_torch():
 
 def test_cnn_options_are_refused_for_linear_methods(capsys):
     assert main(["train", "--method", "dpsgd", "--dataset", "iris", "--epsilon", "1", "--epochs", "3"]) != 0
-    assert "--epochs apply to --method dpsgd-cnn only" in capsys.readouterr().err
+    assert "--epochs applies to --method dpsgd-cnn only" in capsys.readouterr().err
+    assert main(["train", "--method", "dpsgd", "--dataset", "iris", "--epsilon", "1", "--threads", "2",
+                 "--architecture", "resnet"]) != 0
+    assert "--threads, --architecture apply to --method dpsgd-cnn only" in capsys.readouterr().err
 
 
 def test_fashion_mnist_images_have_coded_labels(image_cache):

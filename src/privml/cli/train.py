@@ -125,8 +125,10 @@ def _train(args: argparse.Namespace) -> None:
     cnn_only = [f"--{k.replace('_', '-')}"
                 for k in ("epochs", "batch_size", "learning_rate", "clip_norm", "threads", "device", "precision")
                 if getattr(args, k) is not None]
-    if cnn_only or args.architecture != "tramer-boneh":
-        raise ValueError(f"{', '.join(cnn_only) or '--architecture'} apply to --method dpsgd-cnn only")
+    if args.architecture != "tramer-boneh":
+        cnn_only.append("--architecture")
+    if cnn_only:
+        raise ValueError(f"{', '.join(cnn_only)} appl{'ies' if len(cnn_only) == 1 else 'y'} to --method dpsgd-cnn only")
     # Validate everything before touching data or drawing noise.
     if args.method == "nonprivate" and args.epsilon is not None:
         raise ValueError("--epsilon does not apply to --method nonprivate (the baseline is not private)")
