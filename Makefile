@@ -63,6 +63,7 @@ bench: $(PEERS_STAMP) $(STAMP)
 	$(PEERS)/bin/python benchmarks/dpcd_vs_dpsgd.py
 	$(PEERS)/bin/python benchmarks/linear.py --seeds 5 --out benchmarks/results/linear.json
 	$(PEERS)/bin/python benchmarks/torch_dpsgd.py speed --rounds 10 --steps-per-round 4
+	$(PEERS)/bin/python benchmarks/torch_cpu_models.py
 	$(PEERS)/bin/python benchmarks/torch_memory.py
 	$(PY) benchmarks/prediction.py --seeds 3 --out benchmarks/results/prediction.json
 	$(PY) benchmarks/serve.py --clients 4 --duration 4 --rounds 7
