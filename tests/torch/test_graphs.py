@@ -90,3 +90,20 @@ def test_cuda_graph_replays_the_eager_step(secure):
     assert graphed._graphed.graph is not None and graphed.steps_taken == WARMUP_STEPS + 5
     if not secure:  # same seeds, same noise: the replayed steps equal the eager ones
         _assert_same_weights(eager, graphed, rtol=1e-3)
+
+
+@pytest.mark.gpu
+def test_auto_graphs_a_large_model_only_without_padding():
+    # A 2.7M-parameter ResNet at batch 256: padded to its Poisson capacity the graph lost to the eager step
+    # (BENCHMARKS.md), so "auto" steps eagerly; fixed-size batches need no padding, so "auto" replays a graph.
+    from privml.torch import GroupNormResNet
+
+    chosen = {}
+    for sampling in ("poisson", "fixed-size"):
+        model = GroupNormResNet(in_channels=3, width=64, blocks=2, groups=8).to("cuda")
+        options = {"neighbouring": "replace-one", "accountant": "rdp"} if sampling == "fixed-size" else {}
+        engine = DPSGD(model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1), n_samples=60_000,
+                       clip_norm=0.1, batch_size=256, noise_multiplier=1.0, sampling=sampling, cuda_graph="auto",
+                       **options)
+        chosen[sampling] = engine._graphed is not None
+    assert chosen == {"poisson": False, "fixed-size": True}

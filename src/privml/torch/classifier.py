@@ -76,7 +76,8 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         Replay each step as a CUDA graph over the batch padded to a public
         capacity (:mod:`privml.torch.graphs`; the same release, fewer host
         launches). ``"auto"`` (default) uses one on a CUDA device in ghost
-        mode with whole-batch steps when the step is small enough to gain
+        mode with whole-batch steps when the step is small enough to gain,
+        or always with fixed-size batches, which need no padding
         (:func:`privml.torch.graphs.graph_pays_off`); ``False`` never.
     random_state:
         Seed of the initial weights, sampling and noise (None: OS entropy).

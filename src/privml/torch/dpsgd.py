@@ -332,8 +332,8 @@ class DPSGD:
         if cuda_graph is False:
             return None
         if cuda_graph == "auto":
-            parameters = sum(p.numel() for _, p in self._params)
-            return GraphedStep(self, capacity) if not obstacles and graph_pays_off(capacity, parameters) else None
+            pays = graph_pays_off(capacity, sum(p.numel() for _, p in self._params), padded=fixed is None)
+            return GraphedStep(self, capacity) if not obstacles and pays else None
         if obstacles:
             raise ValueError(f"cuda_graph=True needs {obstacles[0]}")
         return GraphedStep(self, capacity)

@@ -64,13 +64,16 @@ def padded_capacity(n: int, sample_rate: float, fixed_size: int | None = None) -
 AUTO_GRAPH_WORK = 2**27
 
 
-def graph_pays_off(capacity: int, parameters: int) -> bool:
+def graph_pays_off(capacity: int, parameters: int, *, padded: bool = True) -> bool:
     """Whether ``cuda_graph="auto"`` uses a graph: small steps gain, compute-bound ones lose to padding.
 
-    >>> graph_pays_off(696, 26_010), graph_pays_off(392, 2_748_890)
-    (True, False)
+    Without padding (fixed-size batches: the capacity is b) a replay runs
+    the eager step's kernels without their launches, so it always gains.
+
+    >>> graph_pays_off(696, 26_010), graph_pays_off(392, 2_748_890), graph_pays_off(256, 2_748_890, padded=False)
+    (True, False, True)
     """
-    return capacity * parameters <= AUTO_GRAPH_WORK
+    return not padded or capacity * parameters <= AUTO_GRAPH_WORK
 
 
 class GraphedStep:
