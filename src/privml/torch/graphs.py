@@ -68,7 +68,9 @@ def graph_pays_off(capacity: int, parameters: int, *, padded: bool = True) -> bo
     """Whether ``cuda_graph="auto"`` uses a graph: small steps gain, compute-bound ones lose to padding.
 
     Without padding (fixed-size batches: the capacity is b) a replay runs
-    the eager step's kernels without their launches, so it always gains.
+    the eager step's kernels without their launches: no extra work, so a
+    graph is used whatever the model's size (not yet timed on a GPU for a
+    large model: ``benchmarks/torch_gpu.py profile``).
 
     >>> graph_pays_off(696, 26_010), graph_pays_off(392, 2_748_890), graph_pays_off(256, 2_748_890, padded=False)
     (True, False, True)
