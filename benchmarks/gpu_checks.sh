@@ -19,8 +19,9 @@
 #          grouped per-example convolution gradients, graphs over fixed-size batches, torch.compile).
 #          Run it first in a GPU session: it says which of those is worth building.
 #   study  the paper-cnn preset at full scale with --device cuda; it resumes where the last call
-#          stopped (finished runs are kept on the machine while it stays warm): call it until
-#          study.json says every planned run finished
+#          stopped (finished runs are kept on the machine while it stays warm, and across machines
+#          when the returned results.sqlite is copied to .gpu/study/): call it until study.json
+#          says every planned run finished
 set -uo pipefail
 out=${OUT:-$PWD/.gpu/out}
 mkdir -p "$out"
@@ -46,6 +47,11 @@ for part in "${parts[@]}"; do
             --out "$out/torch_gpu.json" || status=1 ;;
     study)
         dir=/tmp/privml-study-paper-cnn
+        # A fresh machine resumes from the store an earlier call brought back, if it was carried as
+        # .gpu/study/results.sqlite (cp <files_at>/results.sqlite .gpu/study/ between sessions).
+        if [ ! -f "$dir/results.sqlite" ] && [ -f .gpu/study/results.sqlite ]; then
+            mkdir -p "$dir" && cp .gpu/study/results.sqlite "$dir/" && echo "study: resuming from .gpu/study"
+        fi
         started=$(date +%s)
         timeout 540 python3 -m privml.cli.main study run paper-cnn --device cuda --out "$dir" --json \
             --no-progress >"$out/study.json"
