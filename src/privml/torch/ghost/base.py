@@ -126,14 +126,26 @@ def outer_product_norms(a: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
 def instantiation_is_kept(steps: int, d: int, p: int, given: int) -> bool:
     """Whether to keep a layer's instantiated ``(p, d)`` per-example gradients rather than its input and gradient.
 
-    Only when the norms instantiate them anyway (:func:`ghost_norm_is_cheaper`
-    is false) and they are fewer than the ``given`` numbers per example
-    (input and output gradient) they replace. The clipped sum is then a
-    weighted sum of the kept gradients, which also saves the layer's
-    weight-gradient product (Bu, Mao and Xu 2022, mixed ghost clipping, keep
-    the cheaper of the two representations of each layer).
+    Only when they are at most the ``given`` numbers per example (input and
+    output gradient) they replace, and when keeping takes fewer operations
+    than the alternative. Kept, the gradients cost their instantiation
+    (``T p d``) and a weighted sum (``p d``) besides their norms (``p d``);
+    the clipped sum is then that weighted sum, which saves the layer's
+    weight-gradient product. Not kept, the norms cost the cheaper of the
+    Gram trace (``T^2 (p + d + 1)``) and an instantiation, and the clipped
+    sum a weight-gradient product (``T p d``; book-keeping, Bu et al. 2023).
+    So keeping wins whenever the norms instantiate anyway, and over the Gram
+    trace whenever ``2 p d < T^2 (p + d + 1)``: on a transformer's 256 x 256
+    projections over 128 positions, where the Gram trace is the cheaper norm
+    by 1%, keeping saves the whole product (Bu, Mao and Xu 2022, mixed ghost
+    clipping: keep the cheaper of the two representations of each layer).
+
+    >>> instantiation_is_kept(128, 256, 256, 128 * 512), instantiation_is_kept(128, 256, 1024, 128 * 1280)
+    (True, False)
+    >>> instantiation_is_kept(2, 256, 256, 2 * 512)  # two positions: the Gram trace and the product are cheap
+    False
     """
-    return steps > 1 and not ghost_norm_is_cheaper(steps, d, p) and p * d <= given
+    return steps > 1 and p * d <= given and 2 * p * d < steps * steps * (p + d + 1)
 
 
 class OuterProduct(Prepared):

@@ -141,7 +141,8 @@ class _ConvPrepared(Prepared):
         given = steps * channels_out + self.activation[0].numel()  # numbers per example: output gradient and input
         if instantiation_is_kept(steps, d, p, given // groups):  # all groups' gradients are kept
             self._instantiated = g.new_empty(batch, *module.weight.shape)
-        gram = ghost_norm_is_cheaper(steps, d, p)
+        # Kept gradients are instantiated whichever norm formula is cheaper (see instantiation_is_kept).
+        gram = self._instantiated is None and ghost_norm_is_cheaper(steps, d, p)
         # One input channel (a grayscale image's first layer): its patches are cheap, and the grouped kernel, one
         # channel per group, was slower (1.3 against 1.0 ms for the Tramer-Boneh CNN's first layer, batch 64).
         if not gram and GROUPED_INSTANTIATION.get(g.device.type, False) and module.in_channels > 1:
