@@ -20,8 +20,9 @@ instantiate the per-example weight gradients, the CPU forms them without
 patches, by one grouped weight-gradient kernel over a chunk of examples
 (:func:`per_example_weight_grads`). When they are fewer numbers
 than the input and output gradient (early, wide-image layers: 64 x 576 per
-example against 2 x 64 x 1024 at 32 x 32), the engine keeps them instead
-and the clipped sum is their weighted sum. Otherwise the clipped sum needs
+example against 2 x 64 x 1024 at 32 x 32) and keeping them saves operations
+(:func:`~privml.torch.ghost.base.instantiation_is_kept`), they are
+instantiated and kept, and the clipped sum is their weighted sum. Otherwise the clipped sum needs
 no patches: it is the weight gradient of the convolution for the output
 gradient scaled by each example's clip factor, which the framework's own
 backward kernel computes (cuDNN on a GPU; book-keeping, Bu et al. 2023).
