@@ -52,9 +52,11 @@ import os
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -154,6 +156,30 @@ def make_step(variant: str, model_name: str, X, y) -> Callable[[], None]:  # noq
     return opacus_step
 
 
+def _during(step: Callable[[], None], patch: Any) -> Callable[[], None]:
+    """``step`` run inside ``patch`` (a ``unittest.mock`` patch, entered and left around every call)."""
+
+    def patched_step() -> None:
+        with patch:
+            step()
+
+    return patched_step
+
+
+@contextmanager
+def _tf32() -> Iterator[None]:
+    """TF32 on for matrix products and cuDNN convolutions (restored on exit)."""
+    import torch
+
+    saved = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = True
+    try:
+        with torch.backends.cudnn.flags(allow_tf32=True):
+            yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = saved
+
+
 def _without_exact_float32(step: Callable[[], None]) -> Callable[[], None]:
     """DIAGNOSTIC ONLY, NOT A PRIVATE STEP: ``step`` with the norms and clipped sums computed with TF32.
 
@@ -166,44 +192,16 @@ def _without_exact_float32(step: Callable[[], None]) -> Callable[[], None]:
     whether a bound that covers TF32's rounding is worth building. It is
     never a product option.
     """
-    from contextlib import contextmanager
-
-    import torch
-
     import privml.torch.ghost.engine as engine
 
-    @contextmanager
-    def tf32():  # noqa: ANN202
-        saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
-        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
-        try:
-            yield
-        finally:
-            torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
-
-    def step_tf32() -> None:
-        exact, engine.exact_float32 = engine.exact_float32, tf32  # type: ignore[assignment]
-        try:
-            step()
-        finally:
-            engine.exact_float32 = exact
-
-    return step_tf32
+    return _during(step, mock.patch.object(engine, "exact_float32", _tf32))
 
 
 def _grouped_instantiation(step: Callable[[], None], device: str) -> Callable[[], None]:
     """``step`` with convolutions' per-example gradients formed by one grouped kernel on ``device`` (the CPU's way)."""
     from privml.torch.ghost import conv
 
-    def step_grouped() -> None:
-        before = conv.GROUPED_INSTANTIATION.get(device, False)
-        conv.GROUPED_INSTANTIATION[device] = True
-        try:
-            step()
-        finally:
-            conv.GROUPED_INSTANTIATION[device] = before
-
-    return step_grouped
+    return _during(step, mock.patch.dict(conv.GROUPED_INSTANTIATION, {device: True}))
 
 
 def _opacus(model, optimizer, X, y, mode: str, noise: float = SIGMA):  # noqa: ANN001, ANN202

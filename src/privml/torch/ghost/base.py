@@ -170,6 +170,12 @@ class OuterProduct(Prepared):
     ) -> None:
         self.a, self.g, self.weight, self.bias, self.weight_shape = a, g, weight, bias, weight_shape
         self._instantiated: torch.Tensor | None = None  # (B, p, d), when kept (set by squared_norms)
+        self._bias: torch.Tensor | None = None  # (B, p): each example's bias gradient, formed once
+
+    def _bias_grads(self) -> torch.Tensor:
+        if self._bias is None:
+            self._bias = self.g.sum(1)
+        return self._bias
 
     def squared_norms(self) -> torch.Tensor:
         total = torch.zeros(self.g.shape[0], dtype=self.g.dtype, device=self.g.device)
@@ -182,7 +188,7 @@ class OuterProduct(Prepared):
             else:
                 total = total + outer_product_norms(self.a, self.g)
         if self.bias:
-            total = total + self.g.sum(1).square().sum(1)
+            total = total + self._bias_grads().square().sum(1)
         return total
 
     def compact(self) -> Prepared | None:
@@ -190,7 +196,7 @@ class OuterProduct(Prepared):
             return None
         grads = {"weight": self._instantiated.reshape(-1, *self.weight_shape)}
         if self.bias:
-            grads["bias"] = self.g.sum(1)
+            grads["bias"] = self._bias_grads()
         return Materialised(grads)
 
     def clipped_sum(self, factors: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -199,7 +205,7 @@ class OuterProduct(Prepared):
             scaled = (self.g * factors[:, None, None]).reshape(-1, self.g.shape[-1])
             out["weight"] = (scaled.T @ self.a.reshape(-1, self.a.shape[-1])).reshape(self.weight_shape)
         if self.bias:
-            out["bias"] = factors @ self.g.sum(1)
+            out["bias"] = factors @ self._bias_grads()
         return out
 
 

@@ -126,6 +126,7 @@ class _ConvPrepared(Prepared):
         self.module, self.activation, self.grad_output = module, activation, grad_output
         self.weight, self.bias = trainable(module, "weight"), trainable(module, "bias")
         self._instantiated: torch.Tensor | None = None  # (B, *weight shape), when kept
+        self._bias: torch.Tensor | None = None  # (B, Cout): each example's bias gradient, set by squared_norms
 
     def squared_norms(self) -> torch.Tensor:
         module, g_out = self.module, self.grad_output
@@ -133,7 +134,8 @@ class _ConvPrepared(Prepared):
         g = g_out.reshape(batch, channels_out, -1).transpose(1, 2)  # (B, T, Cout)
         total = torch.zeros(batch, dtype=g.dtype, device=g.device)
         if self.bias:
-            total = total + g.sum(1).square().sum(1)
+            self._bias = g.sum(1)
+            total = total + self._bias.square().sum(1)
         if not self.weight:
             return total
         groups, steps = module.groups, g.shape[1]
@@ -179,6 +181,7 @@ class _ConvPrepared(Prepared):
             blocks = [
                 (split[:, :, :, j].reshape(batch, steps, -1), g[:, :, j * p : (j + 1) * p]) for j in range(groups)
             ]
+        module = self.module
         total = torch.zeros(g.shape[0], dtype=g.dtype, device=g.device)
         for j, (a_j, g_j) in enumerate(blocks):
             if self._instantiated is None:
@@ -186,7 +189,6 @@ class _ConvPrepared(Prepared):
             else:
                 grads = torch.bmm(g_j.transpose(1, 2), a_j)  # (b, p, K Cin/G), features (kernel position..., channel)
                 total = total + squared_frobenius(grads)
-                module = self.module
                 grads = grads.reshape(-1, p, *module.kernel_size, module.in_channels // groups).movedim(-1, 2)
                 self._instantiated[part, j * p : (j + 1) * p] = grads  # the weight's layout: (Cin/G, kernel...)
         return total
@@ -195,8 +197,8 @@ class _ConvPrepared(Prepared):
         if self._instantiated is None:
             return None
         grads = {"weight": self._instantiated}
-        if self.bias:
-            grads["bias"] = self.grad_output.reshape(*self.grad_output.shape[:2], -1).sum(2)
+        if self._bias is not None:
+            grads["bias"] = self._bias
         return Materialised(grads)
 
     def clipped_sum(self, factors: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -223,8 +225,6 @@ class _ConvPrepared(Prepared):
         if self.bias:
             out["bias"] = bias
         return out
-
-
 
 
 class ConvRule(LayerRule):
