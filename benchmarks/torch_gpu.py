@@ -29,11 +29,11 @@ Two parts, in one process, written to ``benchmarks/results/torch_gpu.json``
     Where a step's time goes, for deciding what to make faster: kernel time
     per step by privml phase (forward, norms, clipped sums, noise and
     optimiser; :mod:`privml.torch.phases`) and by the kernels' arithmetic
-    (TF32 tensor cores or plain float32), for privml's ghost step,
-    non-private training and Opacus (hooks); and the step times of three
-    diagnostic variants: privml's ghost step with its norms and sums left to
-    TF32 (not a private step: it prices the exact float32 privml insists
-    on), and CUDA graphs over Poisson (padded) and fixed-size batches.
+    (TF32 tensor cores or plain float32), for privml's ghost step in both
+    clipping arithmetics (``clip_precision`` "fp32" and "tf32"), non-private
+    training and Opacus (hooks); and the step times of diagnostic variants:
+    grouped per-example convolution gradients, CUDA graphs over Poisson
+    (padded) and fixed-size batches, and a compiled forward pass.
 
 Run on a machine with a CUDA GPU and Opacus importable::
 
@@ -52,8 +52,7 @@ import os
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -63,8 +62,10 @@ sys.path.insert(0, str(HERE))
 from _common import machine, write_json  # noqa: E402
 
 RESULT = HERE / "results" / "torch_gpu.json"
-VARIANTS = ("nonprivate", "privml-ghost", "privml-ghost-graph", "privml-ghost-bf16", "privml-vmap", "opacus-hooks",
-            "opacus-ghost")
+VARIANTS = ("nonprivate", "privml-ghost", "privml-ghost-graph", "privml-ghost-tf32", "privml-ghost-tf32-graph",
+            "privml-ghost-bf16", "privml-vmap", "opacus-hooks", "opacus-ghost")
+#: privml's ghost steps the ratios choose from (fastest): float32 or TF32 clipping arithmetic, eager or graphed
+PRIVML_GHOST = ("privml-ghost", "privml-ghost-graph", "privml-ghost-tf32", "privml-ghost-tf32-graph")
 CLIP = 0.1
 SIGMA = 1.0
 N_TRAIN = 60_000
@@ -141,10 +142,10 @@ def make_step(variant: str, model_name: str, X, y) -> Callable[[], None]:  # noq
         fixed = {"sampling": "fixed-size", "neighbouring": "replace-one", "accountant": "rdp"} if "fixed" in parts else {}
         engine = DPSGD(model, optimizer=optimizer, n_samples=N_TRAIN, clip_norm=CLIP, batch_size=size,
                        noise_multiplier=SIGMA, mode=parts[1], precision="bf16" if "bf16" in parts else "fp32", seed=0,
-                       cuda_graph="graph" in parts, **fixed)
+                       clip_precision="tf32" if "tf32" in parts else "fp32", cuda_graph="graph" in parts, **fixed)
         if "compile" in parts:  # the model's forward compiled (the taps and hooks stay outside, as graph breaks)
             model.forward = torch.compile(model.forward)
-        step = (lambda: engine.step(X, y)) if "tf32" not in parts else _without_exact_float32(lambda: engine.step(X, y))
+        step: Callable[[], None] = lambda: engine.step(X, y)  # noqa: E731
         return step if "grouped" not in parts else _grouped_instantiation(step, X.device.type)
     model, optimizer, criterion = _opacus(model, optimizer, X, y, variant.split("-")[1])
 
@@ -164,37 +165,6 @@ def _during(step: Callable[[], None], patch: Any) -> Callable[[], None]:
             step()
 
     return patched_step
-
-
-@contextmanager
-def _tf32() -> Iterator[None]:
-    """TF32 on for matrix products and cuDNN convolutions (restored on exit)."""
-    import torch
-
-    saved = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = True
-    try:
-        with torch.backends.cudnn.flags(allow_tf32=True):
-            yield
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = saved
-
-
-def _without_exact_float32(step: Callable[[], None]) -> Callable[[], None]:
-    """DIAGNOSTIC ONLY, NOT A PRIVATE STEP: ``step`` with the norms and clipped sums computed with TF32.
-
-    privml forms the per-example norms and the clipped sums in exact float32
-    (:func:`privml.torch.ghost.engine.exact_float32`): with TF32 an example
-    could move the sum by about 1.001 C. This variant turns TF32 on for
-    matrix products and cuDNN convolutions inside those two phases only (the
-    forward and backward passes keep torch's defaults, as the non-private
-    step does), to measure what that exactness costs on the GPU and decide
-    whether a bound that covers TF32's rounding is worth building. It is
-    never a product option.
-    """
-    import privml.torch.ghost.engine as engine
-
-    return _during(step, mock.patch.object(engine, "exact_float32", _tf32))
 
 
 def _grouped_instantiation(step: Callable[[], None], device: str) -> Callable[[], None]:
@@ -310,9 +280,8 @@ def run_steps(rows: list[str], variants: list[str], timed_steps: int, device: st
 
 # ------------------------------------------------------------------ where a step's time goes
 #: The profile part's variants. The last three are timed, not profiled: a CUDA graph replays as one launch, and
-#: privml-ghost-tf32 is a diagnostic that is NOT a private step (see _without_exact_float32).
-PROFILED = ("nonprivate", "privml-ghost", "opacus-hooks")
-TIMED_ONLY = ("privml-ghost-tf32", "privml-ghost-grouped", "privml-ghost-graph", "privml-ghost-graph-fixed",
+PROFILED = ("nonprivate", "privml-ghost", "privml-ghost-tf32", "opacus-hooks")
+TIMED_ONLY = ("privml-ghost-grouped", "privml-ghost-graph", "privml-ghost-graph-fixed",
               "privml-ghost-compile")
 
 
@@ -451,7 +420,8 @@ def run_mnist(epochs: float, device: str, max_train: int | None) -> dict[str, An
                            "delta": 1e-5, "n_train": int(n)}
     # privml, as a user calls it: numpy in, calibration and all (the default: CUDA graph steps);
     # then eager steps, and bf16 passes.
-    runs = {"privml": {}, "privml-eager": {"cuda_graph": False}, "privml-bf16": {"precision": "bf16"}}
+    runs = {"privml": {}, "privml-eager": {"cuda_graph": False}, "privml-tf32": {"clip_precision": "tf32"},
+            "privml-bf16": {"precision": "bf16"}}
     for name, options in runs.items():
         sync(device)
         start = time.perf_counter()
@@ -554,13 +524,15 @@ def render(data: dict) -> str:
     if steps:
         out += [
             f"Median ms per logical step (peak GPU memory, GiB) of one DP-SGD step, flat clipping to C = {CLIP}, "
-            f"noise multiplier {SIGMA}, synthetic batch, same initial weights. The ratios take privml's faster float32 ghost "
-            "step (eager, or replayed as a CUDA graph over the batch padded to a public capacity, the default of "
-            "TorchClassifier on a GPU) against Opacus's faster mode and against non-private.",
+            f"noise multiplier {SIGMA}, synthetic batch, same initial weights. `-tf32`: `clip_precision=\"tf32\"` "
+            "(norms and clipped sums on TF32 tensor cores, operands rounded by privml, the rounding bounded inside "
+            "C: a private step); `-graph`: replayed as a CUDA graph over the batch padded to a public capacity "
+            "(TorchClassifier's default on a GPU). The ratios take privml's fastest ghost step (named) against "
+            "Opacus's faster mode and against non-private.",
             "",
-            "| model, batch | " + " | ".join(VARIANTS) + " | privml / best Opacus | privml / non-private "
-            "| parity vs Opacus |",
-            "|---|" + "---|" * (len(VARIANTS) + 3),
+            "| model, batch | " + " | ".join(VARIANTS) + " | privml's fastest | privml / best Opacus "
+            "| privml / non-private | parity vs Opacus |",
+            "|---|" + "---|" * (len(VARIANTS) + 4),
         ]
         for row in steps.values():
             cells = []
@@ -576,7 +548,9 @@ def render(data: dict) -> str:
             vs_np = f"{ghost / nonpriv:.2f}x" if ghost and nonpriv else "-"
             par = row.get("parity_vs_opacus")
             par_s = f"{par:.1e}" if isinstance(par, float) else ("error" if par else "-")
-            out.append(f"| {row['model']}, {row['batch']} | " + " | ".join(cells) + f" | {ratio} | {vs_np} | {par_s} |")
+            fastest = _privml_best(row).get("variant", "-")
+            out.append(f"| {row['model']}, {row['batch']} | " + " | ".join(cells)
+                       + f" | {fastest} | {ratio} | {vs_np} | {par_s} |")
         errors = [f"{name} {v}: {row[v]['error']}" for name, row in steps.items() for v in VARIANTS
                   if isinstance(row.get(v), dict) and "error" in row[v]]
         if errors:
@@ -596,7 +570,7 @@ def render(data: dict) -> str:
             "| run | wall time (s) | test accuracy | steps |",
             "|---|---|---|---|",
         ]
-        for name in ("privml", "privml-eager", "privml-bf16", "opacus-hooks", "nonprivate"):
+        for name in ("privml", "privml-eager", "privml-tf32", "privml-bf16", "opacus-hooks", "nonprivate"):
             r = mnist.get(name)
             if r and "error" in r:
                 out.append(f"| {name} | error: {r['error']} | | |")
@@ -638,9 +612,7 @@ def _render_profile(profile: dict, commit: str | None) -> list[str]:
             out.append(f"| {row['model']}, {row['batch']} | {variant} | {r['total_ms']:.2f} | {cell('forward')} | "
                        f"{cell('norms')} | {cell('clipped_sums')} | {cell('noise', 'optimizer')} | "
                        + " | ".join(f"{r.get('classes_ms', {}).get(c, 0.0):.2f}" for c in classes) + " |")
-    out += ["", "Diagnostic step times (median ms, CUDA events): `privml-ghost-tf32` is privml's ghost step with its "
-            "norms and clipped sums computed with TF32 (**not a private step**: it measures what exact float32 "
-            "costs); "
+    out += ["", "Diagnostic step times (median ms, CUDA events): "
             "`privml-ghost-grouped` forms convolutions' per-example gradients by one grouped weight-gradient kernel "
             "(the CPU's way) rather than from patches; `privml-ghost-graph-fixed` replays a CUDA graph over "
             "fixed-size batches, which need no padding (capacity = b), against `privml-ghost-graph`'s Poisson "
@@ -656,8 +628,8 @@ def _render_profile(profile: dict, commit: str | None) -> list[str]:
 
 
 def _privml_best(row: dict) -> dict:
-    """privml's faster float32 ghost step on a row: eager, or replayed as a CUDA graph (the classifier's default)."""
-    timed = [row[v] for v in ("privml-ghost", "privml-ghost-graph") if "median_ms" in row.get(v, {})]
+    """privml's fastest ghost step on a row (:data:`PRIVML_GHOST`), with its name under ``"variant"``."""
+    timed = [{**row[v], "variant": v} for v in PRIVML_GHOST if "median_ms" in row.get(v, {})]
     return min(timed, key=lambda r: r["median_ms"]) if timed else {}
 
 
@@ -672,7 +644,7 @@ def _step_verdicts(steps: dict) -> list[str]:
         ratio = ghost["median_ms"] / min(p["median_ms"] for p in peers)
         # Memory of the eager step: a CUDA graph's private pool is allocated at capture (during the warm-up,
         # before the peak is reset), so the graph variant's figure understates its footprint.
-        eager = row.get("privml-ghost", ghost)
+        eager = row.get(ghost["variant"].removesuffix("-graph"), ghost)
         memory = eager["peak_gib"] / min(p["peak_gib"] for p in peers)
         worst_time, worst_memory = max(worst_time, ratio), max(worst_memory, memory)
         (time_ok if ratio <= 0.5 else []).append(name)

@@ -5,6 +5,7 @@
     privml train --method dpsgd-cnn --dataset mnist|fashion-mnist --epsilon E [--epochs N]
                  [--batch-size B] [--learning-rate LR] [--clip-norm C] [--architecture A] [--threads T]
                  [--device auto|cpu|cuda[:N]] [--precision fp32|bf16]
+                 [--clip-precision fp32|tf32]
 
 ``dpsgd-cnn`` trains a CNN with DP-SGD (:mod:`privml.torch`, imported only for
 this method) on the images standardised by public constants, with a progress
@@ -98,6 +99,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     cnn.add_argument("--device", help="auto (default: CUDA when available), cpu, cuda or cuda:N")
     cnn.add_argument("--precision", choices=("fp32", "bf16"),
                      help="fp32 (default), or bf16 autocast passes (clipping and noise stay float32)")
+    cnn.add_argument("--clip-precision", choices=("fp32", "tf32"),
+                     help="arithmetic of the per-example norms and clipped sum: fp32 (default), or tf32 (operands "
+                          "rounded to TF32 by privml, rounding bounded inside C; faster on GPUs with TF32 cores)")
     add_nonprivate_flag(parser)
     add_json_flag(parser)
     parser.set_defaults(handler=_train, prog=parser.prog)
@@ -123,7 +127,8 @@ def _train(args: argparse.Namespace) -> None:
         _train_cnn(args)
         return
     cnn_only = [f"--{k.replace('_', '-')}"
-                for k in ("epochs", "batch_size", "learning_rate", "clip_norm", "threads", "device", "precision")
+                for k in ("epochs", "batch_size", "learning_rate", "clip_norm", "threads", "device", "precision",
+                          "clip_precision")
                 if getattr(args, k) is not None]
     if args.architecture != "tramer-boneh":
         cnn_only.append("--architecture")
@@ -235,6 +240,7 @@ def _train_cnn(args: argparse.Namespace) -> None:
             "clip_norm": args.clip_norm,
             "threads": args.threads,
             "precision": args.precision,
+            "clip_precision": args.clip_precision,
         }.items()
         if value is not None
     }

@@ -13,6 +13,7 @@ from privml.data.labels import fit_classes
 from privml.guarantee import PrivacyGuarantee
 from privml.neighbouring import Neighbouring
 from privml.torch.dpsgd import DPSGD, PRECISIONS
+from privml.torch.ghost.precision import CLIP_PRECISIONS
 from privml.torch.models import build_model
 
 #: Defaults of Tramer and Boneh (2021), Table 9, for the end-to-end MNIST CNN:
@@ -72,6 +73,10 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
     precision:
         ``"fp32"`` (default) or ``"bf16"`` (autocast forward and backward;
         clipping and noise in float32), as in :class:`~privml.torch.DPSGD`.
+    clip_precision:
+        ``"fp32"`` (default) or ``"tf32"``: the arithmetic of the norms and
+        the clipped sum, as in :class:`~privml.torch.DPSGD` (``"tf32"`` needs
+        ghost clipping and gains only on GPUs with TF32 tensor cores).
     cuda_graph:
         Replay each step as a CUDA graph over the batch padded to a public
         capacity (:mod:`privml.torch.graphs`; the same release, fewer host
@@ -113,7 +118,7 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
     released_info = frozenset({
         "noise_multiplier", "noise_std", "clip_norm", "sample_rate", "expected_batch_size", "steps",
         "planned_steps", "epochs", "mode", "accountant", "epsilon", "delta", "neighbouring", "world_size",
-        "secure_noise", "sampling", "bound", "precision",
+        "secure_noise", "sampling", "bound", "precision", "clip_precision",
     })
 
     def __init__(
@@ -139,6 +144,7 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         secure_noise: bool = False,
         device: str = "auto",
         precision: str = "fp32",
+        clip_precision: str = "fp32",
         cuda_graph: bool | str = "auto",
         random_state: int | None = None,
         progress: bool = False,
@@ -164,6 +170,7 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         self.secure_noise = secure_noise
         self.device = device
         self.precision = precision
+        self.clip_precision = clip_precision
         self.cuda_graph = cuda_graph
         self.random_state = random_state
         self.progress = progress
@@ -204,6 +211,10 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         device = self._device()
         if self.precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
+        if self.clip_precision not in CLIP_PRECISIONS:
+            raise ValueError(
+                f"clip_precision must be one of {', '.join(CLIP_PRECISIONS)}, got {self.clip_precision!r}"
+            )
         X_t = self._images(X)
         classes, y_t = self._labels(y)
         if X_t.shape[0] != y_t.shape[0]:
@@ -242,6 +253,7 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
                     secure_noise=self.secure_noise,
                     seed=seed,
                     precision=self.precision,
+                    clip_precision=self.clip_precision,
                     cuda_graph=self.cuda_graph,
                 )
                 engine.fit(X_t, y_t, progress=self.progress)

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from typing import ClassVar
 
 import torch
 from torch import nn
+
+from privml.torch.ghost.precision import exact_weighted_sum, outer_product_bound, round_to_tf32
 
 
 class Prepared(ABC):
@@ -16,8 +19,23 @@ class Prepared(ABC):
         """``(B,)``: squared L2 norm of the gradient of all the layer's trainable parameters, per example."""
 
     @abstractmethod
-    def clipped_sum(self, factors: torch.Tensor) -> dict[str, torch.Tensor]:
-        """``sum_i factors[i] * grad_i`` for each trainable parameter, by its attribute name."""
+    def clipped_sum(self, factors: torch.Tensor, *, tf32: bool = False) -> dict[str, torch.Tensor]:
+        """``sum_i factors[i] * grad_i`` for each trainable parameter, by its attribute name.
+
+        With ``tf32`` (the ``"tf32"`` clipping arithmetic, see
+        :mod:`privml.torch.ghost.precision`), every matrix product rounds its
+        operands to TF32 itself; :meth:`rounding_slack` bounds what that moves.
+        """
+
+    def rounding_slack(self) -> torch.Tensor | None:  # a hook with a default: most sums have no matrix product
+        """``(B,)``: how far, at most, ``clipped_sum(factors, tf32=True)`` moves example i's term, over ``factors[i]``.
+
+        In L2 over the layer's parameters, or ``None`` when the TF32 sum is
+        exact up to float32 accumulation. The engine adds it to the layer's
+        norm before clipping, so the sum's rounding cannot lift a
+        contribution above C.
+        """
+        return None
 
     def compact(self) -> Prepared | None:  # a hook with a default: most layers have nothing smaller to keep
         """After :meth:`squared_norms`: what :meth:`clipped_sum` needs, if smaller than the input and gradient.
@@ -51,6 +69,10 @@ class LayerRule(ABC):
     supported model mixes examples (see :mod:`privml.torch.validation`), row
     ``i`` of ``grad_output`` is the gradient of example ``i``'s loss alone.
     """
+
+    #: Whether the layer's norms or sums multiply its input and output gradient in matrix products: under the
+    #: ``"tf32"`` clipping arithmetic the engine then rounds both to TF32 before :meth:`prepare`.
+    products: ClassVar[bool] = False
 
     @abstractmethod
     def prepare(self, module: nn.Module, activation: torch.Tensor, grad_output: torch.Tensor) -> Prepared:
@@ -199,14 +221,21 @@ class OuterProduct(Prepared):
             grads["bias"] = self._bias_grads()
         return Materialised(grads)
 
-    def clipped_sum(self, factors: torch.Tensor) -> dict[str, torch.Tensor]:
+    def clipped_sum(self, factors: torch.Tensor, *, tf32: bool = False) -> dict[str, torch.Tensor]:
         out: dict[str, torch.Tensor] = {}
         if self.weight:
             scaled = (self.g * factors[:, None, None]).reshape(-1, self.g.shape[-1])
+            if tf32:
+                scaled = round_to_tf32(scaled)  # a and g are rounded already (by the engine)
             out["weight"] = (scaled.T @ self.a.reshape(-1, self.a.shape[-1])).reshape(self.weight_shape)
         if self.bias:
-            out["bias"] = factors @ self._bias_grads()
+            out["bias"] = exact_weighted_sum(factors, self._bias_grads()) if tf32 else factors @ self._bias_grads()
         return out
+
+    def rounding_slack(self) -> torch.Tensor | None:
+        if not self.weight or self._instantiated is not None:  # kept: summed by Materialised, exactly
+            return None
+        return outer_product_bound(self.a, self.g)
 
 
 class Materialised(Prepared):
@@ -221,7 +250,9 @@ class Materialised(Prepared):
     def compact(self) -> Prepared:
         return self
 
-    def clipped_sum(self, factors: torch.Tensor) -> dict[str, torch.Tensor]:
+    def clipped_sum(self, factors: torch.Tensor, *, tf32: bool = False) -> dict[str, torch.Tensor]:
+        if tf32:  # the same values the norms were taken of, summed without a matrix product: nothing to bound
+            return {name: exact_weighted_sum(factors, grad) for name, grad in self.grads.items()}
         return {name: torch.tensordot(factors.to(grad.dtype), grad, dims=1) for name, grad in self.grads.items()}
 
 

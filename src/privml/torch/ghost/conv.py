@@ -49,6 +49,7 @@ from privml.torch.ghost.base import (
     squared_frobenius,
     trainable,
 )
+from privml.torch.ghost.precision import conv_product_bound, exact_weighted_sum, round_to_tf32
 
 _ConvNd = nn.Conv1d | nn.Conv2d | nn.Conv3d
 
@@ -126,7 +127,12 @@ class _ConvPrepared(Prepared):
         self.module, self.activation, self.grad_output = module, activation, grad_output
         self.weight, self.bias = trainable(module, "weight"), trainable(module, "bias")
         self._instantiated: torch.Tensor | None = None  # (B, *weight shape), when kept
-        self._bias: torch.Tensor | None = None  # (B, Cout): each example's bias gradient, set by squared_norms
+        self._bias: torch.Tensor | None = None  # (B, Cout): each example's bias gradient, formed once
+
+    def _bias_grads(self) -> torch.Tensor:
+        if self._bias is None:
+            self._bias = self.grad_output.reshape(*self.grad_output.shape[:2], -1).sum(2)
+        return self._bias
 
     def squared_norms(self) -> torch.Tensor:
         module, g_out = self.module, self.grad_output
@@ -134,8 +140,7 @@ class _ConvPrepared(Prepared):
         g = g_out.reshape(batch, channels_out, -1).transpose(1, 2)  # (B, T, Cout)
         total = torch.zeros(batch, dtype=g.dtype, device=g.device)
         if self.bias:
-            self._bias = g.sum(1)
-            total = total + self._bias.square().sum(1)
+            total = total + self._bias_grads().square().sum(1)
         if not self.weight:
             return total
         groups, steps = module.groups, g.shape[1]
@@ -201,7 +206,9 @@ class _ConvPrepared(Prepared):
             grads["bias"] = self._bias
         return Materialised(grads)
 
-    def clipped_sum(self, factors: torch.Tensor) -> dict[str, torch.Tensor]:
+    def clipped_sum(self, factors: torch.Tensor, *, tf32: bool = False) -> dict[str, torch.Tensor]:
+        if tf32:
+            return self._tf32_clipped_sum(factors)
         module, g_out = self.module, self.grad_output
         scaled = g_out * factors.reshape(-1, *([1] * (g_out.dim() - 1))).to(g_out.dtype)
         padding = module.padding
@@ -226,8 +233,50 @@ class _ConvPrepared(Prepared):
             out["bias"] = bias
         return out
 
+    def _tf32_clipped_sum(self, factors: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The clipped sum as matrix products of TF32 operands: the scaled gradient (rounded here) and the patches.
+
+        Not the framework's weight-gradient kernel: cuDNN may transform its
+        operands (Winograd) before rounding them to TF32, which no bound here
+        covers. The input (rounded by the engine) is unfolded into patches by
+        chunks of examples, as for the norms, so the transient stays within
+        what the layer was given; the products accumulate in float32.
+        """
+        module, g_out = self.module, self.grad_output
+        out: dict[str, torch.Tensor] = {}
+        if self.bias:
+            out["bias"] = exact_weighted_sum(factors, self._bias_grads())
+        if not self.weight:
+            return out
+        batch, channels_out = g_out.shape[:2]
+        scaled = round_to_tf32(g_out * factors.reshape(-1, *([1] * (g_out.dim() - 1))).to(g_out.dtype))
+        g = scaled.reshape(batch, channels_out, -1).transpose(1, 2)  # (B, T, Cout)
+        groups, steps = module.groups, g.shape[1]
+        kernel = math.prod(module.kernel_size)
+        p, per_group = channels_out // groups, module.in_channels // groups
+        total = g.new_zeros(groups, p, kernel * per_group)
+        given = steps * channels_out + self.activation[0].numel()
+        rows = rows_per_chunk(batch, steps * kernel * module.in_channels, given * batch)
+        for lo in range(0, batch, rows):
+            a = patches(module, self.activation[lo : lo + rows])  # (b, T, K Cin): (kernel position..., channel)
+            g_part = g[lo : lo + rows].reshape(-1, channels_out)
+            split = a.reshape(-1, kernel, groups, per_group)
+            for j in range(groups):
+                total[j].addmm_(g_part[:, j * p : (j + 1) * p].T, split[:, :, j].reshape(-1, kernel * per_group))
+        # (G, p, kernel..., Cin/G) -> the weight's layout (Cout, Cin/G, kernel...)
+        weight = total.reshape(channels_out, *module.kernel_size, per_group).movedim(-1, 1)
+        out["weight"] = weight.contiguous()
+        return out
+
+    def rounding_slack(self) -> torch.Tensor | None:
+        if not self.weight or self._instantiated is not None:  # kept: summed by Materialised, exactly
+            return None
+        return conv_product_bound(self.activation, self.grad_output, math.prod(self.module.kernel_size))
+
 
 class ConvRule(LayerRule):
+    products = True
+
     def check(self, module: nn.Module) -> None:
         assert isinstance(module, (nn.Conv1d, nn.Conv2d, nn.Conv3d))
         if module.padding_mode != "zeros" or isinstance(module.padding, str):

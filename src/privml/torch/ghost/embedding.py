@@ -14,6 +14,8 @@ from privml.torch.ghost.base import LayerRule, Prepared, register, trainable
 
 
 class EmbeddingRule(LayerRule):
+    products = True  # the norms' Gram products of the output gradients; the sum is an index_add, exact
+
     def check(self, module: nn.Module) -> None:
         assert isinstance(module, nn.Embedding)
         if module.max_norm is not None or module.scale_grad_by_freq or module.sparse:
@@ -48,7 +50,8 @@ class _EmbeddingPrepared(Prepared):
         same = (keys.unsqueeze(2) == keys.unsqueeze(1)).to(g.dtype)
         return (torch.bmm(g, g.transpose(1, 2)) * same).sum((1, 2))
 
-    def clipped_sum(self, factors: torch.Tensor) -> dict[str, torch.Tensor]:
+    def clipped_sum(self, factors: torch.Tensor, *, tf32: bool = False) -> dict[str, torch.Tensor]:
+        del tf32  # no matrix product: the same either way
         if not self.weight:
             return {}
         scaled = (self.g * factors[:, None, None]).reshape(-1, self.g.shape[-1])

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,6 +11,7 @@ from torch import nn
 
 from privml.torch.clipping import clip_factors
 from privml.torch.ghost.base import LayerRule, Prepared, rule_for
+from privml.torch.ghost.precision import CLIP_PRECISIONS, exact_float32, round_to_tf32, tf32_products
 from privml.torch.phases import phase
 
 
@@ -26,6 +26,7 @@ class _Layer:
     output_shape: torch.Size
     kept: Prepared | None = None  # set when the output gradient arrives
     grad: torch.Tensor | None = None  # the raw output gradient, kept only to re-prepare a half-precision layer
+    tf32: bool = False  # whether its norms and sum use the "tf32" arithmetic (set with its norms)
 
     @property
     def received(self) -> bool:
@@ -57,39 +58,6 @@ class _Tap(torch.autograd.Function):
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:
         ctx.receive(grad)
         return grad, None, None
-
-
-@contextmanager
-def exact_float32() -> Iterator[None]:
-    """Turn off TF32 in matrix products and cuDNN convolutions for the clipping arithmetic.
-
-    On Ampere and later GPUs, TF32 rounds float32 operands to 10 mantissa
-    bits (relative error ~1e-3). The clip factors must come from the norms of
-    exactly the per-example gradients that are summed, and the sum must hold
-    each example's contribution to within C: with TF32, norms and sums would
-    be off by ~1e-3 relative and an example could move the sum by about
-    1.001 C, more than the sensitivity the noise is calibrated to. (The
-    forward and backward passes may use TF32 or bf16: that changes which
-    gradients are computed, not the bound on their clipped sum.)
-    """
-    matmul, conv = torch.backends.cuda.matmul, getattr(torch.backends.cudnn, "conv", None)
-    if conv is not None and hasattr(matmul, "fp32_precision") and hasattr(conv, "fp32_precision"):
-        # The per-backend precision settings (torch 2.9 and later). Once a user has set them, reading the
-        # legacy allow_tf32 flags raises ("a mix of the legacy and new APIs"), so they are used wherever they
-        # exist; "ieee" is full float32.
-        saved = matmul.fp32_precision, conv.fp32_precision
-        matmul.fp32_precision = conv.fp32_precision = "ieee"
-        try:
-            yield
-        finally:
-            matmul.fp32_precision, conv.fp32_precision = saved
-        return
-    legacy = matmul.allow_tf32, torch.backends.cudnn.allow_tf32
-    matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
-    try:
-        yield
-    finally:
-        matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = legacy
 
 
 def _low(t: torch.Tensor) -> bool:
@@ -148,6 +116,8 @@ def ghost_clipped_sum(
     y: torch.Tensor,
     clip_norm: float,
     modules: list[tuple[str, nn.Module, LayerRule]] | None = None,
+    *,
+    clip_precision: str = "fp32",
 ) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
     """Sum over the batch of the per-example gradients, each clipped as a whole to ``clip_norm``.
 
@@ -173,13 +143,19 @@ def ghost_clipped_sum(
         C > 0.
     modules:
         The result of :func:`ghost_modules` (recomputed if omitted).
+    clip_precision:
+        The arithmetic of the norms and sums (:mod:`privml.torch.ghost.precision`):
+        ``"fp32"`` (default), or ``"tf32"``: operands rounded to TF32 by
+        privml, products on TF32 tensor cores, and each example clipped over
+        its norm plus a bound on the sum's rounding.
 
     Returns
     -------
     sums:
-        ``{parameter name: sum_i c_i g_i}`` with ``c_i = min(1, C / ||g_i||)``.
+        ``{parameter name: sum_i c_i g_i}`` with ``c_i = min(1, C / ||g_i||)``
+        (``"tf32"``: ``||g_i||`` plus the rounding bound, layer by layer).
     norms:
-        ``||g_i||`` of each example's whole gradient, shape ``(B,)``.
+        ``||g_i||`` of each example's whole gradient, shape ``(B,)`` (private: a diagnostic).
 
     Notes
     -----
@@ -189,9 +165,11 @@ def ghost_clipped_sum(
     gradient of sum_j loss_j is the gradient of loss_i" holds only for
     models in which no layer mixes examples, which the validator enforces.
     """
+    if clip_precision not in CLIP_PRECISIONS:
+        raise ValueError(f"clip_precision must be one of {', '.join(CLIP_PRECISIONS)}, got {clip_precision!r}")
     if modules is None:
         modules = ghost_modules(model)
-    ghost_pass = _GhostPass(modules, x.shape[0], x.device)
+    ghost_pass = _GhostPass(modules, x.shape[0], x.device, tf32=clip_precision == "tf32")
     try:
         losses = ghost_pass.forward(model, loss_fn, x, y)
         if losses.shape != (x.shape[0],):
@@ -211,14 +189,19 @@ def ghost_clipped_sum(
 class _GhostPass:
     """One micro-batch's forward pass with taps, its backward pass, and the layer-by-layer clipped sums."""
 
-    def __init__(self, modules: list[tuple[str, nn.Module, LayerRule]], batch: int, device: torch.device) -> None:
+    def __init__(
+        self, modules: list[tuple[str, nn.Module, LayerRule]], batch: int, device: torch.device, *, tf32: bool = False
+    ) -> None:
         self.modules = modules
+        self.tf32 = tf32
         self.by_module = {id(m): (name, rule) for name, m, rule in modules}
         self.batch = batch
         self.layers: list[_Layer] = []
         # The anchor every tap takes (see _Tap); its own gradient is never formed.
         self.anchor = torch.zeros((), device=device, requires_grad=True)
         self.squared: torch.Tensor | None = None
+        # "tf32": sum over layers of (norm + rounding slack)^2, what the clip factors are formed from
+        self.bounded: torch.Tensor | None = None
 
     def forward(
         self, model: nn.Module, loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], x: torch.Tensor,
@@ -280,14 +263,30 @@ class _GhostPass:
     def _label(self, layer: _Layer) -> str:
         return f"{type(layer.module).__name__} ({self.by_module[id(layer.module)][0] or 'the model'})"
 
+    def _arithmetic(self) -> Any:
+        return tf32_products() if self.tf32 else exact_float32()
+
+    def _prepare(self, layer: _Layer, activation: torch.Tensor, grad: torch.Tensor) -> Prepared:
+        """The layer's rule applied to float32 (or wider) operands, rounded to TF32 where the arithmetic says so."""
+        a, g = _wide(activation), _wide(grad)
+        if layer.tf32:
+            a, g = round_to_tf32(a), round_to_tf32(g)
+        return layer.rule.prepare(layer.module, a, g)
+
     def receive(self, index: int, grad: torch.Tensor) -> None:
         """Layer ``index``'s output gradient, during the backward pass: add its norms, keep what its sum needs."""
         layer = self.layers[index]
         assert self.squared is not None and layer.activation is not None
-        # Norms and sums in float32 or wider, never under a caller's autocast (bf16 passes), without TF32.
-        with phase("norms"), torch.autocast(grad.device.type, enabled=False), exact_float32():
-            prepared = layer.rule.prepare(layer.module, _wide(layer.activation), _wide(grad))
-            self.squared += prepared.squared_norms()
+        # Only float32 products can run on TF32: wider ones are exact as they are.
+        layer.tf32 = self.tf32 and layer.rule.products and _wide(grad).dtype == torch.float32
+        # Norms and sums in float32 or wider, never under a caller's autocast (bf16 passes), in the chosen arithmetic.
+        with phase("norms"), torch.autocast(grad.device.type, enabled=False), self._arithmetic():
+            prepared = self._prepare(layer, layer.activation, grad)
+            squared = prepared.squared_norms()
+            self.squared += squared
+            if self.bounded is not None:
+                slack = prepared.rounding_slack() if layer.tf32 else None
+                self.bounded += squared if slack is None else (squared.clamp(min=0).sqrt() + slack).square()
             compact = prepared.compact()
         low = _low(layer.activation) or _low(grad)
         if compact is not None and low and compact.nbytes() > layer.activation.nbytes + grad.nbytes:
@@ -297,18 +296,20 @@ class _GhostPass:
         elif low:
             layer.grad = grad  # re-prepared from half precision later, rather than keep float32 copies
         else:
-            layer.kept = prepared
+            # Its input and gradient as prepared (rounded copies under "tf32": the originals can go).
+            layer.kept, layer.activation = prepared, None
 
     def backward(self, losses: torch.Tensor, clip_norm: float) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
         """Run the backward pass through the taps, then form the clip factors and each layer's clipped sum."""
         self.squared = torch.zeros(
             self.batch, dtype=torch.float32 if _low(losses) else losses.dtype, device=losses.device
         )
+        self.bounded = torch.zeros_like(self.squared) if self.tf32 else None
         if losses.requires_grad:
             with phase("backward"):
                 torch.autograd.grad(losses.sum(), [self.anchor], allow_unused=True)
         norms = self.squared.clamp(min=0).sqrt()
-        factors = clip_factors(norms, clip_norm)
+        factors = clip_factors(norms if self.bounded is None else self.bounded.clamp(min=0).sqrt(), clip_norm)
         sums: dict[str, torch.Tensor] = {}
         # No graph: the sums are data, and a recorded graph would keep each layer's input and scaled
         # gradient alive as long as the returned sums (the weight is a Parameter in the convolutions').
@@ -316,7 +317,7 @@ class _GhostPass:
             phase("clipped_sums"),
             torch.no_grad(),
             torch.autocast(losses.device.type, enabled=False),
-            exact_float32(),
+            self._arithmetic(),
         ):
             for layer in self.layers:
                 if not layer.received:  # its output did not reach the losses: a zero gradient
@@ -324,9 +325,9 @@ class _GhostPass:
                 prepared = layer.kept
                 if prepared is None:
                     assert layer.activation is not None and layer.grad is not None
-                    prepared = layer.rule.prepare(layer.module, _wide(layer.activation), _wide(layer.grad))
+                    prepared = self._prepare(layer, layer.activation, layer.grad)
                 prefix = self.by_module[id(layer.module)][0]
-                for attr, value in prepared.clipped_sum(factors).items():
+                for attr, value in prepared.clipped_sum(factors, tf32=layer.tf32).items():
                     sums[f"{prefix}.{attr}" if prefix else attr] = value
                 layer.kept = layer.activation = layer.grad = None  # free this layer's inputs and gradients
         for name, module, _ in self.modules:

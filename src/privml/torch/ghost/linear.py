@@ -9,6 +9,8 @@ from privml.torch.ghost.base import LayerRule, OuterProduct, Prepared, register,
 
 
 class LinearRule(LayerRule):
+    products = True
+
     def prepare(self, module: nn.Module, activation: torch.Tensor, grad_output: torch.Tensor) -> Prepared:
         assert isinstance(module, nn.Linear)  # rules are looked up by exact type
         batch = activation.shape[0]

@@ -1,0 +1,164 @@
+"""The arithmetic of the per-example norms and clipped sums: exact float32, or TF32 with a proven bound.
+
+Privacy rests on one inequality: each example's contribution to the
+released clipped sum has L2 norm at most C. It holds only if the clip
+factor of example k comes from the norm of exactly what the sum adds for
+k. Two ways of computing keep that true:
+
+``"fp32"`` (:func:`exact_float32`)
+    Every product of the clipping arithmetic runs in full float32: TF32 is
+    turned off for matrix products and cuDNN convolutions while the norms
+    and sums are formed. On Ampere and later GPUs this forgoes the TF32
+    tensor cores, several times faster than float32 (the forward and
+    backward passes keep using them).
+
+``"tf32"`` (:func:`tf32_products`)
+    privml rounds each layer's input and output gradient to TF32 (10
+    explicit mantissa bits, round to nearest even: :func:`round_to_tf32`)
+    before forming anything from them. A product of two TF32 numbers is
+    exact in float32, so the norms of the per-example gradients of the
+    rounded operands are exact up to float32 accumulation, whatever the
+    hardware does with TF32, and the products may run on TF32 tensor
+    cores. One rounding is left: the clipped sum multiplies the *scaled*
+    gradient ``c_k g_kt``, which is rounded to TF32 again (by privml, so the
+    result does not depend on the GPU's own conversion). Its error in
+    example k's contribution to a layer is at most
+    ``ROUNDING_BOUND * c_k * S_k`` in L2, with ``S_k = sum_t |g_kt| |a_kt|``
+    over the positions t of the layer (triangle inequality; each element's
+    relative error is at most ``ROUNDING_BOUND``). So the engine clips to C
+    over ``N'_k = sqrt(sum_l (|G_k^l| + ROUNDING_BOUND S_k^l)^2)`` instead of
+    ``|G_k|``: each contribution stays within C, the sensitivity the noise
+    is calibrated to. ``N'_k`` exceeds ``|G_k|`` by at most
+    ``ROUNDING_BOUND sum_l S_k^l``; where the positions' terms point in
+    unrelated directions ``S_k`` is about ``sqrt(T) |G_k|``, so the clip
+    norm in effect shrinks by about ``ROUNDING_BOUND sqrt(T)``: 0.4% at
+    T = 8 x 8, 1.6% at 32 x 32. (Convolutions use the looser
+    ``sqrt(K) |g_k| |a_k|`` for ``S_k``, K the kernel's size: see
+    :func:`conv_product_bound`.)
+
+The forward and backward passes are the user's (TF32, bf16 autocast): they
+change which gradients are computed, not the bound on their clipped sum.
+
+Neither mode makes float32 accumulation exact; no DP-SGD implementation
+does. The guarantee is that of the arithmetic described, as everywhere in
+floating point.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
+
+import torch
+
+CLIP_PRECISIONS: tuple[str, ...] = ("fp32", "tf32")
+
+#: Relative error of rounding a float32 product ``c * g`` to TF32 by :func:`round_to_tf32`: half a unit in the
+#: 11th significant bit (2^-11), plus the float32 rounding of the product itself (2^-24), with room to spare.
+ROUNDING_BOUND = 2.0**-11 + 2.0**-23
+
+_LOW_BITS = 13  # float32 has 23 explicit mantissa bits, TF32 10: the 13 low bits are dropped
+_HALF = (1 << (_LOW_BITS - 1)) - 1  # 0x0FFF: just under half a TF32 unit, for round-half-to-even
+_KEEP = -(1 << _LOW_BITS)  # 0xFFFFE000 as an int32: the sign, exponent and 10 mantissa bits
+
+
+def round_to_tf32(x: torch.Tensor) -> torch.Tensor:
+    """``x`` rounded to the nearest TF32 value (ties to even), still stored as float32; other dtypes as they are.
+
+    Done on the bits, so it is the same on every device and never overflows
+    except where the nearest value is infinite (as the hardware's own
+    rounding would). Its result is left unchanged by any conversion to TF32
+    (truncating or rounding), so a product of two rounded values is exact in
+    float32.
+
+    >>> import torch
+    >>> x = torch.tensor([1.0 + 2.0**-11, 1.0 + 3 * 2.0**-11, -1.0 - 2.0**-10, 3.0])
+    >>> [float(v) for v in round_to_tf32(x)]  # ties to even, then exact values unchanged
+    [1.0, 1.001953125, -1.0009765625, 3.0]
+    """
+    if x.dtype != torch.float32:
+        return x
+    bits = x.contiguous().view(torch.int32)
+    rounded = torch.bitwise_right_shift(bits, _LOW_BITS)
+    rounded.bitwise_and_(1).add_(_HALF).add_(bits).bitwise_and_(_KEEP)  # + 0x0FFF (+ 1 if the kept lsb is odd)
+    return rounded.view(torch.float32)
+
+
+@contextmanager
+def _products(matmul_tf32: bool) -> Iterator[None]:
+    """Matrix products with or without TF32; cuDNN convolutions always without.
+
+    Uses the per-backend precision settings of torch 2.9 and later where
+    they exist: once a user has set them, reading the legacy ``allow_tf32``
+    flags raises ("a mix of the legacy and new APIs"). ``"ieee"`` is full
+    float32. The settings are process-wide (torch has no per-thread ones).
+    """
+    matmul, conv = torch.backends.cuda.matmul, getattr(torch.backends.cudnn, "conv", None)
+    if conv is not None and hasattr(matmul, "fp32_precision") and hasattr(conv, "fp32_precision"):
+        saved = matmul.fp32_precision, conv.fp32_precision
+        matmul.fp32_precision, conv.fp32_precision = ("tf32" if matmul_tf32 else "ieee"), "ieee"
+        try:
+            yield
+        finally:
+            matmul.fp32_precision, conv.fp32_precision = saved
+        return
+    legacy = matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = matmul_tf32, False
+    try:
+        yield
+    finally:
+        matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = legacy
+
+
+def exact_float32() -> AbstractContextManager[None]:
+    """Turn off TF32 in matrix products and cuDNN convolutions for the clipping arithmetic (``"fp32"``).
+
+    With TF32 (relative error ~1e-3 per operand) norms and sums formed from
+    unrounded float32 operands would disagree by ~1e-3, and an example could
+    move the sum by about 1.001 C, more than the sensitivity the noise is
+    calibrated to.
+    """
+    return _products(matmul_tf32=False)
+
+
+def tf32_products() -> AbstractContextManager[None]:
+    """TF32 matrix products for the clipping arithmetic (``"tf32"``), cuDNN convolutions in float32.
+
+    Speed only: every matrix product of the ``"tf32"`` clipping arithmetic
+    multiplies operands already rounded by :func:`round_to_tf32`, so its
+    result is the same with TF32 on or off. Convolutions stay float32
+    because cuDNN may transform its operands (Winograd) before rounding them.
+    """
+    return _products(matmul_tf32=True)
+
+
+def exact_weighted_sum(factors: torch.Tensor, grads: torch.Tensor) -> torch.Tensor:
+    """``sum_k factors[k] grads[k]`` by elementwise products and a reduction: no matrix product, so no TF32."""
+    return (grads * factors.reshape(-1, *([1] * (grads.dim() - 1))).to(grads.dtype)).sum(0)
+
+
+def outer_product_bound(a: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+    """``(B,)``: ``ROUNDING_BOUND sum_t |g[i, t]| |a[i, t]|``, ``a`` (B, T, d), ``g`` (B, T, p).
+
+    The most that rounding the scaled gradient ``c_i g[i]`` to TF32 moves
+    ``c_i sum_t g[i, t] a[i, t]^T`` in Frobenius norm, divided by ``c_i``:
+    the error term of position t is the outer product of a vector of norm at
+    most ``ROUNDING_BOUND c_i |g[i, t]|`` with ``a[i, t]``.
+    """
+    return ROUNDING_BOUND * (torch.linalg.vector_norm(g, dim=-1) * torch.linalg.vector_norm(a, dim=-1)).sum(1)
+
+
+def conv_product_bound(activation: torch.Tensor, grad_output: torch.Tensor, kernel: int) -> torch.Tensor:
+    """``(B,)``: ``ROUNDING_BOUND sqrt(K) |g_i| |x_i|`` for a convolution with ``K = kernel`` weights per filter.
+
+    An upper bound on :func:`outer_product_bound` over the layer's patches
+    without forming them: by Cauchy-Schwarz ``sum_t |g_t| |a_t| <= |g| |P|``
+    with P the example's patches, and each input element lies in at most K
+    patches (one per kernel offset, whatever the stride, dilation or
+    padding), so ``|P| <= sqrt(K) |x|``. For a grouped convolution the
+    groups' errors are orthogonal and the same bound holds for their sum.
+    """
+    batch = activation.shape[0]
+    g = torch.linalg.vector_norm(grad_output.reshape(batch, -1), dim=1)
+    x = torch.linalg.vector_norm(activation.reshape(batch, -1), dim=1)
+    return ROUNDING_BOUND * kernel**0.5 * g * x

@@ -1,0 +1,288 @@
+"""The "tf32" clipping arithmetic: TF32 rounding, the bound on each contribution, and its plumbing."""
+
+from __future__ import annotations
+
+from unittest import mock
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from privml.torch import DPSGD, TramerBonehCNN, cross_entropy_per_example, ghost_clipped_sum
+from privml.torch.ghost import base, conv
+from privml.torch.ghost.precision import (
+    ROUNDING_BOUND,
+    exact_float32,
+    round_to_tf32,
+    tf32_products,
+)
+from privml.torch.models import GroupNormResNet, TransformerClassifier, WideResNet
+
+
+def _reference_tf32(x: torch.Tensor) -> torch.Tensor:
+    """Round to 11 significant bits in float64, ties to even (numpy's round), independently of the bit trick."""
+    mantissa, exponent = np.frexp(x.double().numpy())  # x = m 2^e, 0.5 <= |m| < 1
+    return torch.from_numpy(np.ldexp(np.round(mantissa * 2.0**11) / 2.0**11, exponent)).float()
+
+
+def test_rounding_to_tf32_is_round_to_nearest_even_on_the_11th_bit():
+    torch.manual_seed(0)
+    x = torch.cat([
+        torch.randn(50_000) * 10.0 ** torch.randint(-30, 30, (50_000,)).float(),
+        torch.tensor([0.0, -0.0, 1.0, -3.0, 1 + 2.0**-11, 1 + 3 * 2.0**-11, 2.0**-120, 3.4e38]),
+    ])
+    rounded = round_to_tf32(x)
+    assert torch.equal(rounded, _reference_tf32(x))
+    assert bool(((rounded.view(torch.int32) & 0x1FFF) == 0).all())  # 10 explicit mantissa bits left
+    finite = x != 0
+    assert float(((rounded - x).abs() / x.abs())[finite].max()) <= 2.0**-11
+    assert torch.equal(round_to_tf32(rounded), rounded)
+    assert float(round_to_tf32(torch.tensor([1 + 2.0**-11]))) == 1.0  # a tie goes to the even neighbour
+    assert torch.isinf(round_to_tf32(torch.tensor([float("inf"), -float("inf")]))).all()
+
+
+def test_products_of_rounded_values_are_exact_in_float32():
+    torch.manual_seed(1)
+    a, b = round_to_tf32(torch.randn(10_000)), round_to_tf32(torch.randn(10_000))
+    assert torch.equal((a * b).double(), a.double() * b.double())
+
+
+def test_rounding_leaves_other_dtypes_and_layouts_alone():
+    x = torch.randn(4, 3, dtype=torch.float64)
+    assert round_to_tf32(x) is x
+    t = torch.randn(5, 7).T  # not contiguous
+    assert torch.equal(round_to_tf32(t), _reference_tf32(t))
+
+
+def test_the_tf32_context_allows_tf32_products_only_and_restores_the_settings():
+    matmul, cudnn = torch.backends.cuda.matmul, torch.backends.cudnn.conv
+    saved = matmul.fp32_precision, cudnn.fp32_precision
+    try:
+        matmul.fp32_precision = cudnn.fp32_precision = "ieee"
+        with tf32_products():
+            assert (matmul.fp32_precision, cudnn.fp32_precision) == ("tf32", "ieee")
+        with exact_float32():
+            assert (matmul.fp32_precision, cudnn.fp32_precision) == ("ieee", "ieee")
+        assert (matmul.fp32_precision, cudnn.fp32_precision) == ("ieee", "ieee")
+    finally:
+        matmul.fp32_precision, cudnn.fp32_precision = saved
+
+
+class _Sequence(nn.Module):
+    """Linear layers over 12 positions: per-example gradients sum 12 outer products, so rounding shows."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.first, self.second = nn.Linear(20, 30), nn.Linear(30 * 12, 5, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.second(torch.relu(self.first(x)).flatten(1))
+
+
+def _convs() -> nn.Module:
+    # Kept (wide image, few channels) and book-kept (small image, many channels) layers, grouped, strided, dilated.
+    return nn.Sequential(
+        nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(),
+        nn.Conv2d(8, 16, 3, stride=2, padding=2, dilation=2, groups=2), nn.ReLU(),
+        nn.Conv2d(16, 64, 3, stride=2, padding=1), nn.ReLU(),
+        nn.Conv2d(64, 64, 3, padding=1), nn.ReLU(),
+        nn.Flatten(), nn.Linear(64 * 4 * 4, 3),
+    )
+
+
+def _conv1d_3d() -> nn.Module:
+    class Both(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.one = nn.Conv1d(2, 48, 5, stride=2)
+            self.three = nn.Conv3d(1, 4, 2)
+            self.head = nn.Linear(48 * 8 + 4 * 1 * 3 * 4, 3)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:  # x: (B, 2, 20)
+            a = torch.tanh(self.one(x))
+            b = torch.tanh(self.three(x.reshape(x.shape[0], 1, 2, 4, 5)))
+            return self.head(torch.cat([a.flatten(1), b.flatten(1)], 1))
+
+    return Both()
+
+
+CASES = {
+    "sequence": (_Sequence, lambda: (torch.randn(8, 12, 20) * 3, torch.randint(0, 5, (8,)))),
+    "convolutions": (_convs, lambda: (torch.randn(6, 3, 16, 16), torch.randint(0, 3, (6,)))),
+    "conv1d-conv3d": (_conv1d_3d, lambda: (torch.randn(6, 2, 20), torch.randint(0, 3, (6,)))),
+    "tramer-boneh": (TramerBonehCNN, lambda: (torch.randn(4, 1, 28, 28), torch.randint(0, 10, (4,)))),
+    "resnet": (lambda: GroupNormResNet(in_channels=3, n_classes=4, width=8, blocks=1, groups=4),
+               lambda: (torch.randn(4, 3, 16, 16), torch.randint(0, 4, (4,)))),
+    "wide-resnet": (lambda: WideResNet(in_channels=3, n_classes=4, depth=10, width=1, groups=4),
+                    lambda: (torch.randn(4, 3, 16, 16), torch.randint(0, 4, (4,)))),
+    "transformer": (lambda: TransformerClassifier(vocab_size=50, n_classes=3, max_len=16, d_model=16, n_heads=2,
+                                                  n_layers=1, padding_idx=0),
+                    lambda: (torch.randint(0, 50, (6, 16)), torch.randint(0, 3, (6,)))),
+}
+
+
+def _norm(sums: dict[str, torch.Tensor]) -> float:
+    return float(sum(v.double().square().sum() for v in sums.values()).sqrt())
+
+
+def _contributions(model, x, y, clip_norm, precision="tf32"):
+    """Each example's term of the clipped sum, by its norm: the sum over a batch of that example alone."""
+    return [
+        _norm(ghost_clipped_sum(model, cross_entropy_per_example, x[k : k + 1], y[k : k + 1], clip_norm,
+                                clip_precision=precision)[0])
+        for k in range(x.shape[0])
+    ]
+
+
+def _setup(name):
+    torch.manual_seed(0)
+    make_model, make_data = CASES[name]
+    model, (x, y) = make_model(), make_data()
+    model(x)  # materialise any lazy shapes
+    return model, x, y
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_each_examples_term_stays_within_the_clip_norm(name):
+    model, x, y = _setup(name)
+    _, norms = ghost_clipped_sum(model, cross_entropy_per_example, x, y, 1.0)
+    clip_norm = float(norms.min()) / 10  # every example is clipped: its term's norm is C up to the rounding
+    terms = _contributions(model, x, y, clip_norm)
+    assert max(terms) <= clip_norm * (1 + 1e-6), max(terms) / clip_norm
+    assert min(terms) >= clip_norm * 0.97  # the bound costs at most a few percent of the clip here
+
+
+def test_without_the_rounding_bound_some_terms_exceed_the_clip_norm():
+    # The bound is needed: clipping over the exact norms of the rounded operands alone leaves the sum's last
+    # rounding unaccounted for, and several of these examples then move the sum by more than C.
+    model, x, y = _setup("sequence")
+    x, y = torch.cat([x] * 8) + torch.randn(64, 12, 20), torch.cat([y] * 8)
+    with (mock.patch.object(base.OuterProduct, "rounding_slack", lambda self: None),
+          mock.patch.object(conv._ConvPrepared, "rounding_slack", lambda self: None)):
+        terms = _contributions(model, x, y, 1e-3)
+    assert max(terms) > 1e-3 * (1 + 1e-5)
+
+
+def test_the_book_kept_convolutions_are_the_ones_bounded():
+    # Both conv paths run in the "convolutions" case: some layers keep their gradients (no bound), some don't.
+    model, x, y = _setup("convolutions")
+    slacks = []
+    original = conv._ConvPrepared.rounding_slack
+
+    def spy(self):
+        slack = original(self)
+        slacks.append(slack is not None)
+        return slack
+
+    with mock.patch.object(conv._ConvPrepared, "rounding_slack", spy):
+        ghost_clipped_sum(model, cross_entropy_per_example, x, y, 0.01, clip_precision="tf32")
+    assert True in slacks and False in slacks
+
+
+@pytest.mark.parametrize("name", ["sequence", "convolutions", "transformer"])
+def test_a_batch_sums_its_examples_terms(name):
+    # The terms are per example: the batch's sum is theirs, so C bounds what adding or removing one example
+    # changes. Up to floating point: the forward and backward passes give an example's input and gradient
+    # last-bit differences in another batch (measured: 3e-7 of the sum in "fp32"), which rounding to TF32 can
+    # turn into one TF32 unit in an element (5e-5 here).
+    model, x, y = _setup(name)
+    batch, _ = ghost_clipped_sum(model, cross_entropy_per_example, x, y, 0.05, clip_precision="tf32")
+    alone = [ghost_clipped_sum(model, cross_entropy_per_example, x[k : k + 1], y[k : k + 1], 0.05,
+                               clip_precision="tf32")[0] for k in range(x.shape[0])]
+    names = sorted(batch)
+    total = torch.cat([sum(parts[key] for parts in alone).flatten() for key in names])
+    together = torch.cat([batch[key].flatten() for key in names])
+    assert float((together - total).norm() / together.norm()) < 2e-4
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_tf32_sums_are_close_to_float32_sums(name):
+    model, x, y = _setup(name)
+    _, norms = ghost_clipped_sum(model, cross_entropy_per_example, x, y, 1.0)
+    clip_norm = float(norms.median())  # some clipped, some not
+    exact, exact_norms = ghost_clipped_sum(model, cross_entropy_per_example, x, y, clip_norm)
+    rounded, rounded_norms = ghost_clipped_sum(model, cross_entropy_per_example, x, y, clip_norm,
+                                               clip_precision="tf32")
+    names = sorted(exact)
+    assert names == sorted(rounded)
+    a, b = (torch.cat([sums[key].flatten() for key in names]) for sums in (exact, rounded))
+    assert float((b - a).norm() / a.norm()) < 3e-3  # the whole gradient (a single tensor's sum may cancel out)
+    torch.testing.assert_close(rounded_norms, exact_norms, rtol=2e-3, atol=0)
+
+
+def test_float64_layers_are_not_rounded():
+    # float64 products never use TF32: "tf32" leaves them exact, so the sums equal "fp32"'s.
+    model, x, y = _setup("sequence")
+    model, x = model.double(), x.double()
+    exact, _ = ghost_clipped_sum(model, cross_entropy_per_example, x, y, 0.01)
+    rounded, _ = ghost_clipped_sum(model, cross_entropy_per_example, x, y, 0.01, clip_precision="tf32")
+    for key in exact:
+        torch.testing.assert_close(rounded[key], exact[key], rtol=1e-12, atol=0)
+
+
+def test_bf16_passes_with_tf32_clipping_stay_within_the_clip_norm():
+    model, x, y = _setup("tramer-boneh")
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        terms = _contributions(model, x, y, 1e-3)
+    assert max(terms) <= 1e-3 * (1 + 1e-6)
+
+
+def test_unknown_clip_precision_is_refused():
+    model, x, y = _setup("sequence")
+    with pytest.raises(ValueError, match="clip_precision must be one of fp32, tf32"):
+        ghost_clipped_sum(model, cross_entropy_per_example, x, y, 1.0, clip_precision="fp16")
+
+
+def _engine(model, **kwargs):
+    return DPSGD(model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1), n_samples=100, clip_norm=0.1,
+                 batch_size=10, steps=2, noise_multiplier=1.0, seed=0, **kwargs)
+
+
+def test_dpsgd_takes_tf32_clipping_and_reports_it():
+    model, x, y = _setup("tramer-boneh")
+    engine = _engine(model, clip_precision="tf32")
+    before = [p.detach().clone() for p in model.parameters()]
+    engine.step(x, y)
+    assert any(not torch.equal(b, p) for b, p in zip(before, model.parameters()))
+    assert engine.info()["clip_precision"] == "tf32"
+    assert _engine(TramerBonehCNN()).info()["clip_precision"] == "fp32"
+
+
+def test_dpsgd_refuses_tf32_clipping_it_cannot_do():
+    with pytest.raises(ValueError, match="clip_precision must be one of fp32, tf32, got 'bf16'"):
+        _engine(TramerBonehCNN(), clip_precision="bf16")
+    with pytest.raises(ValueError, match="clip_precision='tf32' needs ghost clipping.*mode='vmap'"):
+        _engine(TramerBonehCNN(), clip_precision="tf32", mode="vmap")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_on_a_gpu_tf32_clipping_does_not_depend_on_the_tf32_setting():
+    # Every product multiplies operands privml rounded to TF32, so the hardware's TF32 changes nothing.
+    model, x, y = _setup("resnet")
+    model, x, y = model.cuda(), x.cuda(), y.cuda()
+    results = []
+    for allowed in ("tf32", "ieee"):
+        with mock.patch("privml.torch.ghost.engine.tf32_products",
+                        lambda allowed=allowed: _fixed_products(allowed)):
+            results.append(ghost_clipped_sum(model, cross_entropy_per_example, x, y, 0.05, clip_precision="tf32")[0])
+    for key in results[0]:
+        torch.testing.assert_close(results[0][key], results[1][key], rtol=1e-5, atol=1e-8)
+
+
+def _fixed_products(setting):
+    from privml.torch.ghost import precision
+
+    return precision._products(matmul_tf32=setting == "tf32")
+
+
+def test_rounding_bound_covers_the_double_rounding_of_a_scaled_gradient():
+    # fl(c g) then rounded to TF32 is within ROUNDING_BOUND of the exact c g (g already TF32, c any float32).
+    torch.manual_seed(2)
+    g = round_to_tf32(torch.randn(100_000))
+    c = torch.rand(100_000) * 0.999 + 1e-3
+    got = round_to_tf32(g * c).double()
+    exact = g.double() * c.double()
+    nonzero = exact != 0
+    assert float(((got - exact).abs() / exact.abs())[nonzero].max()) <= ROUNDING_BOUND
