@@ -15,9 +15,9 @@
 #   steps  the step-time and peak-memory table, privml vs Opacus vs non-private
 #   mnist  the end-to-end MNIST run (epsilon 3, 40 epochs)
 #   profile  where a step's GPU time goes on the rows that miss the step-time target (kernels by privml
-#          phase and by TF32 / float32 arithmetic), and diagnostic step times (norms and sums with TF32,
-#          grouped per-example convolution gradients, graphs over fixed-size batches, torch.compile).
-#          Run it first in a GPU session: it says which of those is worth building.
+#          phase and by TF32 / float32 arithmetic, for clip_precision "fp32" and "tf32"), and diagnostic
+#          step times (grouped per-example convolution gradients, graphs over fixed-size batches,
+#          torch.compile). Run it first in a GPU session: it says where the time goes.
 #   study  the paper-cnn preset at full scale with --device cuda; it resumes where the last call
 #          stopped (finished runs are kept on the machine while it stays warm, and across machines
 #          when the returned results.sqlite is copied to .gpu/study/): call it until study.json

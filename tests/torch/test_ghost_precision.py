@@ -21,16 +21,17 @@ from privml.torch.models import GroupNormResNet, TransformerClassifier, WideResN
 
 
 def _reference_tf32(x: torch.Tensor) -> torch.Tensor:
-    """Round to 11 significant bits in float64, ties to even (numpy's round), independently of the bit trick."""
+    """Round to 11 significant bits in float64, ties away from zero, independently of the bit trick."""
     mantissa, exponent = np.frexp(x.double().numpy())  # x = m 2^e, 0.5 <= |m| < 1
-    return torch.from_numpy(np.ldexp(np.round(mantissa * 2.0**11) / 2.0**11, exponent)).float()
+    scaled = np.abs(mantissa) * 2.0**11
+    return torch.from_numpy(np.ldexp(np.sign(mantissa) * np.floor(scaled + 0.5) / 2.0**11, exponent)).float()
 
 
-def test_rounding_to_tf32_is_round_to_nearest_even_on_the_11th_bit():
+def test_rounding_to_tf32_is_round_to_nearest_on_the_11th_bit():
     torch.manual_seed(0)
     x = torch.cat([
         torch.randn(50_000) * 10.0 ** torch.randint(-30, 30, (50_000,)).float(),
-        torch.tensor([0.0, -0.0, 1.0, -3.0, 1 + 2.0**-11, 1 + 3 * 2.0**-11, 2.0**-120, 3.4e38]),
+        torch.tensor([0.0, -0.0, 1.0, -3.0, 1 + 2.0**-11, 1 + 3 * 2.0**-11, -1 - 2.0**-12, 2.0**-120, 3.3e38]),
     ])
     rounded = round_to_tf32(x)
     assert torch.equal(rounded, _reference_tf32(x))
@@ -38,7 +39,8 @@ def test_rounding_to_tf32_is_round_to_nearest_even_on_the_11th_bit():
     finite = x != 0
     assert float(((rounded - x).abs() / x.abs())[finite].max()) <= 2.0**-11
     assert torch.equal(round_to_tf32(rounded), rounded)
-    assert float(round_to_tf32(torch.tensor([1 + 2.0**-11]))) == 1.0  # a tie goes to the even neighbour
+    assert float(round_to_tf32(torch.tensor([1 + 2.0**-11]))) == 1 + 2.0**-10  # a tie goes away from zero
+    assert float(round_to_tf32(torch.tensor([-1 - 2.0**-11]))) == -1 - 2.0**-10
     assert torch.isinf(round_to_tf32(torch.tensor([float("inf"), -float("inf")]))).all()
 
 
@@ -267,8 +269,9 @@ def test_on_a_gpu_tf32_clipping_does_not_depend_on_the_tf32_setting():
         with mock.patch("privml.torch.ghost.engine.tf32_products",
                         lambda allowed=allowed: _fixed_products(allowed)):
             results.append(ghost_clipped_sum(model, cross_entropy_per_example, x, y, 0.05, clip_precision="tf32")[0])
-    for key in results[0]:
-        torch.testing.assert_close(results[0][key], results[1][key], rtol=1e-5, atol=1e-8)
+    names = sorted(results[0])
+    on, off = (torch.cat([r[key].flatten() for key in names]) for r in results)
+    assert float((on - off).norm() / off.norm()) < 1e-5  # float32 accumulation order only
 
 
 def _fixed_products(setting):

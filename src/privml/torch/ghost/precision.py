@@ -14,7 +14,7 @@ k. Two ways of computing keep that true:
 
 ``"tf32"`` (:func:`tf32_products`)
     privml rounds each layer's input and output gradient to TF32 (10
-    explicit mantissa bits, round to nearest even: :func:`round_to_tf32`)
+    explicit mantissa bits, round to nearest: :func:`round_to_tf32`)
     before forming anything from them. A product of two TF32 numbers is
     exact in float32, so the norms of the per-example gradients of the
     rounded operands are exact up to float32 accumulation, whatever the
@@ -58,30 +58,32 @@ CLIP_PRECISIONS: tuple[str, ...] = ("fp32", "tf32")
 ROUNDING_BOUND = 2.0**-11 + 2.0**-23
 
 _LOW_BITS = 13  # float32 has 23 explicit mantissa bits, TF32 10: the 13 low bits are dropped
-_HALF = (1 << (_LOW_BITS - 1)) - 1  # 0x0FFF: just under half a TF32 unit, for round-half-to-even
+_HALF = 1 << (_LOW_BITS - 1)  # 0x1000: half a TF32 unit in the last place
 _KEEP = -(1 << _LOW_BITS)  # 0xFFFFE000 as an int32: the sign, exponent and 10 mantissa bits
 
 
 def round_to_tf32(x: torch.Tensor) -> torch.Tensor:
-    """``x`` rounded to the nearest TF32 value (ties to even), still stored as float32; other dtypes as they are.
+    """``x`` rounded to the nearest TF32 value (ties away from zero), still stored as float32; other dtypes as is.
 
-    Done on the bits, so it is the same on every device and never overflows
-    except where the nearest value is infinite (as the hardware's own
-    rounding would). Its result is left unchanged by any conversion to TF32
-    (truncating or rounding), so a product of two rounded values is exact in
-    float32.
+    Done on the bits, with two elementwise passes (add half a unit to the
+    magnitude, clear the 13 low bits), so it is the same on every device and
+    overflows only where the nearest value is infinite. Ties go away from
+    zero, as in PTX's ``cvt.rna.tf32.f32`` conversion; the error is at most
+    half a unit in the 11th significant bit (``2^-11`` relative). Its result
+    is left unchanged by any conversion to TF32 (truncating or rounding), so
+    a product of two rounded values is exact in float32. (A NaN whose
+    mantissa is nearly all ones may come out as zero or infinity; clipping
+    bounds whatever value it takes.)
 
     >>> import torch
-    >>> x = torch.tensor([1.0 + 2.0**-11, 1.0 + 3 * 2.0**-11, -1.0 - 2.0**-10, 3.0])
-    >>> [float(v) for v in round_to_tf32(x)]  # ties to even, then exact values unchanged
-    [1.0, 1.001953125, -1.0009765625, 3.0]
+    >>> x = torch.tensor([1.0 + 2.0**-11, 1.0 + 2.0**-12, -1.0 - 2.0**-11, 3.0])
+    >>> [float(v) for v in round_to_tf32(x)]  # ties away from zero, exact values unchanged
+    [1.0009765625, 1.0, -1.0009765625, 3.0]
     """
     if x.dtype != torch.float32:
         return x
-    bits = x.contiguous().view(torch.int32)
-    rounded = torch.bitwise_right_shift(bits, _LOW_BITS)
-    rounded.bitwise_and_(1).add_(_HALF).add_(bits).bitwise_and_(_KEEP)  # + 0x0FFF (+ 1 if the kept lsb is odd)
-    return rounded.view(torch.float32)
+    rounded = x.contiguous().view(torch.int32) + _HALF  # a carry into the exponent is the rounding up a binade
+    return rounded.bitwise_and_(_KEEP).view(torch.float32)
 
 
 @contextmanager
