@@ -15,6 +15,7 @@ from __future__ import annotations
 import csv
 import fnmatch
 import json
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -169,6 +170,18 @@ def test_model_files_release_only_declared_dp_fields(name: str, tmp_path: Path) 
     undeclared, seeds = model_file_violations(name, tmp_path)
     assert undeclared == [], f"{name} writes data-dependent fields outside its DP outputs: {undeclared}"
     assert seeds == [], f"{name} stores a seed, which lets its noise be replayed: {seeds}"
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_tf32_clipping_releases_only_declared_dp_fields(tmp_path: Path, monkeypatch) -> None:
+    # clip_precision="tf32" clips over norms plus a data-dependent rounding bound: nothing of it may reach the file.
+    make = _make
+    monkeypatch.setattr(sys.modules[__name__], "_make",
+                        lambda name, seed: make(name, seed).set_params(clip_precision="tf32"))
+    undeclared, seeds = model_file_violations("dpsgd-cnn", tmp_path)
+    assert undeclared == [] and seeds == []
+    _, metadata = read_model_file(tmp_path / "dpsgd-cnn-d.npz")
+    assert metadata["params"]["clip_precision"] == "tf32"
 
 
 def test_reinserting_the_solver_fingerprint_fails_the_check(tmp_path: Path, monkeypatch) -> None:

@@ -50,6 +50,25 @@ def test_cnn_options_are_refused_for_linear_methods(capsys):
     assert main(["train", "--method", "dpsgd", "--dataset", "iris", "--epsilon", "1", "--threads", "2",
                  "--architecture", "resnet"]) != 0
     assert "--threads, --architecture apply to --method dpsgd-cnn only" in capsys.readouterr().err
+    assert main(["train", "--method", "output", "--dataset", "iris", "--epsilon", "1", "--clip-precision",
+                 "tf32"]) == 2
+    assert "--clip-precision applies to --method dpsgd-cnn only" in capsys.readouterr().err
+
+
+def test_train_dpsgd_cnn_with_tf32_clipping(image_cache, capsys, tmp_path):
+    out = tmp_path / "cnn.npz"
+    argv = ["train", "--method", "dpsgd-cnn", "--dataset", "mnist", "--epsilon", "2", "--max-train", "300",
+            "--epochs", "1", "--batch-size", "100", "--seed", "0", "--threads", "1", "--clip-precision", "tf32",
+            "--out", str(out), "--json"]
+    assert main(argv) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert 0 < result["epsilon"] <= 2.0
+    from privml.io import load_model
+
+    assert load_model(out).clip_precision == "tf32"  # a public setting of the fit, kept with the model
+    with pytest.raises(SystemExit) as stopped:  # argparse's own one-line usage error
+        main(["train", "--method", "dpsgd-cnn", "--dataset", "mnist", "--epsilon", "2", "--clip-precision", "tf16"])
+    assert stopped.value.code == 2 and "invalid choice: 'tf16'" in capsys.readouterr().err
 
 
 def test_fashion_mnist_images_have_coded_labels(image_cache):
