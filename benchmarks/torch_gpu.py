@@ -279,7 +279,8 @@ def run_steps(rows: list[str], variants: list[str], timed_steps: int, device: st
 
 
 # ------------------------------------------------------------------ where a step's time goes
-#: The profile part's variants. The last three are timed, not profiled: a CUDA graph replays as one launch, and
+#: The profile part's variants: PROFILED run under torch.profiler; TIMED_ONLY are diagnostics that are only timed
+#: (a CUDA graph replays as one launch, which a profile would not attribute to phases).
 PROFILED = ("nonprivate", "privml-ghost", "privml-ghost-tf32", "opacus-hooks")
 TIMED_ONLY = ("privml-ghost-grouped", "privml-ghost-graph", "privml-ghost-graph-fixed",
               "privml-ghost-compile")

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
 from unittest import mock
 
 import numpy as np
 import pytest
 import torch
 from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from privml.torch import DPSGD, TramerBonehCNN, cross_entropy_per_example, ghost_clipped_sum
 from privml.torch.ghost import base, conv
 from privml.torch.ghost.precision import (
     ROUNDING_BOUND,
+    TF32_MAX,
     exact_float32,
     round_to_tf32,
     tf32_products,
@@ -41,7 +44,13 @@ def test_rounding_to_tf32_is_round_to_nearest_on_the_11th_bit():
     assert torch.equal(round_to_tf32(rounded), rounded)
     assert float(round_to_tf32(torch.tensor([1 + 2.0**-11]))) == 1 + 2.0**-10  # a tie goes away from zero
     assert float(round_to_tf32(torch.tensor([-1 - 2.0**-11]))) == -1 - 2.0**-10
-    assert torch.isinf(round_to_tf32(torch.tensor([float("inf"), -float("inf")]))).all()
+
+
+def test_rounding_saturates_instead_of_overflowing_and_keeps_nan():
+    big = torch.tensor([3.4028235e38, -3.4028235e38, float("inf"), -float("inf"), TF32_MAX])
+    assert round_to_tf32(big).tolist() == [TF32_MAX, -TF32_MAX, TF32_MAX, -TF32_MAX, TF32_MAX]
+    assert float((3.4028235e38 - TF32_MAX) / 3.4028235e38) <= 2.0**-11  # within the bound, like any rounding
+    assert torch.isnan(round_to_tf32(torch.tensor([float("nan")]))).all()
 
 
 def test_products_of_rounded_values_are_exact_in_float32():
@@ -167,19 +176,97 @@ def test_without_the_rounding_bound_some_terms_exceed_the_clip_norm():
 
 
 def test_the_book_kept_convolutions_are_the_ones_bounded():
-    # Both conv paths run in the "convolutions" case: some layers keep their gradients (no bound), some don't.
+    # Both conv paths run in the "convolutions" case: layers that keep their gradients are summed without
+    # products (no bound), the others by products of patches (bounded).
     model, x, y = _setup("convolutions")
-    slacks = []
+    calls = []
     original = conv._ConvPrepared.rounding_slack
 
     def spy(self):
-        slack = original(self)
-        slacks.append(slack is not None)
-        return slack
+        calls.append(self)
+        return original(self)
 
     with mock.patch.object(conv._ConvPrepared, "rounding_slack", spy):
         ghost_clipped_sum(model, cross_entropy_per_example, x, y, 0.01, clip_precision="tf32")
-    assert True in slacks and False in slacks
+    convolutions = sum(isinstance(m, nn.Conv2d) for m in model.modules())
+    assert 0 < len(calls) < convolutions
+
+
+_PRODUCTS = {getattr(torch.ops.aten, name).default for name in (
+    "mm", "bmm", "addmm", "addmm_", "baddbmm", "mv", "addmv", "dot", "addbmm", "convolution", "convolution_backward",
+)}
+_ACCUMULATING = {getattr(torch.ops.aten, name).default for name in ("addmm", "addmm_", "baddbmm", "addmv", "addbmm")}
+
+
+class _ProductOperands(TorchDispatchMode):
+    """Record whether each matrix product's (or convolution's) float32 operands are TF32-representable."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rounded: list[bool] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func in _PRODUCTS:
+            operands = [a for a in args if isinstance(a, torch.Tensor) and a.dtype == torch.float32]
+            if func is torch.ops.aten.convolution_backward.default:
+                operands = operands[:2]  # grad_output and input; the weight passes only its shape
+            elif func in _ACCUMULATING:
+                operands = operands[1:3]  # the accumulator is added, not multiplied
+            self.rounded.append(all(bool(((o.view(torch.int32) & 0x1FFF) == 0).all()) for o in operands))
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("bf16", [False, True])
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_every_product_of_the_tf32_arithmetic_multiplies_rounded_operands(name, bf16):
+    # On a GPU, TF32 is on for products while the norms and sums are formed: a product of unrounded operands
+    # would round them in hardware, outside every bound. Watched here at the operator level (norm layers' weighted
+    # sums, kept gradients, biases, Gram matrices, patches, Embedding, under bf16 autocast too).
+    from privml.torch.ghost import engine
+
+    model, x, y = _setup(name)
+    watch = _ProductOperands()
+
+    @contextlib.contextmanager
+    def watched():
+        with tf32_products(), watch:
+            yield
+
+    with (mock.patch.object(engine, "tf32_products", watched),
+          torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()):
+        ghost_clipped_sum(model, cross_entropy_per_example, x, y, 0.01, clip_precision="tf32")
+    assert watch.rounded and all(watch.rounded), watch.rounded
+
+
+def test_a_layer_re_prepared_from_bf16_is_bounded():
+    # Under bf16 autocast a layer's instantiated gradients can be dropped for its half-precision input and
+    # gradient (fewer bytes); its sum is then a product, and must carry the product's bound.
+    class Positions(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a, self.b = nn.Linear(16, 16), nn.Linear(16, 16)
+            self.head = nn.Linear(256, 3, bias=False).requires_grad_(False)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.head(torch.relu(self.b(torch.relu(self.a(x)))).flatten(1)).float()
+
+    torch.manual_seed(0)
+    model, x, y = Positions(), torch.randn(32, 16, 16) * 3, torch.randint(0, 3, (32,))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        terms = _contributions(model, x, y, 1e-4)
+    assert max(terms) <= 1e-4 * (1 + 1e-6), max(terms) / 1e-4
+
+
+def test_a_huge_activation_is_clipped_not_turned_into_nan():
+    # An input near float32's maximum: its norm overflows and its clip factor is 0, so its term must be 0. Had the
+    # rounding overflowed to infinity, the term would be 0 * inf = NaN, and the sum with it.
+    model = nn.Linear(2, 2)
+    with torch.no_grad():
+        model.weight.zero_(), model.bias.zero_()
+    x = torch.tensor([[3.4028235e38, 0.0], [1.0, 2.0]])
+    sums, norms = ghost_clipped_sum(model, cross_entropy_per_example, x, torch.tensor([0, 1]), 0.1,
+                                    clip_precision="tf32")
+    assert torch.isinf(norms[0]) and all(bool(torch.isfinite(v).all()) for v in sums.values())
 
 
 @pytest.mark.parametrize("name", ["sequence", "convolutions", "transformer"])

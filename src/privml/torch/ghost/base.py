@@ -233,9 +233,8 @@ class OuterProduct(Prepared):
         return out
 
     def rounding_slack(self) -> torch.Tensor | None:
-        if not self.weight or self._instantiated is not None:  # kept: summed by Materialised, exactly
-            return None
-        return outer_product_bound(self.a, self.g)
+        # Of this object's own sum, a product of a and the scaled g (kept gradients are summed by Materialised).
+        return outer_product_bound(self.a, self.g) if self.weight else None
 
 
 class Materialised(Prepared):

@@ -269,7 +269,8 @@ class _ConvPrepared(Prepared):
         return out
 
     def rounding_slack(self) -> torch.Tensor | None:
-        if not self.weight or self._instantiated is not None:  # kept: summed by Materialised, exactly
+        # Of this object's own sum, products of patches and the scaled g (kept gradients are summed by Materialised).
+        if not self.weight:
             return None
         return conv_product_bound(self.activation, self.grad_output, math.prod(self.module.kernel_size))
 

@@ -283,20 +283,21 @@ class _GhostPass:
         with phase("norms"), torch.autocast(grad.device.type, enabled=False), self._arithmetic():
             prepared = self._prepare(layer, layer.activation, grad)
             squared = prepared.squared_norms()
+            compact = prepared.compact()
+            low = _low(layer.activation) or _low(grad)
+            if compact is not None and low and compact.nbytes() > layer.activation.nbytes + grad.nbytes:
+                compact = None  # float32 gradients, counted smaller in numbers, would outweigh half-precision a and g
             self.squared += squared
             if self.bounded is not None:
-                slack = prepared.rounding_slack() if layer.tf32 else None
+                # The slack of whatever will form this layer's sum: the kept gradients, or the products of its
+                # (rounded) input and gradient, re-prepared identically for a half-precision layer.
+                slack = (compact or prepared).rounding_slack() if layer.tf32 else None
                 self.bounded += squared if slack is None else (squared.clamp(min=0).sqrt() + slack).square()
-            compact = prepared.compact()
-        low = _low(layer.activation) or _low(grad)
-        if compact is not None and low and compact.nbytes() > layer.activation.nbytes + grad.nbytes:
-            compact = None  # float32 gradients, counted smaller in numbers, would outweigh a half-precision a and g
         if compact is not None:
             layer.kept, layer.activation = compact, None
         elif low:
             layer.grad = grad  # re-prepared from half precision later, rather than keep float32 copies
         else:
-            # Its input and gradient as prepared (rounded copies under "tf32": the originals can go).
             layer.kept, layer.activation = prepared, None
 
     def backward(self, losses: torch.Tensor, clip_norm: float) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
@@ -327,7 +328,9 @@ class _GhostPass:
                     assert layer.activation is not None and layer.grad is not None
                     prepared = self._prepare(layer, layer.activation, layer.grad)
                 prefix = self.by_module[id(layer.module)][0]
-                for attr, value in prepared.clipped_sum(factors, tf32=layer.tf32).items():
+                # Every layer's sum under "tf32" avoids matrix products of unrounded operands (a norm layer's
+                # weighted sum included), since TF32 is on for products while the sums are formed.
+                for attr, value in prepared.clipped_sum(factors, tf32=self.tf32).items():
                     sums[f"{prefix}.{attr}" if prefix else attr] = value
                 layer.kept = layer.activation = layer.grad = None  # free this layer's inputs and gradients
         for name, module, _ in self.modules:

@@ -55,35 +55,44 @@ CLIP_PRECISIONS: tuple[str, ...] = ("fp32", "tf32")
 
 #: Relative error of rounding a float32 product ``c * g`` to TF32 by :func:`round_to_tf32`: half a unit in the
 #: 11th significant bit (2^-11), plus the float32 rounding of the product itself (2^-24), with room to spare.
+#: (Normal values; a subnormal element's error is at most 2^-137 in absolute terms, negligible against any C.)
 ROUNDING_BOUND = 2.0**-11 + 2.0**-23
 
 _LOW_BITS = 13  # float32 has 23 explicit mantissa bits, TF32 10: the 13 low bits are dropped
 _HALF = 1 << (_LOW_BITS - 1)  # 0x1000: half a TF32 unit in the last place
 _KEEP = -(1 << _LOW_BITS)  # 0xFFFFE000 as an int32: the sign, exponent and 10 mantissa bits
+#: The largest finite TF32 value, (2 - 2^-10) 2^127. Any finite float32 is within 2^-11 of it or of a TF32 value.
+TF32_MAX = (2.0 - 2.0**-10) * 2.0**127
 
 
 def round_to_tf32(x: torch.Tensor) -> torch.Tensor:
-    """``x`` rounded to the nearest TF32 value (ties away from zero), still stored as float32; other dtypes as is.
+    """``x`` rounded to the nearest finite TF32 value (ties away from zero), stored as float32; other dtypes as is.
 
-    Done on the bits, with two elementwise passes (add half a unit to the
-    magnitude, clear the 13 low bits), so it is the same on every device and
-    overflows only where the nearest value is infinite. Ties go away from
-    zero, as in PTX's ``cvt.rna.tf32.f32`` conversion; the error is at most
-    half a unit in the 11th significant bit (``2^-11`` relative). Its result
-    is left unchanged by any conversion to TF32 (truncating or rounding), so
-    a product of two rounded values is exact in float32. (A NaN whose
-    mantissa is nearly all ones may come out as zero or infinity; clipping
-    bounds whatever value it takes.)
+    Done on the bits, in three elementwise passes (saturate at
+    :data:`TF32_MAX`, add half a unit to the magnitude, clear the 13 low
+    bits), so it is the same on every device. Ties go away from zero, as in
+    PTX's ``cvt.rna.tf32.f32`` conversion. For every finite normal float32
+    the error is at most half a unit in the 11th significant bit (``2^-11``
+    relative): values above :data:`TF32_MAX` saturate there rather than
+    become infinite, within the same bound, so a huge activation is clipped
+    like any other instead of turning the sum into NaN. Infinities saturate
+    too. The result is left unchanged by any conversion to TF32, so a
+    product of two rounded values is exact in float32 unless it underflows.
+
+    Not covered by the relative bound: subnormal values (below 2^-126),
+    whose error is at most 2^-137 in absolute terms, and NaN, which stays
+    NaN except for payloads with the top mantissa bits set (never produced
+    by arithmetic), which may come out as zero.
 
     >>> import torch
-    >>> x = torch.tensor([1.0 + 2.0**-11, 1.0 + 2.0**-12, -1.0 - 2.0**-11, 3.0])
-    >>> [float(v) for v in round_to_tf32(x)]  # ties away from zero, exact values unchanged
-    [1.0009765625, 1.0, -1.0009765625, 3.0]
+    >>> x = torch.tensor([1.0 + 2.0**-11, 1.0 + 2.0**-12, -1.0 - 2.0**-11, 3.0, 3.4e38])
+    >>> [float(v) for v in round_to_tf32(x)]  # ties away from zero, exact values unchanged, saturation
+    [1.0009765625, 1.0, -1.0009765625, 3.0, 3.4011621342146535e+38]
     """
     if x.dtype != torch.float32:
         return x
-    rounded = x.contiguous().view(torch.int32) + _HALF  # a carry into the exponent is the rounding up a binade
-    return rounded.bitwise_and_(_KEEP).view(torch.float32)
+    rounded = torch.clamp(x, -TF32_MAX, TF32_MAX).view(torch.int32)  # a fresh tensor, rounded in place
+    return rounded.add_(_HALF).bitwise_and_(_KEEP).view(torch.float32)  # a carry is the rounding up a binade
 
 
 @contextmanager
