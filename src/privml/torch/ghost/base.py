@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import ClassVar
 
 import torch
 from torch import nn
@@ -70,13 +69,18 @@ class LayerRule(ABC):
     ``i`` of ``grad_output`` is the gradient of example ``i``'s loss alone.
     """
 
-    #: Whether the layer's norms or sums multiply its input and output gradient in matrix products: under the
-    #: ``"tf32"`` clipping arithmetic the engine then rounds both to TF32 before :meth:`prepare`.
-    products: ClassVar[bool] = False
-
     @abstractmethod
-    def prepare(self, module: nn.Module, activation: torch.Tensor, grad_output: torch.Tensor) -> Prepared:
-        """The per-example norms and the means to form the clipped sum for this micro-batch."""
+    def prepare(
+        self, module: nn.Module, activation: torch.Tensor, grad_output: torch.Tensor, *, tf32: bool = False
+    ) -> Prepared:
+        """The per-example norms and the means to form the clipped sum for this micro-batch.
+
+        With ``tf32`` (the ``"tf32"`` clipping arithmetic, float32 operands),
+        every matrix product of the norms and of the sum multiplies operands
+        rounded by :func:`~privml.torch.ghost.precision.round_to_tf32`: the
+        whole tensors, or chunk by chunk where the rule works by chunks (so
+        no rounded copy of a whole input is held).
+        """
 
     def check(self, module: nn.Module) -> None:  # a hook with a default: most rules accept every configuration
         """Raise :class:`ValueError` for a configuration this rule cannot handle."""
@@ -226,7 +230,7 @@ class OuterProduct(Prepared):
         if self.weight:
             scaled = (self.g * factors[:, None, None]).reshape(-1, self.g.shape[-1])
             if tf32:
-                scaled = round_to_tf32(scaled)  # a and g are rounded already (by the engine)
+                scaled = round_to_tf32(scaled)  # a and g are rounded already (by the rule, see LinearRule)
             out["weight"] = (scaled.T @ self.a.reshape(-1, self.a.shape[-1])).reshape(self.weight_shape)
         if self.bias:
             out["bias"] = exact_weighted_sum(factors, self._bias_grads()) if tf32 else factors @ self._bias_grads()

@@ -31,6 +31,7 @@ backward kernel computes (cuDNN on a GPU; book-keeping, Bu et al. 2023).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from types import EllipsisType
 
 import torch
@@ -52,6 +53,10 @@ from privml.torch.ghost.base import (
 from privml.torch.ghost.precision import conv_product_bound, exact_weighted_sum, round_to_tf32
 
 _ConvNd = nn.Conv1d | nn.Conv2d | nn.Conv3d
+
+
+def _as_is(t: torch.Tensor) -> torch.Tensor:
+    return t
 
 
 def patches(module: _ConvNd, activation: torch.Tensor) -> torch.Tensor:
@@ -123,9 +128,15 @@ def per_example_weight_grads(module: _ConvNd, activation: torch.Tensor, grad_out
 class _ConvPrepared(Prepared):
     """One convolution's input and output gradient: norms from transient patches, sum by the backward kernel."""
 
-    def __init__(self, module: _ConvNd, activation: torch.Tensor, grad_output: torch.Tensor) -> None:
+    def __init__(
+        self, module: _ConvNd, activation: torch.Tensor, grad_output: torch.Tensor, *, tf32: bool = False
+    ) -> None:
         self.module, self.activation, self.grad_output = module, activation, grad_output
         self.weight, self.bias = trainable(module, "weight"), trainable(module, "bias")
+        # "tf32": the operands of every product, rounded chunk by chunk as the chunks are formed (no whole-layer
+        # rounded copy); the bias gradients are sums without products and use the gradient as it is.
+        self._round: Callable[[torch.Tensor], torch.Tensor] = round_to_tf32 if tf32 else _as_is
+        self._tf32 = tf32
         self._instantiated: torch.Tensor | None = None  # (B, *weight shape), when kept
         self._bias: torch.Tensor | None = None  # (B, Cout): each example's bias gradient, formed once
 
@@ -157,10 +168,10 @@ class _ConvPrepared(Prepared):
             # Chunks of examples whose transient takes at most the room the layer was given: the kernel's weight
             # argument, its output (which it writes twice on the CPU) and its copies of the input and gradient,
             # about 3 G p d + given numbers per example (measured with the profiler's allocation events).
-            rows = rows_per_chunk(batch, 3 * groups * p * d + given, given * batch)
+            rows = rows_per_chunk(batch, 3 * groups * p * d + given * (2 if self._tf32 else 1), given * batch)
             for lo in range(0, batch, rows):
                 part = slice(lo, min(lo + rows, batch))
-                grads = per_example_weight_grads(module, self.activation[part], g_out[part])
+                grads = per_example_weight_grads(module, self._round(self.activation[part]), self._round(g_out[part]))
                 total[part] += squared_frobenius(grads)
                 if self._instantiated is not None:
                     self._instantiated[part] = grads
@@ -168,11 +179,12 @@ class _ConvPrepared(Prepared):
         # Patches are K times the input: form them by chunks of examples so that this layer's transient
         # (patches and Gram matrices or gradients) stays within what it was given.
         transient = steps * kernel * module.in_channels + (2 * steps * steps if gram else p * d)
+        transient += given if self._tf32 else 0  # the chunk's rounded input and gradient
         rows = rows_per_chunk(batch, transient, given * batch)
         for lo in range(0, batch, rows):
             part = slice(lo, min(lo + rows, batch))
-            a = patches(module, self.activation[part])  # (b, T, K Cin), dropped after this chunk
-            total[part] += self._chunk_norms(part, a, g[part], groups, p)
+            a = patches(module, self._round(self.activation[part]))  # (b, T, K Cin), dropped after this chunk
+            total[part] += self._chunk_norms(part, a, self._round(g[part]), groups, p)
         return total
 
     def _chunk_norms(self, part: slice, a: torch.Tensor, g: torch.Tensor, groups: int, p: int) -> torch.Tensor:
@@ -238,9 +250,10 @@ class _ConvPrepared(Prepared):
 
         Not the framework's weight-gradient kernel: cuDNN may transform its
         operands (Winograd) before rounding them to TF32, which no bound here
-        covers. The input (rounded by the engine) is unfolded into patches by
-        chunks of examples, as for the norms, so the transient stays within
-        what the layer was given; the products accumulate in float32.
+        covers. The input and the scaled gradient are rounded and the input
+        unfolded into patches by chunks of examples, as for the norms, so the
+        transient stays within what the layer was given; the products
+        accumulate in float32.
         """
         module, g_out = self.module, self.grad_output
         out: dict[str, torch.Tensor] = {}
@@ -249,17 +262,19 @@ class _ConvPrepared(Prepared):
         if not self.weight:
             return out
         batch, channels_out = g_out.shape[:2]
-        scaled = round_to_tf32(g_out * factors.reshape(-1, *([1] * (g_out.dim() - 1))).to(g_out.dtype))
-        g = scaled.reshape(batch, channels_out, -1).transpose(1, 2)  # (B, T, Cout)
-        groups, steps = module.groups, g.shape[1]
+        scale = factors.reshape(-1, *([1] * (g_out.dim() - 1))).to(g_out.dtype)
+        groups, steps = module.groups, g_out[0, 0].numel()
         kernel = math.prod(module.kernel_size)
         p, per_group = channels_out // groups, module.in_channels // groups
-        total = g.new_zeros(groups, p, kernel * per_group)
+        total = g_out.new_zeros(groups, p, kernel * per_group)
         given = steps * channels_out + self.activation[0].numel()
-        rows = rows_per_chunk(batch, steps * kernel * module.in_channels, given * batch)
+        # Per example: its patches, and its rounded input and scaled gradient.
+        rows = rows_per_chunk(batch, steps * kernel * module.in_channels + given, given * batch)
         for lo in range(0, batch, rows):
-            a = patches(module, self.activation[lo : lo + rows])  # (b, T, K Cin): (kernel position..., channel)
-            g_part = g[lo : lo + rows].reshape(-1, channels_out)
+            part = slice(lo, lo + rows)
+            a = patches(module, round_to_tf32(self.activation[part]))  # (b, T, K Cin): (kernel position..., channel)
+            scaled = round_to_tf32(g_out[part] * scale[part])  # the one rounding the bound below is for
+            g_part = scaled.reshape(-1, channels_out, steps).transpose(1, 2).reshape(-1, channels_out)  # (b T, Cout)
             split = a.reshape(-1, kernel, groups, per_group)
             for j in range(groups):
                 total[j].addmm_(g_part[:, j * p : (j + 1) * p].T, split[:, :, j].reshape(-1, kernel * per_group))
@@ -276,8 +291,6 @@ class _ConvPrepared(Prepared):
 
 
 class ConvRule(LayerRule):
-    products = True
-
     def check(self, module: nn.Module) -> None:
         assert isinstance(module, (nn.Conv1d, nn.Conv2d, nn.Conv3d))
         if module.padding_mode != "zeros" or isinstance(module.padding, str):
@@ -286,9 +299,11 @@ class ConvRule(LayerRule):
                 f"got padding={module.padding!r}, padding_mode={module.padding_mode!r}; use mode='vmap'"
             )
 
-    def prepare(self, module: nn.Module, activation: torch.Tensor, grad_output: torch.Tensor) -> Prepared:
+    def prepare(
+        self, module: nn.Module, activation: torch.Tensor, grad_output: torch.Tensor, *, tf32: bool = False
+    ) -> Prepared:
         assert isinstance(module, (nn.Conv1d, nn.Conv2d, nn.Conv3d))
-        return _ConvPrepared(module, activation, grad_output)
+        return _ConvPrepared(module, activation, grad_output, tf32=tf32)
 
 
 for _layer in (nn.Conv1d, nn.Conv2d, nn.Conv3d):

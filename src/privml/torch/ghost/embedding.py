@@ -11,11 +11,10 @@ import torch
 from torch import nn
 
 from privml.torch.ghost.base import LayerRule, Prepared, register, trainable
+from privml.torch.ghost.precision import round_to_tf32
 
 
 class EmbeddingRule(LayerRule):
-    products = True  # the norms' Gram products of the output gradients; the sum is an index_add, exact
-
     def check(self, module: nn.Module) -> None:
         assert isinstance(module, nn.Embedding)
         if module.max_norm is not None or module.scale_grad_by_freq or module.sparse:
@@ -33,9 +32,13 @@ class EmbeddingRule(LayerRule):
             g = g * (keys != padding).unsqueeze(-1).to(g.dtype)
         return keys, g
 
-    def prepare(self, module: nn.Module, activation: torch.Tensor, grad_output: torch.Tensor) -> Prepared:
+    def prepare(
+        self, module: nn.Module, activation: torch.Tensor, grad_output: torch.Tensor, *, tf32: bool = False
+    ) -> Prepared:
         assert isinstance(module, nn.Embedding)  # rules are looked up by exact type
         keys, g = self._flatten(module, activation, grad_output)
+        if tf32:  # the norms' Gram products multiply g; the sum is an index_add, without products
+            g = round_to_tf32(g)
         return _EmbeddingPrepared(module, keys, g, trainable(module, "weight"))
 
 

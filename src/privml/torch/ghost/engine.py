@@ -11,7 +11,7 @@ from torch import nn
 
 from privml.torch.clipping import clip_factors
 from privml.torch.ghost.base import LayerRule, Prepared, rule_for
-from privml.torch.ghost.precision import CLIP_PRECISIONS, exact_float32, round_to_tf32, tf32_products
+from privml.torch.ghost.precision import CLIP_PRECISIONS, exact_float32, tf32_products
 from privml.torch.phases import phase
 
 
@@ -267,18 +267,15 @@ class _GhostPass:
         return tf32_products() if self.tf32 else exact_float32()
 
     def _prepare(self, layer: _Layer, activation: torch.Tensor, grad: torch.Tensor) -> Prepared:
-        """The layer's rule applied to float32 (or wider) operands, rounded to TF32 where the arithmetic says so."""
-        a, g = _wide(activation), _wide(grad)
-        if layer.tf32:
-            a, g = round_to_tf32(a), round_to_tf32(g)
-        return layer.rule.prepare(layer.module, a, g)
+        """The layer's rule applied to float32 (or wider) operands, its products on TF32 ones where asked."""
+        return layer.rule.prepare(layer.module, _wide(activation), _wide(grad), tf32=layer.tf32)
 
     def receive(self, index: int, grad: torch.Tensor) -> None:
         """Layer ``index``'s output gradient, during the backward pass: add its norms, keep what its sum needs."""
         layer = self.layers[index]
         assert self.squared is not None and layer.activation is not None
         # Only float32 products can run on TF32: wider ones are exact as they are.
-        layer.tf32 = self.tf32 and layer.rule.products and _wide(grad).dtype == torch.float32
+        layer.tf32 = self.tf32 and _wide(grad).dtype == torch.float32
         # Norms and sums in float32 or wider, never under a caller's autocast (bf16 passes), in the chosen arithmetic.
         with phase("norms"), torch.autocast(grad.device.type, enabled=False), self._arithmetic():
             prepared = self._prepare(layer, layer.activation, grad)
@@ -298,7 +295,7 @@ class _GhostPass:
         elif low:
             layer.grad = grad  # re-prepared from half precision later, rather than keep float32 copies
         else:
-            layer.kept, layer.activation = prepared, None
+            layer.kept, layer.activation = prepared, None  # it holds the input and gradient
 
     def backward(self, losses: torch.Tensor, clip_norm: float) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
         """Run the backward pass through the taps, then form the clip factors and each layer's clipped sum."""

@@ -6,17 +6,20 @@ import torch
 from torch import nn
 
 from privml.torch.ghost.base import LayerRule, OuterProduct, Prepared, register, trainable
+from privml.torch.ghost.precision import round_to_tf32
 
 
 class LinearRule(LayerRule):
-    products = True
-
-    def prepare(self, module: nn.Module, activation: torch.Tensor, grad_output: torch.Tensor) -> Prepared:
+    def prepare(
+        self, module: nn.Module, activation: torch.Tensor, grad_output: torch.Tensor, *, tf32: bool = False
+    ) -> Prepared:
         assert isinstance(module, nn.Linear)  # rules are looked up by exact type
         batch = activation.shape[0]
         # Every dimension between the batch and the features (sequence positions) is summed over.
         a = activation.reshape(batch, -1, activation.shape[-1])
         g = grad_output.reshape(batch, -1, grad_output.shape[-1])
+        if tf32:  # every product below (instantiation, Gram matrices, the sum) multiplies these
+            a, g = round_to_tf32(a), round_to_tf32(g)
         return OuterProduct(
             a, g, weight=trainable(module, "weight"), bias=trainable(module, "bias"), weight_shape=module.weight.shape
         )

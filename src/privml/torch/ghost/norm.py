@@ -39,7 +39,10 @@ class _AffineNormRule(LayerRule):
             out["bias"] = grad_output.sum(dims) if dims else grad_output
         return out
 
-    def prepare(self, module: nn.Module, activation: torch.Tensor, grad_output: torch.Tensor) -> Prepared:
+    def prepare(
+        self, module: nn.Module, activation: torch.Tensor, grad_output: torch.Tensor, *, tf32: bool = False
+    ) -> Prepared:
+        del tf32  # no matrix products: the per-example gradients are elementwise products and sums
         return Materialised(self._per_example(module, activation, grad_output))
 
 

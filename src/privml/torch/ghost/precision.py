@@ -160,7 +160,7 @@ def outer_product_bound(a: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
 
 
 def conv_product_bound(activation: torch.Tensor, grad_output: torch.Tensor, kernel: int) -> torch.Tensor:
-    """``(B,)``: ``ROUNDING_BOUND sqrt(K) |g_i| |x_i|`` for a convolution with ``K = kernel`` weights per filter.
+    """``(B,)``: ``ROUNDING_BOUND sqrt(K) |g_i| |x_i| (1 + 2^-11)^2`` for a convolution with K weights per filter.
 
     An upper bound on :func:`outer_product_bound` over the layer's patches
     without forming them: by Cauchy-Schwarz ``sum_t |g_t| |a_t| <= |g| |P|``
@@ -168,8 +168,10 @@ def conv_product_bound(activation: torch.Tensor, grad_output: torch.Tensor, kern
     patches (one per kernel offset, whatever the stride, dilation or
     padding), so ``|P| <= sqrt(K) |x|``. For a grouped convolution the
     groups' errors are orthogonal and the same bound holds for their sum.
+    ``activation`` and ``grad_output`` may be given before their rounding to
+    TF32, which grows no norm by more than a factor ``1 + 2^-11``.
     """
     batch = activation.shape[0]
     g = torch.linalg.vector_norm(grad_output.reshape(batch, -1), dim=1)
     x = torch.linalg.vector_norm(activation.reshape(batch, -1), dim=1)
-    return ROUNDING_BOUND * kernel**0.5 * g * x
+    return ROUNDING_BOUND * kernel**0.5 * (1 + 2.0**-11) ** 2 * g * x
