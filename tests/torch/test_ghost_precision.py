@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 from unittest import mock
 
 import numpy as np
@@ -376,3 +377,52 @@ def test_rounding_bound_covers_the_double_rounding_of_a_scaled_gradient():
     exact = g.double() * c.double()
     nonzero = exact != 0
     assert float(((got - exact).abs() / exact.abs())[nonzero].max()) <= ROUNDING_BOUND
+
+
+def _twin_weight_grad(layer: nn.Module, x: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+    """The weight gradient of ``sum(layer(x) * g)`` for a float64 copy of ``layer``: float64's exact reference."""
+    twin = copy.deepcopy(layer).double()
+    return torch.autograd.grad((twin(x.double()) * g.double()).sum(), twin.weight)[0]
+
+
+@pytest.mark.parametrize("layer, shape", [
+    (nn.Linear(6, 5), (5, 4, 6)),
+    (nn.Conv2d(4, 6, 3, stride=2, padding=1, dilation=2, groups=2), (5, 4, 9, 9)),
+    (nn.Conv1d(3, 4, 2), (5, 3, 9)),
+])
+def test_the_tf32_sum_is_the_documented_arithmetic(layer, shape):
+    # The proof bounds sum_k sum_t round(c_k round(g_kt)) round(a_kt)^T against c_k times the gradient of the rounded
+    # operands: the rule must compute exactly that (up to float32 accumulation), here against float64.
+    from privml.torch.ghost.base import rule_for
+
+    torch.manual_seed(3)
+    x = torch.randn(*shape)
+    g = torch.randn_like(layer(x))
+    factors = torch.rand(5) * 0.9 + 0.05
+    got = rule_for(layer).prepare(layer, x, g.detach(), tf32=True).clipped_sum(factors, tf32=True)["weight"]
+    scaled = round_to_tf32(round_to_tf32(g.detach()) * factors.reshape(-1, *[1] * (g.dim() - 1)))
+    torch.testing.assert_close(got.double(), _twin_weight_grad(layer, round_to_tf32(x), scaled), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("layer, shape", [
+    (nn.Linear(6, 5), (5, 4, 6)),
+    (nn.Conv2d(4, 6, 3, stride=2, padding=1, dilation=2, groups=2), (5, 4, 9, 9)),
+    (nn.Conv2d(2, 3, 3, padding=1), (5, 2, 16, 16)),  # keeps its instantiated gradients
+    (nn.Conv1d(3, 4, 2), (5, 3, 9)),
+])
+def test_the_tf32_norms_are_those_of_the_rounded_operands_gradients(layer, shape):
+    # The weight's per-example gradient of the rounded input and output gradient; a convolution's bias's of the
+    # gradient as it is (a sum without products, the same in its norms and sum), a Linear layer's of the rounded one.
+    from privml.torch.ghost.base import rule_for
+
+    torch.manual_seed(4)
+    x = torch.randn(*shape)
+    g = torch.randn_like(layer(x)).detach()
+    got = rule_for(layer).prepare(layer, x, g, tf32=True).squared_norms()
+    bias_grads = round_to_tf32(g).sum(1) if isinstance(layer, nn.Linear) else g.reshape(*g.shape[:2], -1).sum(2)
+    expected = torch.stack([
+        _twin_weight_grad(layer, round_to_tf32(x[k : k + 1]), round_to_tf32(g[k : k + 1])).square().sum()
+        + bias_grads[k].double().square().sum()
+        for k in range(shape[0])
+    ])
+    torch.testing.assert_close(got.double(), expected, rtol=1e-5, atol=0)

@@ -273,7 +273,8 @@ class _ConvPrepared(Prepared):
         for lo in range(0, batch, rows):
             part = slice(lo, lo + rows)
             a = patches(module, round_to_tf32(self.activation[part]))  # (b, T, K Cin): (kernel position..., channel)
-            scaled = round_to_tf32(g_out[part] * scale[part])  # the one rounding the bound below is for
+            # The gradient the norms saw (rounded), scaled, rounded again: the one rounding the bound is for.
+            scaled = round_to_tf32(self._round(g_out[part]) * scale[part])
             g_part = scaled.reshape(-1, channels_out, steps).transpose(1, 2).reshape(-1, channels_out)  # (b T, Cout)
             split = a.reshape(-1, kernel, groups, per_group)
             for j in range(groups):
