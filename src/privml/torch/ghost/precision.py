@@ -13,35 +13,42 @@ k. Two ways of computing keep that true:
     backward passes keep using them).
 
 ``"tf32"`` (:func:`tf32_products`)
-    privml rounds each layer's input and output gradient to TF32 (10
-    explicit mantissa bits, round to nearest: :func:`round_to_tf32`)
-    before forming anything from them. A product of two TF32 numbers is
-    exact in float32, so the norms of the per-example gradients of the
-    rounded operands are exact up to float32 accumulation, whatever the
-    hardware does with TF32, and the products may run on TF32 tensor
-    cores. One rounding is left: the clipped sum multiplies the *scaled*
-    gradient ``c_k g_kt``, which is rounded to TF32 again (by privml, so the
-    result does not depend on the GPU's own conversion). Its error in
-    example k's contribution to a layer is at most
-    ``ROUNDING_BOUND * c_k * S_k`` in L2, with ``S_k = sum_t |g_kt| |a_kt|``
-    over the positions t of the layer (triangle inequality; each element's
-    relative error is at most ``ROUNDING_BOUND``). So the engine clips to C
-    over ``N'_k = sqrt(sum_l (|G_k^l| + ROUNDING_BOUND S_k^l)^2)`` instead of
+    Every matrix product of the norms and sums multiplies operands rounded
+    to TF32 by privml (10 explicit mantissa bits, round to nearest:
+    :func:`round_to_tf32`): each layer's rule rounds its input and output
+    gradient, convolutions chunk by chunk as their patches are formed. A
+    product of two TF32 numbers is exact in float32, so the norms of the
+    per-example gradients of the rounded operands are exact up to float32
+    accumulation whatever the hardware does with TF32, and the products may
+    run on TF32 tensor cores. Per-example gradients that a layer keeps, and
+    bias gradients, are summed without matrix products, so their sums are
+    those of the values the norms were taken of. One rounding is left: a
+    book-kept sum multiplies the *scaled* gradient ``c_k g_kt``, which is
+    rounded to TF32 again (by privml, so the result does not depend on the
+    GPU's own conversion). Its error in example k's contribution to a layer
+    is at most ``ROUNDING_BOUND * c_k * S_k`` in L2, with
+    ``S_k = sum_t |g_kt| |a_kt|`` over the positions t of the layer
+    (triangle inequality; each element's relative error is at most
+    ``ROUNDING_BOUND``; convolutions use the larger ``sqrt(K) |g_k| |a_k|``,
+    see :func:`conv_product_bound`). So the engine clips to C over
+    ``N'_k = sqrt(sum_l (|G_k^l| + ROUNDING_BOUND S_k^l)^2)`` instead of
     ``|G_k|``: each contribution stays within C, the sensitivity the noise
-    is calibrated to. ``N'_k`` exceeds ``|G_k|`` by at most
-    ``ROUNDING_BOUND sum_l S_k^l``; where the positions' terms point in
-    unrelated directions ``S_k`` is about ``sqrt(T) |G_k|``, so the clip
-    norm in effect shrinks by about ``ROUNDING_BOUND sqrt(T)``: 0.4% at
-    T = 8 x 8, 1.6% at 32 x 32. (Convolutions use the looser
-    ``sqrt(K) |g_k| |a_k|`` for ``S_k``, K the kernel's size: see
-    :func:`conv_product_bound`.)
+    is calibrated to. On the benchmark models (Tramer-Boneh CNN, GroupNorm
+    ResNet, WideResNet-16-4, transformer; initial weights, batch 16)
+    ``N'_k / |G_k|`` was 1.0007 to 1.0033: the clip in effect shrinks by
+    0.1% to 0.3%.
 
 The forward and backward passes are the user's (TF32, bf16 autocast): they
 change which gradients are computed, not the bound on their clipped sum.
 
-Neither mode makes float32 accumulation exact; no DP-SGD implementation
-does. The guarantee is that of the arithmetic described, as everywhere in
-floating point.
+Neither mode makes floating point exact; no DP-SGD implementation does.
+Kernels chosen by batch size and float32 accumulation order make an
+example's input and gradient differ in the last bits from batch to batch,
+and rounding to TF32 can turn such a difference into one TF32 unit in an
+element. Measured on a small convolutional model (CPU): the clipped sum of
+a batch of 6 differs from the sum of its examples' terms computed alone by
+3e-7 of its norm in ``"fp32"`` and 5e-5 in ``"tf32"``. The guarantee is that
+of the arithmetic described, as everywhere in floating point.
 """
 
 from __future__ import annotations
@@ -85,7 +92,7 @@ def round_to_tf32(x: torch.Tensor) -> torch.Tensor:
     by arithmetic), which may come out as zero.
 
     >>> import torch
-    >>> x = torch.tensor([1.0 + 2.0**-11, 1.0 + 2.0**-12, -1.0 - 2.0**-11, 3.0, 3.4e38])
+    >>> x = torch.tensor([1.0 + 2.0**-11, 1.0 + 2.0**-12, -1.0 - 2.0**-11, 3.0, 3.4028e38])
     >>> [float(v) for v in round_to_tf32(x)]  # ties away from zero, exact values unchanged, saturation
     [1.0009765625, 1.0, -1.0009765625, 3.0, 3.4011621342146535e+38]
     """
