@@ -7,7 +7,14 @@ from abc import ABC, abstractmethod
 import torch
 from torch import nn
 
-from privml.torch.ghost.precision import exact_weighted_sum, outer_product_bound, round_to_tf32
+from privml.torch.ghost.precision import (
+    ROUNDING_BOUND,
+    exact_weighted_sum,
+    gram_norm_slack,
+    instantiation_slack,
+    position_sums,
+    round_to_tf32,
+)
 
 
 class Prepared(ABC):
@@ -23,16 +30,21 @@ class Prepared(ABC):
 
         With ``tf32`` (the ``"tf32"`` clipping arithmetic, see
         :mod:`privml.torch.ghost.precision`), every matrix product rounds its
-        operands to TF32 itself; :meth:`rounding_slack` bounds what that moves.
+        operands to TF32 itself; :meth:`norm_slack` bounds what that moves.
         """
 
-    def rounding_slack(self) -> torch.Tensor | None:  # a hook with a default: most sums have no matrix product
-        """``(B,)``: how far, at most, ``clipped_sum(factors, tf32=True)`` moves example i's term, over ``factors[i]``.
+    def norm_slack(self) -> torch.Tensor | None:  # a hook with a default: most norms are those of what is summed
+        """``(B,)``, after :meth:`squared_norms`: how far the norm of example i's term of :meth:`clipped_sum`,
+        over ``factors[i]``, may exceed the computed norm; ``None`` for nothing.
 
-        In L2 over the layer's parameters, or ``None`` when the TF32 sum is
-        exact up to float32 accumulation. The engine adds it to the layer's
-        norm before clipping, so the sum's rounding cannot lift a
-        contribution above C.
+        Two parts: the floating-point error of a norm formula whose terms can
+        cancel (the Gram trace, an instantiation over positions; see
+        :func:`~privml.torch.ghost.precision.gram_norm_slack`), and under the
+        ``"tf32"`` arithmetic the rounding of the sum's scaled gradient
+        (:data:`~privml.torch.ghost.precision.ROUNDING_BOUND` ``S``). The
+        engine adds it to the layer's norm before clipping, so neither can
+        lift a contribution above C. Per-example gradients that are summed
+        as they were normed need none.
         """
         return None
 
@@ -193,9 +205,13 @@ class OuterProduct(Prepared):
         weight: bool,
         bias: bool,
         weight_shape: torch.Size,
+        tf32: bool = False,
     ) -> None:
         self.a, self.g, self.weight, self.bias, self.weight_shape = a, g, weight, bias, weight_shape
+        self.tf32 = tf32  # a and g are rounded to TF32 (by the rule), and the sum rounds its scaled gradient
         self._instantiated: torch.Tensor | None = None  # (B, p, d), when kept (set by squared_norms)
+        self._weight_squared: torch.Tensor | None = None  # the weight's part of the squared norms
+        self._gram = False  # whether the weight's norms came from the Gram trace (else instantiated, or one position)
         self._bias: torch.Tensor | None = None  # (B, p): each example's bias gradient, formed once
 
     def _bias_grads(self) -> torch.Tensor:
@@ -210,9 +226,11 @@ class OuterProduct(Prepared):
             p = self.g.shape[-1]
             if instantiation_is_kept(steps, d, p, steps * (p + d)):
                 self._instantiated = torch.bmm(self.g.transpose(1, 2), self.a)  # (B, p, d): the weight layout
-                total = total + squared_frobenius(self._instantiated)
+                self._weight_squared = squared_frobenius(self._instantiated)
             else:
-                total = total + outer_product_norms(self.a, self.g)
+                self._weight_squared = outer_product_norms(self.a, self.g)
+                self._gram = steps > 1 and ghost_norm_is_cheaper(steps, d, p)  # the formula it chose
+            total = total + self._weight_squared
         if self.bias:
             total = total + self._bias_grads().square().sum(1)
         return total
@@ -236,9 +254,20 @@ class OuterProduct(Prepared):
             out["bias"] = exact_weighted_sum(factors, self._bias_grads()) if tf32 else factors @ self._bias_grads()
         return out
 
-    def rounding_slack(self) -> torch.Tensor | None:
+    def norm_slack(self) -> torch.Tensor | None:
         # Of this object's own sum, a product of a and the scaled g (kept gradients are summed by Materialised).
-        return outer_product_bound(self.a, self.g) if self.weight else None
+        if not self.weight:
+            return None
+        assert self._weight_squared is not None  # squared_norms ran
+        _, steps, d = self.a.shape
+        s = position_sums(self.a, self.g)
+        if steps == 1:  # |a|^2 |g|^2: a product of two sums of squares, nothing to cancel
+            slack = torch.zeros_like(s)
+        elif self._gram:
+            slack = gram_norm_slack(self._weight_squared, s, d=d, p=self.g.shape[-1], steps=steps)
+        else:
+            slack = instantiation_slack(s, steps)
+        return slack + ROUNDING_BOUND * s if self.tf32 else slack
 
 
 class Materialised(Prepared):

@@ -50,7 +50,15 @@ from privml.torch.ghost.base import (
     squared_frobenius,
     trainable,
 )
-from privml.torch.ghost.precision import conv_product_bound, exact_weighted_sum, round_to_tf32
+from privml.torch.ghost.precision import (
+    ROUNDING_BOUND,
+    conv_position_bound,
+    exact_weighted_sum,
+    gram_norm_slack,
+    instantiation_slack,
+    position_sums,
+    round_to_tf32,
+)
 
 _ConvNd = nn.Conv1d | nn.Conv2d | nn.Conv3d
 
@@ -137,6 +145,9 @@ class _ConvPrepared(Prepared):
         # rounded copy); the bias gradients are sums without products and use the gradient as it is.
         self._round: Callable[[torch.Tensor], torch.Tensor] = round_to_tf32 if tf32 else _as_is
         self._tf32 = tf32
+        self._weight_squared: torch.Tensor | None = None  # the weight's part of the squared norms
+        self._sums: torch.Tensor | None = None  # (B,) S = sum_t |a_t| |g_t| over patches (or a bound on it)
+        self._gram = False  # whether the weight's norms came from Gram traces (else instantiated)
         self._instantiated: torch.Tensor | None = None  # (B, *weight shape), when kept
         self._bias: torch.Tensor | None = None  # (B, Cout): each example's bias gradient, formed once
 
@@ -169,23 +180,29 @@ class _ConvPrepared(Prepared):
             # argument, its output (which it writes twice on the CPU) and its copies of the input and gradient,
             # about 3 G p d + given numbers per example (measured with the profiler's allocation events).
             rows = rows_per_chunk(batch, 3 * groups * p * d + given * (2 if self._tf32 else 1), given * batch)
+            weight = torch.zeros_like(total)
             for lo in range(0, batch, rows):
                 part = slice(lo, min(lo + rows, batch))
                 grads = per_example_weight_grads(module, self._round(self.activation[part]), self._round(g_out[part]))
-                total[part] += squared_frobenius(grads)
+                weight[part] = squared_frobenius(grads)
                 if self._instantiated is not None:
                     self._instantiated[part] = grads
-            return total
+            self._weight_squared, self._sums = weight, conv_position_bound(self.activation, g_out, kernel)
+            return total + weight
         # Patches are K times the input: form them by chunks of examples so that this layer's transient
         # (patches and Gram matrices or gradients) stays within what it was given.
         transient = steps * kernel * module.in_channels + (2 * steps * steps if gram else p * d)
         transient += given if self._tf32 else 0  # the chunk's rounded input and gradient
         rows = rows_per_chunk(batch, transient, given * batch)
+        weight, self._sums, self._gram = torch.zeros_like(total), torch.zeros_like(total), gram
         for lo in range(0, batch, rows):
             part = slice(lo, min(lo + rows, batch))
             a = patches(module, self._round(self.activation[part]))  # (b, T, K Cin), dropped after this chunk
-            total[part] += self._chunk_norms(part, a, self._round(g[part]), groups, p)
-        return total
+            g_part = self._round(g[part])
+            weight[part] = self._chunk_norms(part, a, g_part, groups, p)
+            self._sums[part] = position_sums(a, g_part)  # over all groups: at least the groups' S, and their norm
+        self._weight_squared = weight
+        return total + weight
 
     def _chunk_norms(self, part: slice, a: torch.Tensor, g: torch.Tensor, groups: int, p: int) -> torch.Tensor:
         """Squared weight-gradient norms of examples ``part`` (summed over groups); instantiated ones are kept."""
@@ -284,11 +301,19 @@ class _ConvPrepared(Prepared):
         out["weight"] = weight.contiguous()
         return out
 
-    def rounding_slack(self) -> torch.Tensor | None:
+    def norm_slack(self) -> torch.Tensor | None:
         # Of this object's own sum, products of patches and the scaled g (kept gradients are summed by Materialised).
         if not self.weight:
             return None
-        return conv_product_bound(self.activation, self.grad_output, math.prod(self.module.kernel_size))
+        assert self._weight_squared is not None and self._sums is not None  # squared_norms ran
+        module, s = self.module, self._sums
+        steps = self.grad_output[0, 0].numel()
+        if self._gram:  # per group: d = K Cin / G, p = Cout / G; the groups' squared S add up to at most S^2
+            d = math.prod(module.kernel_size) * module.in_channels // module.groups
+            slack = gram_norm_slack(self._weight_squared, s, d=d, p=module.out_channels // module.groups, steps=steps)
+        else:
+            slack = instantiation_slack(s, steps)
+        return slack + ROUNDING_BOUND * s if self._tf32 else slack
 
 
 class ConvRule(LayerRule):

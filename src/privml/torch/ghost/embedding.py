@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from privml.torch.ghost.base import LayerRule, Prepared, register, trainable
-from privml.torch.ghost.precision import round_to_tf32
+from privml.torch.ghost.precision import gram_norm_slack, round_to_tf32
 
 
 class EmbeddingRule(LayerRule):
@@ -45,13 +45,24 @@ class EmbeddingRule(LayerRule):
 class _EmbeddingPrepared(Prepared):
     def __init__(self, module: nn.Embedding, keys: torch.Tensor, g: torch.Tensor, weight: bool) -> None:
         self.module, self.keys, self.g, self.weight = module, keys, g, weight
+        self._squared: torch.Tensor | None = None
 
     def squared_norms(self) -> torch.Tensor:
         keys, g = self.keys, self.g
         if not self.weight:
             return torch.zeros(keys.shape[0], dtype=g.dtype, device=g.device)
         same = (keys.unsqueeze(2) == keys.unsqueeze(1)).to(g.dtype)
-        return (torch.bmm(g, g.transpose(1, 2)) * same).sum((1, 2))
+        self._squared = (torch.bmm(g, g.transpose(1, 2)) * same).sum((1, 2))
+        return self._squared
+
+    def norm_slack(self) -> torch.Tensor | None:
+        # A Gram trace whose one-hot inputs have norm 1: positions of one key can cancel (g and -g), and the
+        # index_add of the sum adds them exactly as they are.
+        if not self.weight:
+            return None
+        assert self._squared is not None  # squared_norms ran
+        s = torch.linalg.vector_norm(self.g, dim=-1).sum(1)
+        return gram_norm_slack(self._squared, s, d=1, p=self.g.shape[-1], steps=self.g.shape[1])
 
     def clipped_sum(self, factors: torch.Tensor, *, tf32: bool = False) -> dict[str, torch.Tensor]:
         del tf32  # no matrix product: the same either way

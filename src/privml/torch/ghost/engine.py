@@ -200,7 +200,7 @@ class _GhostPass:
         # The anchor every tap takes (see _Tap); its own gradient is never formed.
         self.anchor = torch.zeros((), device=device, requires_grad=True)
         self.squared: torch.Tensor | None = None
-        # "tf32": sum over layers of (norm + rounding slack)^2, what the clip factors are formed from
+        # sum over layers of (norm + slack)^2 (Prepared.norm_slack): what the clip factors are formed from
         self.bounded: torch.Tensor | None = None
 
     def forward(
@@ -285,11 +285,11 @@ class _GhostPass:
             if compact is not None and low and compact.nbytes() > layer.activation.nbytes + grad.nbytes:
                 compact = None  # float32 gradients, counted smaller in numbers, would outweigh half-precision a and g
             self.squared += squared
-            if self.bounded is not None:
-                # The slack of whatever will form this layer's sum: the kept gradients, or the products of its
-                # (rounded) input and gradient, re-prepared identically for a half-precision layer.
-                slack = (compact or prepared).rounding_slack() if layer.tf32 else None
-                self.bounded += squared if slack is None else (squared.clamp(min=0).sqrt() + slack).square()
+            # The slack of whatever will form this layer's sum: the kept gradients (none), or the products of its
+            # input and gradient, re-prepared identically for a half-precision layer (see Prepared.norm_slack).
+            assert self.bounded is not None
+            slack = (compact or prepared).norm_slack()
+            self.bounded += squared if slack is None else (squared.clamp(min=0).sqrt() + slack).square()
         if compact is not None:
             layer.kept, layer.activation = compact, None
         elif low:
@@ -302,12 +302,13 @@ class _GhostPass:
         self.squared = torch.zeros(
             self.batch, dtype=torch.float32 if _low(losses) else losses.dtype, device=losses.device
         )
-        self.bounded = torch.zeros_like(self.squared) if self.tf32 else None
+        self.bounded = torch.zeros_like(self.squared)
         if losses.requires_grad:
             with phase("backward"):
                 torch.autograd.grad(losses.sum(), [self.anchor], allow_unused=True)
         norms = self.squared.clamp(min=0).sqrt()
-        factors = clip_factors(norms if self.bounded is None else self.bounded.clamp(min=0).sqrt(), clip_norm)
+        # Clipped over each norm plus what floating point may hide from it (Prepared.norm_slack), not the norm alone.
+        factors = clip_factors(self.bounded.clamp(min=0).sqrt(), clip_norm)
         sums: dict[str, torch.Tensor] = {}
         # No graph: the sums are data, and a recorded graph would keep each layer's input and scaled
         # gradient alive as long as the returned sums (the weight is a Parameter in the convolutions').

@@ -21,7 +21,8 @@ class LinearRule(LayerRule):
         if tf32:  # every product below (instantiation, Gram matrices, the sum) multiplies these
             a, g = round_to_tf32(a), round_to_tf32(g)
         return OuterProduct(
-            a, g, weight=trainable(module, "weight"), bias=trainable(module, "bias"), weight_shape=module.weight.shape
+            a, g, weight=trainable(module, "weight"), bias=trainable(module, "bias"), weight_shape=module.weight.shape,
+            tf32=tf32,
         )
 
 

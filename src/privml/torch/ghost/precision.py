@@ -2,8 +2,14 @@
 
 Privacy rests on one inequality: each example's contribution to the
 released clipped sum has L2 norm at most C. It holds only if the clip
-factor of example k comes from the norm of exactly what the sum adds for
-k. Two ways of computing keep that true:
+factor of example k comes from (an upper bound on) the norm of what the sum
+adds for k. In both arithmetics below, a norm formula whose terms can cancel
+(a Gram trace, an instantiation over positions) is given a proven
+floating-point error bound that the engine adds before clipping (see
+:func:`gram_norm_slack`): a Gram trace of two nearly opposite positions can
+come out as 0 in float32 while the gradient summed is not small, which
+would let a crafted example move the sum by many times C. Two ways of
+computing the products keep the rest true:
 
 ``"fp32"`` (:func:`exact_float32`)
     Every product of the clipping arithmetic runs in full float32: TF32 is
@@ -30,13 +36,20 @@ k. Two ways of computing keep that true:
     ``S_k = sum_t |g_kt| |a_kt|`` over the positions t of the layer
     (triangle inequality; each element's relative error is at most
     ``ROUNDING_BOUND``; convolutions use the larger ``sqrt(K) |g_k| |a_k|``,
-    see :func:`conv_product_bound`). So the engine clips to C over
+    see :func:`conv_position_bound`). So the engine clips to C over
     ``N'_k = sqrt(sum_l (|G_k^l| + ROUNDING_BOUND S_k^l)^2)`` instead of
-    ``|G_k|``: each contribution stays within C, the sensitivity the noise
-    is calibrated to. On the benchmark models (Tramer-Boneh CNN, GroupNorm
-    ResNet, WideResNet-16-4, transformer; initial weights, batch 16)
-    ``N'_k / |G_k|`` was 1.0007 to 1.0033: the clip in effect shrinks by
-    0.1% to 0.3%.
+    ``|G_k|`` (plus the norm formula's own bound): each contribution stays
+    within C, the sensitivity the noise is calibrated to. On the benchmark
+    models (Tramer-Boneh CNN, GroupNorm ResNet, WideResNet-16-4,
+    transformer; initial weights, batch 16) the bounded norm over the
+    computed one was 1.0003 to 1.0069 in ``"fp32"`` and 1.0011 to 1.0099 in
+    ``"tf32"``: the clip in effect shrinks by less than 1%.
+
+    Not covered: a scaled gradient ``c_k g`` in float32's subnormal range
+    (below 2^-126) is rounded with an absolute, not relative, error of up to
+    2^-137 per element. It can matter only when that error, times the
+    layer's inputs, is comparable to C: a review needed C near 1e-22 with
+    inputs of 2^60 to exceed C (by 2x).
 
 The forward and backward passes are the user's (TF32, bf16 autocast): they
 change which gradients are computed, not the bound on their clipped sum.
@@ -62,7 +75,7 @@ CLIP_PRECISIONS: tuple[str, ...] = ("fp32", "tf32")
 
 #: Relative error of rounding a float32 product ``c * g`` to TF32 by :func:`round_to_tf32`: half a unit in the
 #: 11th significant bit (2^-11), plus the float32 rounding of the product itself (2^-24), with room to spare.
-#: (Normal values; a subnormal element's error is at most 2^-137 in absolute terms, negligible against any C.)
+#: (Normal values only: a subnormal element's error is up to 2^-137 in absolute terms; see the module's notes.)
 ROUNDING_BOUND = 2.0**-11 + 2.0**-23
 
 _LOW_BITS = 13  # float32 has 23 explicit mantissa bits, TF32 10: the 13 low bits are dropped
@@ -155,30 +168,66 @@ def exact_weighted_sum(factors: torch.Tensor, grads: torch.Tensor) -> torch.Tens
     return (grads * factors.reshape(-1, *([1] * (grads.dim() - 1))).to(grads.dtype)).sum(0)
 
 
-def outer_product_bound(a: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
-    """``(B,)``: ``ROUNDING_BOUND sum_t |g[i, t]| |a[i, t]|``, ``a`` (B, T, d), ``g`` (B, T, p).
+def conv_position_bound(activation: torch.Tensor, grad_output: torch.Tensor, kernel: int) -> torch.Tensor:
+    """``(B,)``: ``sqrt(K) |g_i| |x_i| (1 + 2^-11)^2``, at least ``S_i`` of a convolution with K weights per filter.
 
-    The most that rounding the scaled gradient ``c_i g[i]`` to TF32 moves
-    ``c_i sum_t g[i, t] a[i, t]^T`` in Frobenius norm, divided by ``c_i``:
-    the error term of position t is the outer product of a vector of norm at
-    most ``ROUNDING_BOUND c_i |g[i, t]|`` with ``a[i, t]``.
-    """
-    return ROUNDING_BOUND * (torch.linalg.vector_norm(g, dim=-1) * torch.linalg.vector_norm(a, dim=-1)).sum(1)
-
-
-def conv_product_bound(activation: torch.Tensor, grad_output: torch.Tensor, kernel: int) -> torch.Tensor:
-    """``(B,)``: ``ROUNDING_BOUND sqrt(K) |g_i| |x_i| (1 + 2^-11)^2`` for a convolution with K weights per filter.
-
-    An upper bound on :func:`outer_product_bound` over the layer's patches
-    without forming them: by Cauchy-Schwarz ``sum_t |g_t| |a_t| <= |g| |P|``
-    with P the example's patches, and each input element lies in at most K
-    patches (one per kernel offset, whatever the stride, dilation or
-    padding), so ``|P| <= sqrt(K) |x|``. For a grouped convolution the
-    groups' errors are orthogonal and the same bound holds for their sum.
+    ``S_i = sum_t |g_t| |a_t|`` over the output positions t, ``a_t`` the patch
+    there, bounded without forming the patches: by Cauchy-Schwarz
+    ``S <= |g| |P|`` with P the example's patches, and each input element
+    lies in at most K patches (one per kernel offset, whatever the stride,
+    dilation or padding), so ``|P| <= sqrt(K) |x|``. For a grouped
+    convolution the sum over groups of the groups' S is at most the same.
     ``activation`` and ``grad_output`` may be given before their rounding to
     TF32, which grows no norm by more than a factor ``1 + 2^-11``.
     """
     batch = activation.shape[0]
     g = torch.linalg.vector_norm(grad_output.reshape(batch, -1), dim=1)
     x = torch.linalg.vector_norm(activation.reshape(batch, -1), dim=1)
-    return ROUNDING_BOUND * kernel**0.5 * (1 + 2.0**-11) ** 2 * g * x
+    return kernel**0.5 * (1 + 2.0**-11) ** 2 * g * x
+
+
+# ------------------------------------------------------------------ floating-point error of the norms
+# The norm formulas that add terms of both signs can lose everything to cancellation: the Gram trace
+# sum_ts (a_t . a_s)(g_t . g_s) of an example whose positions nearly cancel is computed as 0 while the
+# gradient its sum adds is not (a review built a float32 example moving the sum by 10 C). Each such norm is
+# therefore given a proven worst-case error bound (Higham 2002, "Accuracy and Stability of Numerical
+# Algorithms", Sec. 3.1: a sum of n products in floating point errs by at most gamma_n = n eps / (1 - n eps)
+# times the sum of their magnitudes), in units of S = sum_t |a_t| |g_t|, and the engine clips over the norm
+# plus it. eps is the dtype's machine epsilon, twice the round-to-nearest unit, so that accumulation that
+# truncates (tensor cores) is covered too. Sums of positive terms (a sum of squares) cannot cancel: their
+# relative error is that of float32 accumulation, which no DP-SGD implementation bounds, and neither does this.
+
+
+def gamma(n: int, dtype: torch.dtype) -> float:
+    """Higham's ``gamma_n = n eps / (1 - n eps)`` for ``dtype`` (``inf`` when ``n eps >= 1``)."""
+    eps = torch.finfo(dtype).eps
+    return n * eps / (1 - n * eps) if n * eps < 1 else float("inf")
+
+
+def position_sums(a: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+    """``(B,)``: ``S_i = sum_t |a[i, t]| |g[i, t]|`` for ``a`` (B, T, d), ``g`` (B, T, p): every bound's scale."""
+    return (torch.linalg.vector_norm(a, dim=-1) * torch.linalg.vector_norm(g, dim=-1)).sum(1)
+
+
+def gram_norm_slack(squared: torch.Tensor, s: torch.Tensor, *, d: int, p: int, steps: int) -> torch.Tensor:
+    """How far the true norm may exceed ``sqrt(squared)``, the Gram trace of ``steps`` positions, in floating point.
+
+    Each entry ``a_t . a_s`` errs by at most ``gamma_d |a_t| |a_s|`` (Cauchy-Schwarz on the sum of the
+    products' magnitudes), ``g_t . g_s`` by ``gamma_p |g_t| |g_s|``, their product by one more rounding, and
+    the sum of the ``T^2`` products by ``gamma_{T^2}`` times their magnitudes; all of it is at most
+    ``gamma S^2`` with ``gamma = (1 + gamma_d)(1 + gamma_p)(1 + eps)(1 + gamma_{T^2}) - 1``. So the true
+    squared norm is at most ``squared + gamma S^2``.
+    """
+    factor = (1 + gamma(d, s.dtype)) * (1 + gamma(p, s.dtype)) * (1 + torch.finfo(s.dtype).eps)
+    factor *= 1 + gamma(steps * steps, s.dtype)
+    computed = squared.clamp(min=0)
+    return (computed + (factor - 1) * s.square()).sqrt() - computed.sqrt()
+
+
+def instantiation_slack(s: torch.Tensor, steps: int) -> torch.Tensor:
+    """How far ``|G|`` may exceed the norm of ``G`` instantiated by a product over ``steps`` positions.
+
+    Each element ``sum_t g_ti a_tj`` errs by at most ``gamma_T sum_t |g_ti| |a_tj|``, and the Frobenius norm
+    of those magnitudes is at most ``S`` (triangle inequality over t).
+    """
+    return gamma(steps, s.dtype) * s
