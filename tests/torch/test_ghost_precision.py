@@ -464,3 +464,22 @@ def test_a_norm_lost_to_cancellation_still_bounds_the_term(kind, precision):
     true = _twin_weight_grad(model, x, y).norm() if kind != "embedding" else (y[0, 0].double() + y[0, 1].double()).norm()
     assert float(norms[0]) < 0.5 * float(true)  # the computed norm did lose most of it
     assert _norm(sums) <= 0.1 * (1 + 1e-6)
+
+
+def test_a_convolutions_bias_is_summed_from_the_values_its_norms_were_taken_of():
+    # One example's output gradient cancels (2^40 and -2^40) around a smaller value: summed over positions one way
+    # it is 0, another way 1e4. The norm saw the first; the backward kernel's own reduction over the batch can give
+    # the second, which would then pass unclipped (a review found the kernel adding 1e4 where the norm saw 0).
+    from privml.torch.ghost.base import rule_for
+
+    layer = nn.Conv1d(2, 1, 1)
+    x = torch.zeros(8, 2, 64)
+    g = torch.randn(8, 1, 64)
+    g[3] = 0
+    g[3, 0, 31], g[3, 0, 2], g[3, 0, 34] = 2.0**40, -(2.0**40), 1.0e4
+    prepared = rule_for(layer).prepare(layer, x, g)
+    prepared.squared_norms()
+    per_example = g.reshape(8, 1, -1).sum(2)  # the norms' reduction
+    factors = torch.rand(8)
+    got = prepared.clipped_sum(factors)["bias"]
+    torch.testing.assert_close(got, factors @ per_example, rtol=1e-6, atol=1e-3)

@@ -239,27 +239,31 @@ class _ConvPrepared(Prepared):
         if tf32:
             return self._tf32_clipped_sum(factors)
         module, g_out = self.module, self.grad_output
+        out: dict[str, torch.Tensor] = {}
+        if self.bias:
+            # From the per-example bias gradients the norms were taken of: the backward kernel's own reduction over
+            # examples and positions may round an example's cancelling positions differently (a review found an
+            # example whose bias gradient summed to 0 on the norms' side and 1e4 in the kernel's).
+            out["bias"] = factors.to(g_out.dtype) @ self._bias_grads()
+        if not self.weight:
+            return out
         scaled = g_out * factors.reshape(-1, *([1] * (g_out.dim() - 1))).to(g_out.dtype)
         padding = module.padding
         assert not isinstance(padding, str)  # ConvRule.check refuses string padding
-        _, weight, bias = torch.ops.aten.convolution_backward(
+        _, weight, _ = torch.ops.aten.convolution_backward(
             scaled,
             self.activation,
             module.weight.to(scaled.dtype),
-            [module.out_channels] if self.bias else None,
+            None,
             list(module.stride),
             list(padding),
             list(module.dilation),
             False,
             [0] * len(module.kernel_size),
             module.groups,
-            [False, self.weight, self.bias],
+            [False, True, False],
         )
-        out: dict[str, torch.Tensor] = {}
-        if self.weight:
-            out["weight"] = weight
-        if self.bias:
-            out["bias"] = bias
+        out["weight"] = weight
         return out
 
     def _tf32_clipped_sum(self, factors: torch.Tensor) -> dict[str, torch.Tensor]:
