@@ -60,8 +60,9 @@ from privml.neighbouring import Neighbouring
 from privml.torch.clipping import MODES, Mode
 from privml.torch.dpsgd_setup import (
     DPSGD_ACCOUNTANTS,
-    PRECISIONS,
+    PRECISIONS,  # noqa: F401 - re-exported: the precisions the engine accepts
     SAMPLINGS,  # noqa: F401 - re-exported: the samplers the engine accepts
+    check_precisions,
     check_sampling,
     cross_entropy_per_example,
     init_distributed,
@@ -71,8 +72,7 @@ from privml.torch.dpsgd_setup import (
     sample_rate_of,
 )
 from privml.torch.ghost.engine import ghost_clipped_sum
-from privml.torch.ghost.precision import CLIP_PRECISIONS
-from privml.torch.graphs import GraphedStep, graph_pays_off, padded_capacity
+from privml.torch.graphs import graphed_step_for
 from privml.torch.noise import RandomSource
 from privml.torch.per_sample import vmap_clipped_sum
 from privml.torch.phases import phase
@@ -264,16 +264,7 @@ class DPSGD:
         ):
             raise ValueError(f"max_physical_batch_size must be a positive int or None, got {max_physical_batch_size!r}")
         self.max_physical_batch_size = max_physical_batch_size
-        if precision not in PRECISIONS:
-            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
-        self.precision = precision
-        if clip_precision not in CLIP_PRECISIONS:
-            raise ValueError(f"clip_precision must be one of {', '.join(CLIP_PRECISIONS)}, got {clip_precision!r}")
-        if clip_precision == "tf32" and self.mode != "ghost":
-            # The vmap path forms per-example gradients inside torch.func, whose products privml cannot round.
-            raise ValueError(f"clip_precision='tf32' needs ghost clipping, and this engine runs mode={self.mode!r}; "
-                             "use clip_precision='fp32'")
-        self.clip_precision = clip_precision
+        self.precision, self.clip_precision = check_precisions(precision, clip_precision, self.mode)
         self.secure_noise = bool(secure_noise)
         self.distributed = bool(distributed)
         self.device = module_device(module)
@@ -287,7 +278,7 @@ class DPSGD:
         self.steps_taken = 0
         self._guarantee_cache: tuple[int, PrivacyGuarantee] | None = None
         self._params = [(name, p) for name, p in module.named_parameters() if p.requires_grad]
-        self._graphed = self._graphed_step(cuda_graph)
+        self._graphed = graphed_step_for(self, cuda_graph)
 
     # ------------------------------------------------------------ planning
     def _event(self, noise_multiplier: float, steps: int) -> DpEvent:
@@ -329,35 +320,6 @@ class DPSGD:
                 "raise it or leave it None to calibrate"
             )
         return noise_multiplier
-
-    def _graphed_step(self, cuda_graph: bool | str) -> GraphedStep | None:
-        """The CUDA-graph step (:mod:`privml.torch.graphs`) if asked for and possible.
-
-        ``True`` refuses a run that cannot use one; ``"auto"`` uses one where it can.
-        """
-        if cuda_graph not in (True, False, "auto"):
-            raise ValueError(f"cuda_graph must be True, False or 'auto', got {cuda_graph!r}")
-        fixed = round(self.expected_batch_size) if self.sampling == "fixed-size" else None
-        capacity = padded_capacity(self.n_samples, self.sample_rate, fixed)
-        obstacles = [
-            reason
-            for reason, present in (
-                (f"a model on a CUDA device, not {self.device}", self.device.type != "cuda"),
-                ("mode='ghost' (torch.func transforms are not captured)", self.mode != "ghost"),
-                ("distributed=False", self.distributed),
-                (f"max_physical_batch_size=None (one micro-batch of up to {capacity} records)",
-                 self.max_physical_batch_size is not None and self.max_physical_batch_size < capacity),
-            )
-            if present
-        ]
-        if cuda_graph is False:
-            return None
-        if cuda_graph == "auto":
-            pays = graph_pays_off(capacity, sum(p.numel() for _, p in self._params), padded=fixed is None)
-            return GraphedStep(self, capacity) if not obstacles and pays else None
-        if obstacles:
-            raise ValueError(f"cuda_graph=True needs {obstacles[0]}")
-        return GraphedStep(self, capacity)
 
     # ------------------------------------------------------------ privacy
     def _guarantee(self, noise_multiplier: float, steps: int) -> PrivacyGuarantee:

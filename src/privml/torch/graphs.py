@@ -149,3 +149,33 @@ class GraphedStep:
             self.graph = graph
             graph.replay()  # capturing records the step without running it
         self.steps_run += 1
+
+
+def graphed_step_for(engine: DPSGD, cuda_graph: bool | str) -> GraphedStep | None:
+    """``engine``'s CUDA-graph step if asked for and possible (``DPSGD(cuda_graph=...)``).
+
+    ``True`` refuses a run that cannot use one; ``"auto"`` uses one where it can.
+    """
+    if cuda_graph not in (True, False, "auto"):
+        raise ValueError(f"cuda_graph must be True, False or 'auto', got {cuda_graph!r}")
+    fixed = round(engine.expected_batch_size) if engine.sampling == "fixed-size" else None
+    capacity = padded_capacity(engine.n_samples, engine.sample_rate, fixed)
+    obstacles = [
+        reason
+        for reason, present in (
+            (f"a model on a CUDA device, not {engine.device}", engine.device.type != "cuda"),
+            ("mode='ghost' (torch.func transforms are not captured)", engine.mode != "ghost"),
+            ("distributed=False", engine.distributed),
+            (f"max_physical_batch_size=None (one micro-batch of up to {capacity} records)",
+             engine.max_physical_batch_size is not None and engine.max_physical_batch_size < capacity),
+        )
+        if present
+    ]
+    if cuda_graph is False:
+        return None
+    if cuda_graph == "auto":
+        pays = graph_pays_off(capacity, sum(p.numel() for _, p in engine._params), padded=fixed is None)
+        return GraphedStep(engine, capacity) if not obstacles and pays else None
+    if obstacles:
+        raise ValueError(f"cuda_graph=True needs {obstacles[0]}")
+    return GraphedStep(engine, capacity)
