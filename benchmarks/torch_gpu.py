@@ -32,8 +32,9 @@ Two parts, in one process, written to ``benchmarks/results/torch_gpu.json``
     (TF32 tensor cores or plain float32), for privml's ghost step in both
     clipping arithmetics (``clip_precision`` "fp32" and "tf32"), non-private
     training and Opacus (hooks); and the step times of diagnostic variants:
-    grouped per-example convolution gradients, CUDA graphs over Poisson
-    (padded) and fixed-size batches, and a compiled forward pass.
+    grouped per-example convolution gradients, cuDNN's kernel for the
+    book-kept convolutions' float32 sums, CUDA graphs over Poisson (padded)
+    and fixed-size batches, and a compiled forward pass.
 
 Run on a machine with a CUDA GPU and Opacus importable::
 
@@ -146,7 +147,9 @@ def make_step(variant: str, model_name: str, X, y) -> Callable[[], None]:  # noq
         if "compile" in parts:  # the model's forward compiled (the taps and hooks stay outside, as graph breaks)
             model.forward = torch.compile(model.forward)
         step: Callable[[], None] = lambda: engine.step(X, y)  # noqa: E731
-        return step if "grouped" not in parts else _grouped_instantiation(step, X.device.type)
+        if "grouped" in parts:
+            step = _grouped_instantiation(step, X.device.type)
+        return step if "kernelsums" not in parts else _kernel_sums(step, X.device.type)
     model, optimizer, criterion = _opacus(model, optimizer, X, y, variant.split("-")[1])
 
     def opacus_step() -> None:
@@ -172,6 +175,13 @@ def _grouped_instantiation(step: Callable[[], None], device: str) -> Callable[[]
     from privml.torch.ghost import conv
 
     return _during(step, mock.patch.dict(conv.GROUPED_INSTANTIATION, {device: True}))
+
+
+def _kernel_sums(step: Callable[[], None], device: str) -> Callable[[], None]:
+    """``step`` with book-kept convolutions' fp32 sums from the framework's weight-gradient kernel (cuDNN on a GPU)."""
+    from privml.torch.ghost import conv
+
+    return _during(step, mock.patch.dict(conv.KERNEL_SUMS, {device: True}))
 
 
 def _opacus(model, optimizer, X, y, mode: str, noise: float = SIGMA):  # noqa: ANN001, ANN202
@@ -282,7 +292,7 @@ def run_steps(rows: list[str], variants: list[str], timed_steps: int, device: st
 #: The profile part's variants: PROFILED run under torch.profiler; TIMED_ONLY are diagnostics that are only timed
 #: (a CUDA graph replays as one launch, which a profile would not attribute to phases).
 PROFILED = ("nonprivate", "privml-ghost", "privml-ghost-tf32", "opacus-hooks")
-TIMED_ONLY = ("privml-ghost-grouped", "privml-ghost-graph", "privml-ghost-graph-fixed",
+TIMED_ONLY = ("privml-ghost-grouped", "privml-ghost-kernelsums", "privml-ghost-graph", "privml-ghost-graph-fixed",
               "privml-ghost-compile")
 
 
@@ -615,7 +625,9 @@ def _render_profile(profile: dict, commit: str | None) -> list[str]:
                        + " | ".join(f"{r.get('classes_ms', {}).get(c, 0.0):.2f}" for c in classes) + " |")
     out += ["", "Diagnostic step times (median ms, CUDA events): "
             "`privml-ghost-grouped` forms convolutions' per-example gradients by one grouped weight-gradient kernel "
-            "(the CPU's way) rather than from patches; `privml-ghost-graph-fixed` replays a CUDA graph over "
+            "(the CPU's way) rather than from patches; `privml-ghost-kernelsums` forms book-kept convolutions' float32 "
+            "sums with cuDNN's weight-gradient kernel (the CPU's way; privml uses products of patches on a GPU, "
+            "whose error is of the form the norms' bounds assume); `privml-ghost-graph-fixed` replays a CUDA graph over "
             "fixed-size batches, which need no padding (capacity = b), against `privml-ghost-graph`'s Poisson "
             "capacity; `privml-ghost-compile` runs the model's forward through `torch.compile` (timed after the "
             "5 warm-up steps, so compilation is not counted).", "",

@@ -54,12 +54,15 @@ def run(rows: list[str], variants: list[str]) -> dict[str, Any]:
     from privml.torch.ghost import conv
     from privml.torch.models import tramer_boneh
 
-    # The GPU's code paths: this proxy stands for the GPU's memory, and the CPU takes two of its own (the pool's
-    # channels-last copies, and per-example convolution gradients by a grouped kernel rather than patches).
+    # The GPU's code paths: this proxy stands for the GPU's memory, and the CPU takes three of its own (the pool's
+    # channels-last copies, per-example convolution gradients by a grouped kernel rather than patches, and book-kept
+    # convolution sums by the backward kernel).
     if hasattr(tramer_boneh, "ChannelsLastMaxPool2d"):
         tramer_boneh.ChannelsLastMaxPool2d.forward = nn.MaxPool2d.forward  # type: ignore[method-assign]
     if hasattr(conv, "GROUPED_INSTANTIATION"):
         conv.GROUPED_INSTANTIATION["cpu"] = conv.GROUPED_INSTANTIATION.get("cuda", False)
+    if hasattr(conv, "KERNEL_SUMS"):  # book-kept convolutions' float32 sums: products of patches on a GPU
+        conv.KERNEL_SUMS["cpu"] = conv.KERNEL_SUMS.get("cuda", False)
     out: dict[str, Any] = {}
     for row in rows:
         model_name, size = torch_gpu.ROWS[row]

@@ -483,3 +483,21 @@ def test_a_convolutions_bias_is_summed_from_the_values_its_norms_were_taken_of()
     factors = torch.rand(8)
     got = prepared.clipped_sum(factors)["bias"]
     torch.testing.assert_close(got, factors @ per_example, rtol=1e-6, atol=1e-3)
+
+
+def test_book_kept_convolution_sums_from_patches_equal_the_brute_force():
+    # The products-of-patches sum (a GPU's float32 path, and "tf32"'s) against one backward per example, in float64.
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from _brute_force import assert_clipped_sums_match
+
+    torch.manual_seed(5)
+    model = nn.Sequential(
+        nn.Conv2d(3, 16, 3, stride=2, padding=2, dilation=2, groups=1), nn.Tanh(),
+        nn.Conv2d(16, 32, 3, padding=1, groups=4), nn.Tanh(), nn.Flatten(), nn.Linear(32 * 4 * 4, 3),
+    ).double()
+    x, y = torch.randn(6, 3, 8, 8, dtype=torch.float64), torch.randint(0, 3, (6,))
+    with mock.patch.dict(conv.KERNEL_SUMS, {"cpu": False}):
+        assert_clipped_sums_match(model, x, y)

@@ -22,10 +22,12 @@ patches, by one grouped weight-gradient kernel over a chunk of examples
 than the input and output gradient (early, wide-image layers: 64 x 576 per
 example against 2 x 64 x 1024 at 32 x 32) and keeping them saves operations
 (:func:`~privml.torch.ghost.base.instantiation_is_kept`), they are
-instantiated and kept, and the clipped sum is their weighted sum. Otherwise the clipped sum needs
-no patches: it is the weight gradient of the convolution for the output
-gradient scaled by each example's clip factor, which the framework's own
-backward kernel computes (cuDNN on a GPU; book-keeping, Bu et al. 2023).
+instantiated and kept, and the clipped sum is their weighted sum. Otherwise the clipped sum is
+the weight gradient of the convolution for the output gradient scaled by
+each example's clip factor (book-keeping, Bu et al. 2023): on the CPU the
+framework's own backward kernel, elsewhere products of patches formed by
+chunks (:data:`KERNEL_SUMS`), whose floating-point error is of the form the
+norms' bounds assume.
 """
 
 from __future__ import annotations
@@ -107,6 +109,13 @@ def patches(module: _ConvNd, activation: torch.Tensor) -> torch.Tensor:
 #: patches), and it forms no patches; other devices keep the patches until measured there
 #: (``benchmarks/torch_gpu.py profile`` times both on a GPU).
 GROUPED_INSTANTIATION: dict[str, bool] = {"cpu": True}
+
+#: Devices on which a book-kept convolution's float32 clipped sum is the framework's weight-gradient kernel for the
+#: scaled output gradient, rather than products of patches (:meth:`_ConvPrepared._patch_sum`). Elsewhere, and
+#: always under "tf32", it is the products, whose error is of the form the norms' bounds assume: cuDNN may pick an
+#: FFT or Winograd algorithm, whose error mixes an example's positions (a crafted input could hide behind it).
+#: The CPU's oneDNN kernel is a direct convolution.
+KERNEL_SUMS: dict[str, bool] = {"cpu": True}
 
 
 def per_example_weight_grads(module: _ConvNd, activation: torch.Tensor, grad_output: torch.Tensor) -> torch.Tensor:
@@ -236,16 +245,18 @@ class _ConvPrepared(Prepared):
         return Materialised(grads)
 
     def clipped_sum(self, factors: torch.Tensor, *, tf32: bool = False) -> dict[str, torch.Tensor]:
-        if tf32:
-            return self._tf32_clipped_sum(factors)
         module, g_out = self.module, self.grad_output
         out: dict[str, torch.Tensor] = {}
         if self.bias:
             # From the per-example bias gradients the norms were taken of: the backward kernel's own reduction over
             # examples and positions may round an example's cancelling positions differently (a review found an
             # example whose bias gradient summed to 0 on the norms' side and 1e4 in the kernel's).
-            out["bias"] = factors.to(g_out.dtype) @ self._bias_grads()
+            bias = self._bias_grads()
+            out["bias"] = exact_weighted_sum(factors, bias) if tf32 else factors.to(bias.dtype) @ bias
         if not self.weight:
+            return out
+        if tf32 or not KERNEL_SUMS.get(g_out.device.type, False):
+            out["weight"] = self._patch_sum(factors, round_to_tf32 if tf32 else _as_is)
             return out
         scaled = g_out * factors.reshape(-1, *([1] * (g_out.dim() - 1))).to(g_out.dtype)
         padding = module.padding
@@ -266,22 +277,21 @@ class _ConvPrepared(Prepared):
         out["weight"] = weight
         return out
 
-    def _tf32_clipped_sum(self, factors: torch.Tensor) -> dict[str, torch.Tensor]:
-        """The clipped sum as matrix products of TF32 operands: the scaled gradient (rounded here) and the patches.
+    def _patch_sum(self, factors: torch.Tensor, rounding: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
+        """The weight's clipped sum as matrix products of the scaled gradient and the input patches.
 
-        Not the framework's weight-gradient kernel: cuDNN may transform its
-        operands (Winograd) before rounding them to TF32, which no bound here
-        covers. The input and the scaled gradient are rounded and the input
-        unfolded into patches by chunks of examples, as for the norms, so the
-        transient stays within what the layer was given; the products
-        accumulate in float32.
+        The arithmetic the norms' error bounds assume (sums of products over
+        positions), not the framework's weight-gradient kernel: cuDNN may
+        transform its operands (Winograd, FFT) first, which mixes positions
+        and, under TF32, rounds the transformed values. ``rounding`` is
+        :func:`~privml.torch.ghost.precision.round_to_tf32` under ``"tf32"``
+        (the input and the scaled gradient are rounded as the norms' were,
+        and the scaled gradient once more: the one rounding the bound is
+        for). The input is unfolded into patches by chunks of examples, as
+        for the norms, so the transient stays within what the layer was
+        given; the products accumulate in float32.
         """
         module, g_out = self.module, self.grad_output
-        out: dict[str, torch.Tensor] = {}
-        if self.bias:
-            out["bias"] = exact_weighted_sum(factors, self._bias_grads())
-        if not self.weight:
-            return out
         batch, channels_out = g_out.shape[:2]
         scale = factors.reshape(-1, *([1] * (g_out.dim() - 1))).to(g_out.dtype)
         groups, steps = module.groups, g_out[0, 0].numel()
@@ -289,21 +299,18 @@ class _ConvPrepared(Prepared):
         p, per_group = channels_out // groups, module.in_channels // groups
         total = g_out.new_zeros(groups, p, kernel * per_group)
         given = steps * channels_out + self.activation[0].numel()
-        # Per example: its patches, and its rounded input and scaled gradient.
+        # Per example: its patches, and its (rounded) input and scaled gradient.
         rows = rows_per_chunk(batch, steps * kernel * module.in_channels + given, given * batch)
         for lo in range(0, batch, rows):
             part = slice(lo, lo + rows)
-            a = patches(module, round_to_tf32(self.activation[part]))  # (b, T, K Cin): (kernel position..., channel)
-            # The gradient the norms saw (rounded), scaled, rounded again: the one rounding the bound is for.
-            scaled = round_to_tf32(self._round(g_out[part]) * scale[part])
+            a = patches(module, rounding(self.activation[part]))  # (b, T, K Cin): (kernel position..., channel)
+            scaled = rounding(self._round(g_out[part]) * scale[part])
             g_part = scaled.reshape(-1, channels_out, steps).transpose(1, 2).reshape(-1, channels_out)  # (b T, Cout)
             split = a.reshape(-1, kernel, groups, per_group)
             for j in range(groups):
                 total[j].addmm_(g_part[:, j * p : (j + 1) * p].T, split[:, :, j].reshape(-1, kernel * per_group))
         # (G, p, kernel..., Cin/G) -> the weight's layout (Cout, Cin/G, kernel...)
-        weight = total.reshape(channels_out, *module.kernel_size, per_group).movedim(-1, 1)
-        out["weight"] = weight.contiguous()
-        return out
+        return total.reshape(channels_out, *module.kernel_size, per_group).movedim(-1, 1).contiguous()
 
     def norm_slack(self) -> torch.Tensor | None:
         # Of this object's own sum, products of patches and the scaled g (kept gradients are summed by Materialised).
