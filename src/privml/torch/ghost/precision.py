@@ -57,13 +57,15 @@ change which gradients are computed, not the bound on their clipped sum.
 What is proven, then: the norm the engine clips over is at least the norm
 of the per-example gradient (of the rounded operands, under ``"tf32"``)
 plus what the sum's TF32 rounding adds. What is not: the float32
-accumulation of each book-kept sum, formed by one matrix product (or, under
-``"fp32"``, by the framework's weight-gradient kernel, which on a GPU may
-use a transform-based cuDNN algorithm) over all the batch's examples and
-positions. Its worst case grows with the batch, and no DP-SGD
-implementation bounds it; a review's crafted examples (positions that
-cancel, ``S / |G|`` from 10 to 10^4, in batches of 1 to 1024) moved the sum
-by at most 0.99964 C in ``"fp32"`` and 0.9903 C in ``"tf32"``.
+accumulation of each book-kept sum, formed by one matrix product over all
+the batch's examples and positions (or, for a convolution under ``"fp32"``
+on the CPU, by PyTorch's direct weight-gradient kernel; on a GPU products
+of patches replace cuDNN's kernel, whose FFT and Winograd algorithms mix an
+example's positions: see :data:`~privml.torch.ghost.conv.KERNEL_SUMS`).
+Its worst case grows with the batch, and no DP-SGD implementation bounds
+it; a review's crafted examples (positions that cancel, ``S / |G|`` from 10
+to 10^4, in batches of 1 to 1024) moved the sum by at most 0.99964 C in
+``"fp32"`` and 0.9903 C in ``"tf32"``.
 
 Neither mode makes floating point exact; no DP-SGD implementation does.
 Kernels chosen by batch size and float32 accumulation order make an
