@@ -12,7 +12,9 @@
 #
 # Parts (default: tests steps mnist):
 #   tests  the gpu-marked tests (CUDA paths of the engine, the CLI, serve and a CNN study)
-#   steps  the step-time and peak-memory table, privml vs Opacus vs non-private
+#   steps  the step-time and peak-memory table, privml vs Opacus vs non-private (ROWS="resnet-256 wrn-256"
+#          for some rows only; a later call adds the rest to the same JSON when the one returned earlier was
+#          copied to .gpu/torch_gpu.json and carried)
 #   mnist  the end-to-end MNIST run (epsilon 3, 40 epochs)
 #   profile  where a step's GPU time goes on the rows that miss the step-time target (kernels by privml
 #          phase and by TF32 / float32 arithmetic, for clip_precision "fp32" and "tf32"), and diagnostic
@@ -32,6 +34,8 @@ fi
 export PYTHONPATH=$site:$PWD/src PYTHONUNBUFFERED=1 PRIVML_OFFLINE=1
 export PRIVML_DATA=${PRIVML_DATA:-$PWD/.gpu}
 status=0
+# Results of earlier calls, brought back and carried as .gpu/torch_gpu.json: new rows and parts are added to them.
+[ -f .gpu/torch_gpu.json ] && [ ! -f "$out/torch_gpu.json" ] && cp .gpu/torch_gpu.json "$out/torch_gpu.json"
 parts=("$@")
 [ ${#parts[@]} -eq 0 ] && parts=(tests steps mnist)
 for part in "${parts[@]}"; do
@@ -40,7 +44,10 @@ for part in "${parts[@]}"; do
     tests)
         timeout 400 python3 -m pytest -q -p no:cacheprovider -m gpu tests/torch || status=1 ;;
     steps | mnist)
-        python3 -W ignore benchmarks/torch_gpu.py "$part" --out "$out/torch_gpu.json" || status=1 ;;
+        # ROWS="resnet-256 wrn-256" measures only those rows of the step table (each row is written when measured).
+        # shellcheck disable=SC2086
+        python3 -W ignore benchmarks/torch_gpu.py "$part" ${ROWS:+--rows $ROWS} --out "$out/torch_gpu.json" \
+            || status=1 ;;
     profile)
         # The rows that miss the step-time target; each row is written as soon as it is measured.
         python3 -W ignore benchmarks/torch_gpu.py profile --rows resnet-256 wrn-256 transformer-256 \
