@@ -152,8 +152,10 @@ def ghost_clipped_sum(
     Returns
     -------
     sums:
-        ``{parameter name: sum_i c_i g_i}`` with ``c_i = min(1, C / ||g_i||)``
-        (``"tf32"``: ``||g_i||`` plus the rounding bound, layer by layer).
+        ``{parameter name: sum_i c_i g_i}`` with ``c_i = min(1, C / N_i)``,
+        ``N_i`` the norm ``||g_i||`` plus, layer by layer, a bound on the
+        floating-point error that could hide part of it
+        (:meth:`~privml.torch.ghost.base.Prepared.norm_slack`).
     norms:
         ``||g_i||`` of each example's whole gradient, shape ``(B,)`` (private: a diagnostic).
 
