@@ -196,20 +196,25 @@ class _ConvPrepared(Prepared):
                 weight[part] = squared_frobenius(grads)
                 if self._instantiated is not None:
                     self._instantiated[part] = grads
-            self._weight_squared, self._sums = weight, conv_position_bound(self.activation, g_out, kernel)
+            self._weight_squared = weight  # S, if its slack is asked for, is bounded from the input and gradient
             return total + weight
         # Patches are K times the input: form them by chunks of examples so that this layer's transient
         # (patches and Gram matrices or gradients) stays within what it was given.
         transient = steps * kernel * module.in_channels + (2 * steps * steps if gram else p * d)
         transient += given if self._tf32 else 0  # the chunk's rounded input and gradient
         rows = rows_per_chunk(batch, transient, given * batch)
-        weight, self._sums, self._gram = torch.zeros_like(total), torch.zeros_like(total), gram
+        weight, self._gram = torch.zeros_like(total), gram
+        # S from the patches where a slack will be asked for (not for kept gradients, unless bf16 drops them: then
+        # it is bounded from the input and gradient), an extra read of patches 9 times the input on a 3 x 3 layer.
+        sums = torch.zeros_like(total) if self._instantiated is None else None
         for lo in range(0, batch, rows):
             part = slice(lo, min(lo + rows, batch))
             a = patches(module, self._round(self.activation[part]))  # (b, T, K Cin), dropped after this chunk
             g_part = self._round(g[part])
             weight[part] = self._chunk_norms(part, a, g_part, groups, p)
-            self._sums[part] = position_sums(a, g_part)  # over all groups: at least the groups' S, and their norm
+            if sums is not None:
+                sums[part] = position_sums(a, g_part)  # over all groups: at least the groups' S, and their norm
+        self._sums = sums
         self._weight_squared = weight
         return total + weight
 
@@ -316,8 +321,11 @@ class _ConvPrepared(Prepared):
         # Of this object's own sum, products of patches and the scaled g (kept gradients are summed by Materialised).
         if not self.weight:
             return None
-        assert self._weight_squared is not None and self._sums is not None  # squared_norms ran
-        module, s = self.module, self._sums
+        assert self._weight_squared is not None  # squared_norms ran
+        module = self.module
+        s = self._sums
+        if s is None:
+            s = conv_position_bound(self.activation, self.grad_output, math.prod(module.kernel_size))
         steps = self.grad_output[0, 0].numel()
         if self._gram:  # per group: d = K Cin / G, p = Cout / G; the groups' squared S add up to at most S^2
             d = math.prod(module.kernel_size) * module.in_channels // module.groups
