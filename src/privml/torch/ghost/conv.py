@@ -143,7 +143,7 @@ def per_example_weight_grads(module: _ConvNd, activation: torch.Tensor, grad_out
 
 
 class _ConvPrepared(Prepared):
-    """One convolution's input and output gradient: norms from transient patches, sum by the backward kernel."""
+    """One convolution's input and output gradient: norms from transient patches, the sum by a kernel or patches."""
 
     def __init__(
         self, module: _ConvNd, activation: torch.Tensor, grad_output: torch.Tensor, *, tf32: bool = False
