@@ -12,8 +12,8 @@ from privml._validation import check_fitted
 from privml.data.labels import fit_classes
 from privml.guarantee import PrivacyGuarantee
 from privml.neighbouring import Neighbouring
-from privml.torch.dpsgd import DPSGD, PRECISIONS
-from privml.torch.ghost.precision import CLIP_PRECISIONS
+from privml.torch.dpsgd import DPSGD
+from privml.torch.dpsgd_setup import check_precisions
 from privml.torch.models import build_model
 
 #: Defaults of Tramer and Boneh (2021), Table 9, for the end-to-end MNIST CNN:
@@ -209,12 +209,7 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
     def fit(self, X: Any, y: Any) -> TorchClassifier:
         """Train a fresh model on (X, y) with DP-SGD; returns ``self``."""
         device = self._device()
-        if self.precision not in PRECISIONS:
-            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
-        if self.clip_precision not in CLIP_PRECISIONS:
-            raise ValueError(
-                f"clip_precision must be one of {', '.join(CLIP_PRECISIONS)}, got {self.clip_precision!r}"
-            )
+        check_precisions(self.precision, self.clip_precision, None)  # the engine checks them with its mode
         X_t = self._images(X)
         classes, y_t = self._labels(y)
         if X_t.shape[0] != y_t.shape[0]:

@@ -138,15 +138,16 @@ def init_distributed(module: nn.Module, distributed: bool) -> tuple[int, int]:
     return dist.get_rank(), dist.get_world_size()
 
 
-def check_precisions(precision: str, clip_precision: str, mode: str) -> tuple[str, str]:
-    """``(precision, clip_precision)`` if valid together with the engine's resolved ``mode``; else ValueError."""
+def check_precisions(precision: str, clip_precision: str, mode: str | None) -> tuple[str, str]:
+    """``(precision, clip_precision)`` if valid together with the engine's resolved ``mode`` (None: not known yet,
+    as in an estimator before its model is built); else ValueError."""
     from privml.torch.ghost.precision import CLIP_PRECISIONS
 
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
     if clip_precision not in CLIP_PRECISIONS:
         raise ValueError(f"clip_precision must be one of {', '.join(CLIP_PRECISIONS)}, got {clip_precision!r}")
-    if clip_precision == "tf32" and mode != "ghost":
+    if clip_precision == "tf32" and mode is not None and mode != "ghost":
         # The vmap path forms per-example gradients inside torch.func, whose products privml cannot round.
         raise ValueError(f"clip_precision='tf32' needs ghost clipping, and this engine runs mode={mode!r}; "
                          "use clip_precision='fp32'")

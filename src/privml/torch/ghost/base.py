@@ -9,11 +9,10 @@ from torch import nn
 
 from privml.torch.ghost.precision import (
     ROUNDING_BOUND,
-    exact_weighted_sum,
-    gram_norm_slack,
-    instantiation_slack,
     position_sums,
+    product_norm_slack,
     round_to_tf32,
+    weighted_sum,
 )
 
 
@@ -251,7 +250,7 @@ class OuterProduct(Prepared):
                 scaled = round_to_tf32(scaled)  # a and g are rounded already (by the rule, see LinearRule)
             out["weight"] = (scaled.T @ self.a.reshape(-1, self.a.shape[-1])).reshape(self.weight_shape)
         if self.bias:
-            out["bias"] = exact_weighted_sum(factors, self._bias_grads()) if tf32 else factors @ self._bias_grads()
+            out["bias"] = weighted_sum(factors, self._bias_grads(), tf32=tf32)
         return out
 
     def norm_slack(self) -> torch.Tensor | None:
@@ -262,12 +261,10 @@ class OuterProduct(Prepared):
         _, steps, d = self.a.shape
         s = position_sums(self.a, self.g)
         if steps == 1:  # |a|^2 |g|^2: a product of two sums of squares, nothing to cancel
-            slack = torch.zeros_like(s)
-        elif self._gram:
-            slack = gram_norm_slack(self._weight_squared, s, d=d, p=self.g.shape[-1], steps=steps)
-        else:
-            slack = instantiation_slack(s, steps)
-        return slack + ROUNDING_BOUND * s if self.tf32 else slack
+            return ROUNDING_BOUND * s if self.tf32 else torch.zeros_like(s)
+        return product_norm_slack(
+            self._weight_squared, s, gram=self._gram, d=d, p=self.g.shape[-1], steps=steps, tf32=self.tf32
+        )
 
 
 class Materialised(Prepared):
@@ -283,9 +280,8 @@ class Materialised(Prepared):
         return self
 
     def clipped_sum(self, factors: torch.Tensor, *, tf32: bool = False) -> dict[str, torch.Tensor]:
-        if tf32:  # the same values the norms were taken of, summed without a matrix product: nothing to bound
-            return {name: exact_weighted_sum(factors, grad) for name, grad in self.grads.items()}
-        return {name: torch.tensordot(factors.to(grad.dtype), grad, dims=1) for name, grad in self.grads.items()}
+        # The same values the norms were taken of: nothing to bound.
+        return {name: weighted_sum(factors, grad, tf32=tf32) for name, grad in self.grads.items()}
 
 
 _RULES: dict[type[nn.Module], LayerRule] = {}

@@ -33,7 +33,6 @@ norms' bounds assume.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from types import EllipsisType
 
 import torch
@@ -53,20 +52,14 @@ from privml.torch.ghost.base import (
     trainable,
 )
 from privml.torch.ghost.precision import (
-    ROUNDING_BOUND,
     conv_position_bound,
-    exact_weighted_sum,
-    gram_norm_slack,
-    instantiation_slack,
     position_sums,
+    product_norm_slack,
     round_to_tf32,
+    weighted_sum,
 )
 
 _ConvNd = nn.Conv1d | nn.Conv2d | nn.Conv3d
-
-
-def _as_is(t: torch.Tensor) -> torch.Tensor:
-    return t
 
 
 def patches(module: _ConvNd, activation: torch.Tensor) -> torch.Tensor:
@@ -150,15 +143,18 @@ class _ConvPrepared(Prepared):
     ) -> None:
         self.module, self.activation, self.grad_output = module, activation, grad_output
         self.weight, self.bias = trainable(module, "weight"), trainable(module, "bias")
-        # "tf32": the operands of every product, rounded chunk by chunk as the chunks are formed (no whole-layer
-        # rounded copy); the bias gradients are sums without products and use the gradient as it is.
-        self._round: Callable[[torch.Tensor], torch.Tensor] = round_to_tf32 if tf32 else _as_is
+        # "tf32": the operands of every product are rounded chunk by chunk as the chunks are formed (no whole-layer
+        # rounded copy, see _round); the bias gradients are sums without products and use the gradient as it is.
         self._tf32 = tf32
         self._weight_squared: torch.Tensor | None = None  # the weight's part of the squared norms
         self._sums: torch.Tensor | None = None  # (B,) S = sum_t |a_t| |g_t| over patches (or a bound on it)
         self._gram = False  # whether the weight's norms came from Gram traces (else instantiated)
         self._instantiated: torch.Tensor | None = None  # (B, *weight shape), when kept
         self._bias: torch.Tensor | None = None  # (B, Cout): each example's bias gradient, formed once
+
+    def _round(self, t: torch.Tensor) -> torch.Tensor:
+        """``t`` as a product's operand: rounded to TF32 under the "tf32" arithmetic."""
+        return round_to_tf32(t) if self._tf32 else t
 
     def _bias_grads(self) -> torch.Tensor:
         if self._bias is None:
@@ -256,12 +252,11 @@ class _ConvPrepared(Prepared):
             # From the per-example bias gradients the norms were taken of: the backward kernel's own reduction over
             # examples and positions may round an example's cancelling positions differently (a review found an
             # example whose bias gradient summed to 0 on the norms' side and 1e4 in the kernel's).
-            bias = self._bias_grads()
-            out["bias"] = exact_weighted_sum(factors, bias) if tf32 else factors.to(bias.dtype) @ bias
+            out["bias"] = weighted_sum(factors, self._bias_grads(), tf32=tf32)
         if not self.weight:
             return out
         if tf32 or not KERNEL_SUMS.get(g_out.device.type, False):
-            out["weight"] = self._patch_sum(factors, round_to_tf32 if tf32 else _as_is)
+            out["weight"] = self._patch_sum(factors, tf32=tf32)
             return out
         scaled = g_out * factors.reshape(-1, *([1] * (g_out.dim() - 1))).to(g_out.dtype)
         padding = module.padding
@@ -282,7 +277,7 @@ class _ConvPrepared(Prepared):
         out["weight"] = weight
         return out
 
-    def _patch_sum(self, factors: torch.Tensor, rounding: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
+    def _patch_sum(self, factors: torch.Tensor, *, tf32: bool) -> torch.Tensor:
         """The weight's clipped sum as matrix products of the scaled gradient and the input patches.
 
         The arithmetic the norms' error bounds assume (sums of products over
@@ -296,6 +291,7 @@ class _ConvPrepared(Prepared):
         for the norms, so the transient stays within what the layer was
         given; the products accumulate in float32.
         """
+        rounding = round_to_tf32 if tf32 else (lambda t: t)
         module, g_out = self.module, self.grad_output
         batch, channels_out = g_out.shape[:2]
         scale = factors.reshape(-1, *([1] * (g_out.dim() - 1))).to(g_out.dtype)
@@ -326,13 +322,11 @@ class _ConvPrepared(Prepared):
         s = self._sums
         if s is None:
             s = conv_position_bound(self.activation, self.grad_output, math.prod(module.kernel_size))
-        steps = self.grad_output[0, 0].numel()
-        if self._gram:  # per group: d = K Cin / G, p = Cout / G; the groups' squared S add up to at most S^2
-            d = math.prod(module.kernel_size) * module.in_channels // module.groups
-            slack = gram_norm_slack(self._weight_squared, s, d=d, p=module.out_channels // module.groups, steps=steps)
-        else:
-            slack = instantiation_slack(s, steps)
-        return slack + ROUNDING_BOUND * s if self._tf32 else slack
+        # Per group: d = K Cin / G, p = Cout / G; the groups' squared S add up to at most S^2.
+        d, p = math.prod(module.kernel_size) * module.in_channels // module.groups, module.out_channels // module.groups
+        return product_norm_slack(
+            self._weight_squared, s, gram=self._gram, d=d, p=p, steps=self.grad_output[0, 0].numel(), tf32=self._tf32
+        )
 
 
 class ConvRule(LayerRule):

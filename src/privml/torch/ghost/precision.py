@@ -176,9 +176,17 @@ def tf32_products() -> AbstractContextManager[None]:
     return _products(matmul_tf32=True)
 
 
-def exact_weighted_sum(factors: torch.Tensor, grads: torch.Tensor) -> torch.Tensor:
-    """``sum_k factors[k] grads[k]`` by elementwise products and a reduction: no matrix product, so no TF32."""
-    return (grads * factors.reshape(-1, *([1] * (grads.dim() - 1))).to(grads.dtype)).sum(0)
+def weighted_sum(factors: torch.Tensor, grads: torch.Tensor, *, tf32: bool) -> torch.Tensor:
+    """``sum_k factors[k] grads[k]``: the clipped sum of per-example values the norms were taken of.
+
+    Under ``"tf32"`` (TF32 on for matrix products) by elementwise products and
+    a reduction, no matrix product, so nothing is rounded; otherwise one
+    matrix-vector product, in full float32 under :func:`exact_float32`.
+    """
+    factors = factors.to(grads.dtype)
+    if tf32:
+        return (grads * factors.reshape(-1, *([1] * (grads.dim() - 1)))).sum(0)
+    return torch.tensordot(factors, grads, dims=1)
 
 
 def conv_position_bound(activation: torch.Tensor, grad_output: torch.Tensor, kernel: int) -> torch.Tensor:
@@ -235,6 +243,16 @@ def gram_norm_slack(squared: torch.Tensor, s: torch.Tensor, *, d: int, p: int, s
     factor *= 1 + gamma(steps * steps, s.dtype)
     computed = squared.clamp(min=0)
     return (computed + (factor - 1) * s.square()).sqrt() - computed.sqrt()
+
+
+def product_norm_slack(
+    squared: torch.Tensor, s: torch.Tensor, *, gram: bool, d: int, p: int, steps: int, tf32: bool
+) -> torch.Tensor:
+    """The slack of a weight whose norms came from a Gram trace (``gram``) or an instantiation over ``steps``
+    positions, and whose sum is a product of ``d``-wide inputs and ``p``-wide gradients: the norm formula's
+    error, plus under ``"tf32"`` the rounding of the scaled gradient (``ROUNDING_BOUND S``)."""
+    slack = gram_norm_slack(squared, s, d=d, p=p, steps=steps) if gram else instantiation_slack(s, steps)
+    return slack + ROUNDING_BOUND * s if tf32 else slack
 
 
 def instantiation_slack(s: torch.Tensor, steps: int) -> torch.Tensor:
