@@ -48,6 +48,12 @@ def run(rank: int, world: int, init_file: str, out_dir: str, sigma: float, draws
         engine.step(xs, ys)
         params = torch.cat([p.detach().flatten() for p in model.parameters()]).numpy()
         sizes = [len(b) for b in engine.sampler(n_local=hi - lo, steps=300)]
-        np.savez(f"{out_dir}/rank{rank}.npz", gradients=np.stack(gradients), exact=exact, params=params, sizes=np.array(sizes))
+        try:
+            engine.fit(x, y)  # every rank given the whole set: each record would be sampled on both ranks
+            refused = ""
+        except ValueError as exc:
+            refused = str(exc)
+        np.savez(f"{out_dir}/rank{rank}.npz", gradients=np.stack(gradients), exact=exact, params=params,
+                 sizes=np.array(sizes), refused=np.array(refused))
     finally:
         dist.destroy_process_group()

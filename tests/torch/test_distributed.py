@@ -74,3 +74,9 @@ def test_sampling_covers_the_global_dataset(noisy):
     total = noisy[0]["sizes"] + noisy[1]["sizes"]
     assert total.mean() == pytest.approx(3.0, abs=5 * math.sqrt(2.1 / total.size))
     assert not np.array_equal(noisy[0]["sizes"], noisy[1]["sizes"])  # independent coins per rank
+
+
+def test_shards_that_do_not_add_up_to_n_are_refused(noisy):
+    # Both ranks given all 10 records: 20 over the shards, so each record would count twice per step.
+    for rank in range(2):
+        assert "shards hold 20 records" in str(noisy[rank]["refused"])

@@ -271,3 +271,27 @@ def test_the_progress_bar_accounts_about_ten_times_not_once_per_epoch(monkeypatc
     engine.fit(X, Y, progress=True)
     assert engine.steps_taken == 80
     assert 2 <= len(calls) <= 11 and calls[-1] == 80  # the last step's epsilon is always shown
+
+
+def test_a_step_that_fails_after_its_noisy_sum_is_formed_is_counted_and_leaves_no_gradient():
+    class Failing(torch.optim.SGD):
+        def step(self, closure=None):
+            raise RuntimeError("optimiser failed")
+
+    model, x, y = single_layer("linear")
+    engine = DPSGD(model, optimizer=Failing(model.parameters(), lr=0.1), n_samples=40, clip_norm=0.1,
+                   sample_rate=0.25, steps=10, noise_multiplier=1.0, seed=0)
+    for attempt in range(1, 4):
+        with pytest.raises(RuntimeError, match="optimiser failed"):
+            engine.step(x, y)
+        # The noisy gradient existed (and could have been read): each attempt spends a step.
+        assert engine.steps_taken == attempt
+        assert all(p.grad is None for p in model.parameters())
+
+
+def test_a_step_refused_before_its_sum_is_formed_is_not_counted():
+    model, x, y = single_layer("linear")
+    engine = engine_for(model, loss_fn=lambda out, target: nn.functional.cross_entropy(out, target))
+    with pytest.raises(ValueError, match="one loss per example"):
+        engine.step(x, y)
+    assert engine.steps_taken == 0

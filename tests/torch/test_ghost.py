@@ -9,6 +9,7 @@ torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
 
 from privml.torch import (  # noqa: E402
+    DPSGD,
     GroupNormResNet,
     TramerBonehCNN,
     cross_entropy_per_example,
@@ -172,6 +173,26 @@ def test_shared_layer_is_rejected():
 
     with pytest.raises(ValueError, match="more than once"):
         ghost_clipped_sum(Twice(), cross_entropy_per_example, torch.randn(2, 3), torch.tensor([0, 1]), 1.0)
+
+
+def test_a_parameter_tied_between_two_layers_is_rejected_and_auto_falls_back_to_vmap():
+    # Each module's norm would cover its own use and one module's sum replace the other's.
+    model = nn.Sequential(nn.Linear(3, 3), nn.Tanh(), nn.Linear(3, 3))
+    model[2].weight = model[0].weight
+    x, y = torch.randn(4, 3), torch.tensor([0, 1, 2, 0])
+    with pytest.raises(ValueError, match="tied weights"):
+        ghost_clipped_sum(model, cross_entropy_per_example, x, y, 1.0)
+    engine = DPSGD(model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1), n_samples=10, clip_norm=1.0,
+                   batch_size=4, noise_multiplier=1.0, steps=1)
+    assert engine.mode == "vmap"
+
+
+def test_a_parameter_a_rule_does_not_cover_is_rejected():
+    # It would be released as zero: the rule forms the gradients of weight and bias only.
+    layer = nn.Linear(3, 3)
+    layer.scale = nn.Parameter(torch.ones(3))
+    with pytest.raises(ValueError, match=r"does not cover \(scale\)"):
+        ghost_clipped_sum(layer, cross_entropy_per_example, torch.randn(2, 3), torch.tensor([0, 1]), 1.0)
 
 
 def test_non_zero_padding_mode_is_rejected_with_a_pointer_to_vmap():

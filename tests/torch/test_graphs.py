@@ -107,3 +107,32 @@ def test_auto_graphs_a_large_model_only_without_padding():
                        **options)
         chosen[sampling] = engine._graphed is not None
     assert chosen == {"poisson": False, "fixed-size": True}
+
+
+def test_a_batch_mean_loss_is_refused_by_the_padded_step():
+    # Broadcast over the padded rows, a scalar loss would give them (records not sampled) a gradient.
+    _, padded = _engines()
+    padded.loss_fn = lambda outputs, targets: torch.nn.functional.cross_entropy(outputs, targets)
+    X, y = _batches()
+    with pytest.raises(ValueError, match="one loss per example"):
+        padded.step(X[:5], y[:5])
+    assert padded.steps_taken == 0
+
+
+def test_padded_rows_hold_no_record():
+    _, padded = _engines(capacity=8)
+    X, y = _batches()
+    padded.step(X[:6], y[:6])
+    padded.step(X[6:9], y[6:9])  # a smaller batch: rows 3..7 are padding, not the first batch's records
+    assert torch.count_nonzero(padded._graphed._x[3:]) == 0 and torch.count_nonzero(padded._graphed._y[3:]) == 0
+
+
+def test_a_record_with_a_non_finite_gradient_is_dropped_by_both_steps():
+    eager, padded = _engines()
+    X, y = _batches()
+    bad = X[:6].clone()
+    bad[2] = float("nan")
+    keep = torch.tensor([0, 1, 3, 4, 5])
+    eager.step(X[keep], y[keep])  # the batch without the record
+    padded.step(bad, y[:6])  # with it: its term is dropped, not NaN
+    _assert_same_weights(eager, padded, rtol=1e-5)

@@ -59,3 +59,46 @@ def test_fix_of_a_bare_batchnorm_returns_its_replacement():
 def test_fix_rejects_a_bad_group_count():
     with pytest.raises(ValueError, match="groups"):
         fix_model(nn.BatchNorm2d(4), groups=0)
+
+
+class _Centred(nn.Module):
+    """A model whose own forward mixes examples (no layer the validator knows does)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(4, 3)
+
+    def forward(self, x):
+        return self.linear(x - x.mean(0))
+
+
+def _engine(model, **overrides):
+    return DPSGD(model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1), n_samples=50, clip_norm=1.0,
+                 batch_size=10, noise_multiplier=1.0, steps=3, seed=0, **overrides)
+
+
+@pytest.mark.parametrize("mode", ["auto", "ghost"])
+def test_a_forward_that_mixes_examples_is_refused_before_a_step(mode):
+    engine = _engine(_Centred(), mode=mode)
+    with pytest.raises(ValueError, match="mixes examples"):
+        engine.fit(torch.randn(50, 4), torch.randint(0, 3, (50,)))
+    assert engine.steps_taken == 0
+
+
+def test_a_loss_that_mixes_examples_is_refused():
+    def centred_loss(outputs, targets):
+        losses = nn.functional.cross_entropy(outputs, targets, reduction="none")
+        return losses - losses.mean()
+
+    engine = _engine(nn.Linear(4, 3), loss_fn=centred_loss, mode="ghost")
+    with pytest.raises(ValueError, match="changed another example's loss"):
+        engine.step(torch.randn(6, 4), torch.randint(0, 3, (6,)))
+    assert engine.steps_taken == 0
+
+
+def test_dropout_and_token_inputs_pass_the_independence_check():
+    # Dropout draws the same masks in both probe runs; integer inputs are probed with token ids 0 and 1.
+    model = nn.Sequential(nn.Embedding(5, 4), nn.Dropout(0.5), nn.Flatten(), nn.Linear(8, 3))
+    engine = _engine(model, mode="ghost")
+    engine.step(torch.randint(0, 5, (6, 2)), torch.randint(0, 3, (6,)))
+    assert engine.steps_taken == 1

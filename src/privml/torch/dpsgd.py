@@ -70,6 +70,7 @@ from privml.torch.dpsgd_setup import (
     planned_steps,
     resolve_mode,
     sample_rate_of,
+    shards_total,
 )
 from privml.torch.ghost.engine import ghost_clipped_sum
 from privml.torch.graphs import graphed_step_for
@@ -77,7 +78,7 @@ from privml.torch.noise import RandomSource
 from privml.torch.per_sample import vmap_clipped_sum
 from privml.torch.phases import phase
 from privml.torch.sampling import FixedSizeSampler, PoissonSampler, micro_batches
-from privml.torch.validation import validate_model
+from privml.torch.validation import check_examples_independent, validate_model
 
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
@@ -276,6 +277,8 @@ class DPSGD:
         self._noise = RandomSource(self.device, seed=int(seed), secure=self.secure_noise)
         self._sampling = RandomSource(self.device, seed=int(seed) + 1 + self.rank, secure=self.secure_noise)
         self.steps_taken = 0
+        self._released = False  # within a step: whether its noisy sum was formed (then it counts, see step)
+        self._independence_checked = False  # ghost clipping's probe of the model and loss (see clipped_sum)
         self._guarantee_cache: tuple[int, PrivacyGuarantee] | None = None
         self._params = [(name, p) for name, p in module.named_parameters() if p.requires_grad]
         self._graphed = graphed_step_for(self, cuda_graph)
@@ -393,6 +396,9 @@ class DPSGD:
         boundary); the sum has sensitivity C under add/remove-one neighbours.
         ``loss_fn`` replaces the engine's (the padded step weighs its losses).
         """
+        if self.mode == "ghost" and not self._independence_checked and x.shape[0]:
+            check_examples_independent(self.module, self.loss_fn, x, y)  # before any step is released
+            self._independence_checked = True
         loss_fn = loss_fn or self.loss_fn
         sums: dict[str, torch.Tensor] | None = None
         norms = []
@@ -447,6 +453,7 @@ class DPSGD:
         outside its CUDA graph (:mod:`privml.torch.graphs`).
         """
         sums, _ = self.clipped_sum(x, y, loss_fn=loss_fn)
+        self._released = True  # the noisy sum is formed from here on: step() counts it, whatever happens next
         tensors = [sums[name] for name, _ in self._params]
         if self.rank == 0:
             torch._foreach_add_(tensors, self._draw_noise() if noise is None else noise)
@@ -459,26 +466,9 @@ class DPSGD:
         return sums
 
     def _draw_noise(self) -> list[torch.Tensor]:
-        """N(0, s^2 C^2) for every coordinate of every trained parameter: one draw per dtype, split into shapes.
-
-        One kernel instead of one per parameter tensor (a step of a small model on a GPU is bound
-        by launches); the coordinates are independent either way.
-        """
-        noise: list[torch.Tensor | None] = [None] * len(self._params)
+        """N(0, s^2 C^2) for every coordinate of every trained parameter, shaped like each."""
         with phase("noise"):
-            for dtype, members, sizes in self._noise_layout():
-                flat = self._noise.normal((sum(sizes),), self.noise_std, dtype=dtype)
-                for i, part in zip(members, torch.split(flat, sizes), strict=True):
-                    noise[i] = part.view(self._params[i][1].shape)
-        return noise  # type: ignore[return-value]  # every slot is filled: each parameter has a dtype
-
-    def _noise_layout(self) -> list[tuple[torch.dtype, list[int], list[int]]]:
-        """Per dtype: which trained parameters it holds and their sizes (read each step: a model may be cast)."""
-        layout = []
-        for dtype in dict.fromkeys(p.dtype for _, p in self._params):
-            members = [i for i, (_, p) in enumerate(self._params) if p.dtype == dtype]
-            layout.append((dtype, members, [self._params[i][1].numel() for i in members]))
-        return layout
+            return self._noise.normal_like([p for _, p in self._params], self.noise_std)
 
     def step(self, x: torch.Tensor, y: torch.Tensor) -> None:
         """One logical DP-SGD step on a Poisson sample ``(x, y)`` (possibly empty), counted once.
@@ -504,12 +494,21 @@ class DPSGD:
         self.module.train()
         # Batches gathered on the device (fit's path) stay there; others are moved once, here.
         x, y = x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
-        if self._graphed is not None and self._graphed.fits(x.shape[0]):
-            self._graphed(x, y)
-        else:
-            self._apply(self._noisy_gradient(x, y))
-        self.optimizer.zero_grad(set_to_none=True)
-        self.steps_taken += 1
+        self._released = False
+        try:
+            if self._graphed is not None and self._graphed.fits(x.shape[0]):
+                self._graphed(x, y)  # a replay runs no Python: the step is counted once it returns
+            else:
+                self._apply(self._noisy_gradient(x, y))
+            self._released = True
+        finally:
+            # Counted once the noisy sum is formed, even if the step then fails (say in the optimiser): it may have
+            # been read. The gradient is cleared either way, so a failed step leaves none behind.
+            self.optimizer.zero_grad(set_to_none=True)
+            for _, p in self._params:
+                p.grad = None
+            if self._released:
+                self.steps_taken += 1
 
     def _apply(self, gradient: dict[str, torch.Tensor]) -> None:
         """Hand the noisy gradient to the optimiser and take its step."""
@@ -532,9 +531,13 @@ class DPSGD:
         epoch (``1 / q`` steps), the epsilon spent so far; ``on_epoch(epoch,
         engine)`` is called there too (e.g. to evaluate on public test data).
         """
-        if not self.distributed and X.shape[0] != self.n_samples:
-            # q n normalises the sum and n enters the guarantee: they must describe the data trained on.
-            raise ValueError(f"X has {X.shape[0]} records but the engine was built for n_samples={self.n_samples}")
+        # q n normalises the sum and n enters the guarantee: they must describe the data trained on. Across ranks
+        # the shards must add up to n: every rank given the whole set would sample each record world_size times
+        # per step (a record's term would be world_size C). Disjointness itself is the caller's (shard_bounds).
+        total = shards_total(int(X.shape[0]), self.device) if self.distributed else int(X.shape[0])
+        if total != self.n_samples:
+            where = f"the ranks' shards hold {total}" if self.distributed else f"X has {total}"
+            raise ValueError(f"{where} records but the engine was built for n_samples={self.n_samples}")
         # Moved once (a no-op when already there); every batch is then gathered on the device.
         X, y = X.to(self.device), y.to(self.device)
         sampler = self.sampler(n_local=int(X.shape[0]))

@@ -138,6 +138,21 @@ def init_distributed(module: nn.Module, distributed: bool) -> tuple[int, int]:
     return dist.get_rank(), dist.get_world_size()
 
 
+def shards_total(local: int, device: torch.device) -> int:
+    """The records over all ranks' shards: ``local`` summed by an ``all_reduce`` (every rank calls it).
+
+    ``DPSGD.fit`` checks it against the public ``n_samples``: shards that
+    overlap entirely (every rank given the whole set) would sample each
+    record on every rank, and its term in a step's sum would be
+    ``world_size`` C.
+    """
+    import torch.distributed as dist
+
+    count = torch.tensor([local], dtype=torch.int64, device=device if dist.get_backend() == "nccl" else "cpu")
+    dist.all_reduce(count, op=dist.ReduceOp.SUM)
+    return int(count.item())
+
+
 def check_precisions(precision: str, clip_precision: str, mode: str | None) -> tuple[str, str]:
     """``(precision, clip_precision)`` if valid together with the engine's resolved ``mode`` (None: not known yet,
     as in an estimator before its model is built); else ValueError."""

@@ -8,8 +8,8 @@ call. A graph needs fixed shapes, but Poisson batches vary in size, so every
 batch is padded to a fixed capacity K:
 
 * the first ``b`` rows of static input buffers hold the sampled records, the
-  other ``K - b`` rows anything finite (earlier records), and a weight vector
-  is 1 on the first ``b`` rows and 0 on the rest;
+  other ``K - b`` rows zeros (no record), and a weight vector is 1 on the
+  first ``b`` rows and 0 on the rest;
 * the per-example losses are multiplied by the weights, so a padded row's
   gradient is exactly zero: its norm is 0, its clip factor 1, its
   contribution to the clipped sum 0. The clipped sum is the sum over the ``b``
@@ -100,7 +100,14 @@ class GraphedStep:
 
     def _loss(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         # Padded rows weigh 0: their gradients, norms and contributions are exactly zero.
-        return self.engine.loss_fn(outputs, targets) * self._weights.to(outputs.dtype)
+        losses = self.engine.loss_fn(outputs, targets)
+        if losses.shape != (self.capacity,):
+            # Checked here, before the weights: a scalar (a mean over the batch) would broadcast to every row and
+            # give the padded rows, records not sampled in this step, a gradient.
+            raise ValueError(
+                f"loss_fn must return one loss per example, shape ({self.capacity},), got {tuple(losses.shape)}"
+            )
+        return losses * self._weights.to(outputs.dtype)
 
     def _fill(self, x: torch.Tensor, y: torch.Tensor) -> None:
         """Copy the batch into the static buffers (the first ``b`` rows) and set the weights."""
@@ -110,6 +117,10 @@ class GraphedStep:
         b = x.shape[0]
         self._x[:b].copy_(x)
         self._y[:b].copy_(y)
+        # The padded rows hold zeros, not records of earlier batches: a padded row weighs 0, and must not carry a
+        # record (one whose gradient is not finite would otherwise be dropped or not by a step it is not in).
+        self._x[b:].zero_()
+        self._y[b:].zero_()
         self._weights.zero_()
         self._weights[:b] = 1.0
 

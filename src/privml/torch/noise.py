@@ -130,6 +130,23 @@ class RandomSource:
             return (std * secure_standard_normal(shape, dtype=torch.float64)).to(dtype)
         return torch.normal(0.0, std, size=shape, generator=self._generator(), dtype=dtype, device=self.device)
 
+    def normal_like(self, tensors: list[torch.Tensor], std: float) -> list[torch.Tensor]:
+        """N(0, std^2) per coordinate, one tensor shaped (and typed) like each of ``tensors``.
+
+        One draw per dtype, split into the shapes: one kernel instead of one
+        per tensor (a step of a small model on a GPU is bound by launches);
+        the coordinates are independent either way. The dtypes are read at
+        each call (a model may be cast).
+        """
+        noise: list[torch.Tensor | None] = [None] * len(tensors)
+        for dtype in dict.fromkeys(t.dtype for t in tensors):
+            members = [i for i, t in enumerate(tensors) if t.dtype == dtype]
+            sizes = [tensors[i].numel() for i in members]
+            flat = self.normal((sum(sizes),), std, dtype=dtype)
+            for i, part in zip(members, torch.split(flat, sizes), strict=True):
+                noise[i] = part.view(tensors[i].shape)
+        return noise  # type: ignore[return-value]  # every slot is filled: each tensor has a dtype
+
     def uniform(self, count: int) -> torch.Tensor:
         """``count`` float64 uniforms in [0, 1) on the source's device (sampling coins)."""
         if self.secure and self.device.type == "cpu":

@@ -8,7 +8,7 @@ import torch
 from torch import nn
 from torch.func import functional_call, grad, vmap
 
-from privml.torch.clipping import clip_factors
+from privml.torch.clipping import clip_factors, drop_rows, rows_must_be_dropped
 from privml.torch.ghost.engine import exact_float32
 
 
@@ -68,5 +68,8 @@ def vmap_clipped_sum(
     with torch.autocast(x.device.type, enabled=False), exact_float32():
         norms = flat_norms(per_example)
         factors = clip_factors(norms, clip_norm)
+        keep = torch.isfinite(norms)
+        if rows_must_be_dropped(keep):  # a non-finite gradient: its factor is 0, and 0 * inf would be NaN
+            per_example = {name: drop_rows(g, keep) for name, g in per_example.items()}
         sums = {name: torch.tensordot(factors.to(g.dtype), g, dims=1) for name, g in per_example.items()}
     return sums, norms

@@ -19,6 +19,9 @@ built from ``nn.Linear`` layers (outputs unchanged, as Opacus does).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+import torch
 from torch import nn
 
 from privml.torch.attention import DPMultiheadAttention
@@ -81,6 +84,64 @@ def validate_model(model: nn.Module) -> nn.Module:
     return model
 
 
+def check_examples_independent(
+    model: nn.Module, loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], x: torch.Tensor, y: torch.Tensor
+) -> None:
+    """Raise if changing one example of a batch changes another example's output or loss.
+
+    Ghost clipping reads row i of the gradient of ``sum_j loss_j`` as example
+    i's gradient, true only if nothing mixes examples. :func:`find_problems`
+    knows layer types, not what a model's own ``forward`` or the loss does
+    (``x - x.mean(0)``, a loss minus its batch mean): a review measured such
+    a model moving the released sum by 9 C. So before the first ghost step
+    the model and the loss are run on three synthetic examples, twice, the
+    first one changed the second time, and the other two rows must not
+    move. Only the shapes and dtypes of ``x`` and ``y`` are read (public),
+    never their values: random inputs for floating-point data, token ids 0
+    and 1 for integer data, targets 0. Both runs share one random state
+    (dropout draws the same masks) and record no gradient. A check of gross
+    mixing, not a proof: a model that fails on the synthetic inputs is not
+    checked, and a mixing term below the tolerance is not seen.
+
+    Raises
+    ------
+    ValueError
+        naming what moved (the model's output or the loss).
+    """
+    device = x.device
+    if x.is_floating_point():
+        seeded = torch.Generator(device=device).manual_seed(0)
+        rows = torch.randn((3, *x.shape[1:]), generator=seeded, device=device, dtype=x.dtype)
+        changed = rows.clone()
+        changed[0] = 2.0 * rows[0] + 1.0
+    else:
+        rows = torch.zeros((3, *x.shape[1:]), dtype=x.dtype, device=device)
+        rows[1] = 1
+        changed = rows.clone()
+        changed[0] = 1
+    targets = torch.zeros((3, *y.shape[1:]), dtype=y.dtype, device=device)
+    results = []
+    for inputs in (rows, changed):
+        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []), torch.no_grad():
+            torch.manual_seed(0)
+            try:
+                outputs = model(inputs)
+                losses = loss_fn(outputs, targets)
+            except Exception:  # noqa: BLE001 - synthetic inputs this model cannot take: nothing is checked
+                return
+        results.append((outputs, losses))
+    for what, first, second in (("output", results[0][0], results[1][0]), ("loss", results[0][1], results[1][1])):
+        if not (isinstance(first, torch.Tensor) and first.dim() and first.shape[0] == 3):
+            continue
+        a, b = first[1:].double(), second[1:].double()
+        if not torch.allclose(a, b, rtol=1e-4, atol=1e-5 * (1.0 + float(a.abs().max()))):
+            raise ValueError(
+                f"changing one example of a batch changed another example's {what}: the model or the loss mixes "
+                "examples (batch statistics, a batch mean), so per-example clipping would not bound one record's "
+                "effect; remove the cross-example operation, or use mode='vmap', which runs each example alone"
+            )
+
+
 def _groups(channels: int, preferred: int) -> int:
     # The largest divisor of the channel count not above the preferred number of groups.
     return max(g for g in range(1, min(preferred, channels) + 1) if channels % g == 0) if channels else 1
@@ -137,4 +198,4 @@ def _replacement(module: nn.Module, groups: int) -> nn.Module | None:
     return None
 
 
-__all__ = ["UnsupportedModuleError", "find_problems", "fix_model", "validate_model"]
+__all__ = ["UnsupportedModuleError", "check_examples_independent", "find_problems", "fix_model", "validate_model"]

@@ -7,6 +7,7 @@ from abc import ABC, abstractmethod
 import torch
 from torch import nn
 
+from privml.torch.clipping import drop_rows
 from privml.torch.ghost.precision import (
     ROUNDING_BOUND,
     position_sums,
@@ -61,6 +62,30 @@ class Prepared(ABC):
         """
         return None
 
+    def drop_examples(self, keep: torch.Tensor) -> None:
+        """Set to zero, in every per-example tensor held, the rows of the examples not kept (``keep`` False).
+
+        For the examples whose norm is not finite (clip factor 0, see
+        :func:`~privml.torch.clipping.clip_factors`): ``0 * inf`` is NaN, so
+        their terms are made exact zeros before any sum is formed. By this
+        class's convention, a floating-point tensor held (directly or in a
+        dict) whose first dimension is the batch is per-example; the rest
+        (integer indices, shapes, modules) is left as it is.
+        """
+        batch = keep.shape[0]
+
+        def dropped(value: object) -> object:
+            if not isinstance(value, torch.Tensor) or not value.is_floating_point():
+                return value
+            return drop_rows(value, keep) if value.dim() and value.shape[0] == batch else value
+            return value
+
+        for name, value in list(vars(self).items()):
+            if isinstance(value, dict):
+                setattr(self, name, {key: dropped(item) for key, item in value.items()})
+            else:
+                setattr(self, name, dropped(value))
+
     def nbytes(self) -> int:
         """Bytes of the tensors this holds: what keeping it costs."""
         total = 0
@@ -92,6 +117,10 @@ class LayerRule(ABC):
         whole tensors, or chunk by chunk where the rule works by chunks (so
         no rounded copy of a whole input is held).
         """
+
+    #: The attribute names of the trainable parameters this rule forms gradients for; a module of its type that holds
+    #: any other is refused (its gradient would be missing from the sum).
+    parameters: tuple[str, ...] = ("weight", "bias")
 
     def check(self, module: nn.Module) -> None:  # a hook with a default: most rules accept every configuration
         """Raise :class:`ValueError` for a configuration this rule cannot handle."""

@@ -15,6 +15,8 @@ from privml.torch.ghost.precision import gram_norm_slack, round_to_tf32
 
 
 class EmbeddingRule(LayerRule):
+    parameters = ("weight",)
+
     def check(self, module: nn.Module) -> None:
         assert isinstance(module, nn.Embedding)
         if module.max_norm is not None or module.scale_grad_by_freq or module.sparse:

@@ -9,7 +9,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from privml.torch.clipping import clip_factors
+from privml.torch.clipping import clip_factors, drop_rows, rows_must_be_dropped
 from privml.torch.ghost.base import LayerRule, Prepared, rule_for
 from privml.torch.ghost.precision import CLIP_PRECISIONS, exact_float32, tf32_products
 from privml.torch.phases import phase
@@ -87,6 +87,7 @@ def ghost_modules(model: nn.Module) -> list[tuple[str, nn.Module, LayerRule]]:
         handle (use ``mode="vmap"``, which handles any layer).
     """
     found = []
+    owners: dict[int, str] = {}  # id of each trainable parameter -> the module that holds it
     for name, module in model.named_modules():
         if _sequence_first(module):
             # Its layers see (T, B, ...): the rules would read positions as examples. With T != B the
@@ -105,6 +106,20 @@ def ghost_modules(model: nn.Module) -> list[tuple[str, nn.Module, LayerRule]]:
                 "parameters; use mode='vmap' (torch.func per-example gradients, any layer)"
             )
         rule.check(module)
+        label = f"{type(module).__name__} ({name or 'the model'})"
+        extra = [attr for attr, p in module.named_parameters(recurse=False) if p.requires_grad
+                 and attr not in rule.parameters]
+        if extra:
+            # The rule forms the gradients of its own parameters only: another one would be released as zero.
+            raise ValueError(f"{label} holds trainable parameters its ghost rule does not cover ({', '.join(extra)}); "
+                             "use mode='vmap'")
+        for p in own:
+            if id(p) in owners:
+                # Tied weights: each module's norm and sum would cover its own use only (the example's norm is of
+                # the sum of both uses' gradients, and one module's sum would replace the other's).
+                raise ValueError(f"{label} shares a trainable parameter with {owners[id(p)]} (tied weights); "
+                                 "use mode='vmap'")
+            owners[id(p)] = label
         found.append((name, module, rule))
     return found
 
@@ -165,7 +180,12 @@ def ghost_clipped_sum(
     together, so the sum has L2 sensitivity C under add/remove-one
     neighbours (Abadi et al. 2016). The identity "row i of the output
     gradient of sum_j loss_j is the gradient of loss_i" holds only for
-    models in which no layer mixes examples, which the validator enforces.
+    models in which nothing mixes examples: the validator refuses the layers
+    known to (BatchNorm), and ``DPSGD`` probes the model and the loss on
+    synthetic examples before its first step
+    (:func:`~privml.torch.validation.check_examples_independent`). An
+    example whose norm is not finite gets the factor 0 and its rows are
+    zeroed before the sums are formed, so it adds exactly nothing.
     """
     if clip_precision not in CLIP_PRECISIONS:
         raise ValueError(f"clip_precision must be one of {', '.join(CLIP_PRECISIONS)}, got {clip_precision!r}")
@@ -299,6 +319,16 @@ class _GhostPass:
         else:
             layer.kept, layer.activation = prepared, None  # it holds the input and gradient
 
+    def _drop(self, keep: torch.Tensor) -> None:
+        """Zero every recorded per-example value of the examples not kept (factor 0, see clip_factors)."""
+        for layer in self.layers:
+            if layer.kept is not None:
+                layer.kept.drop_examples(keep)
+            if layer.activation is not None:
+                layer.activation = drop_rows(layer.activation, keep)
+            if layer.grad is not None:
+                layer.grad = drop_rows(layer.grad, keep)
+
     def backward(self, losses: torch.Tensor, clip_norm: float) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
         """Run the backward pass through the taps, then form the clip factors and each layer's clipped sum."""
         self.squared = torch.zeros(
@@ -310,7 +340,11 @@ class _GhostPass:
                 torch.autograd.grad(losses.sum(), [self.anchor], allow_unused=True)
         norms = self.squared.clamp(min=0).sqrt()
         # Clipped over each norm plus what floating point may hide from it (Prepared.norm_slack), not the norm alone.
-        factors = clip_factors(self.bounded.clamp(min=0).sqrt(), clip_norm)
+        bounded = self.bounded.clamp(min=0).sqrt()
+        factors = clip_factors(bounded, clip_norm)
+        keep = torch.isfinite(bounded)
+        if rows_must_be_dropped(keep):  # an example whose norm is not finite: its rows become exact zeros
+            self._drop(keep)
         sums: dict[str, torch.Tensor] = {}
         # No graph: the sums are data, and a recorded graph would keep each layer's input and scaled
         # gradient alive as long as the returned sums (the weight is a Parameter in the convolutions').
