@@ -55,6 +55,23 @@ def test_cnn_options_are_refused_for_linear_methods(capsys):
     assert "--clip-precision applies to --method dpsgd-cnn only" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [(["--label-column", "y"], "--label-column and --classes do not apply"), (["--delta", "0"], "--delta")],
+)
+def test_cnn_options_it_cannot_use_are_refused_before_any_data_is_read(extra, message, capsys, monkeypatch):
+    import privml.torch.data
+
+    def no_read(*args, **kwargs):
+        raise AssertionError("data read before the options were checked")
+
+    monkeypatch.setattr(privml.torch.data, "load_images", no_read)
+    argv = ["train", "--method", "dpsgd-cnn", "--dataset", "mnist", "--epsilon", "1", *extra]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
 def test_train_dpsgd_cnn_with_tf32_clipping(image_cache, capsys, tmp_path):
     out = tmp_path / "cnn.npz"
     argv = ["train", "--method", "dpsgd-cnn", "--dataset", "mnist", "--epsilon", "2", "--max-train", "300",

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from privml._validation import check_count, check_delta, check_epsilon, check_positive
+from privml._validation import check_count, check_delta, check_epsilon, check_positive, check_positive_delta
 from privml.cli._common import (
     add_json_flag,
     add_nonprivate_flag,
@@ -206,7 +206,7 @@ def _check_cnn_args(args: argparse.Namespace) -> str:
     if args.epsilon is None:
         raise ValueError("--epsilon is required for --method dpsgd-cnn")
     check_epsilon(args.epsilon, "--epsilon")
-    check_delta(args.delta, "--delta")
+    check_positive_delta(args.delta, "--delta")  # DP-SGD's guarantee is (epsilon, delta) with delta > 0
     dataset = args.dataset.lower().replace("_", "-")
     if dataset not in CNN_DATASETS:
         raise ValueError(f"--method dpsgd-cnn supports --dataset {' or '.join(CNN_DATASETS)}, got {args.dataset!r}")
@@ -216,8 +216,8 @@ def _check_cnn_args(args: argparse.Namespace) -> str:
     for name in ("batch_size", "max_train", "threads"):
         if getattr(args, name) is not None:
             check_count(getattr(args, name), f"--{name.replace('_', '-')}")
-    if args.l2 is not None or args.no_bias or args.test_path or args.classes is not None:
-        raise ValueError("--l2, --no-bias, --test and --classes do not apply to --method dpsgd-cnn")
+    if args.l2 is not None or args.no_bias or args.test_path or args.classes is not None or args.label_column != "label":
+        raise ValueError("--l2, --no-bias, --test, --label-column and --classes do not apply to --method dpsgd-cnn")
     check_output_path(args.out, "--out", suffix=".npz")
     return dataset
 
