@@ -259,11 +259,14 @@ STUDY_DP_FIELDS = {"accuracy", "chosen", "candidates"}
 @pytest.mark.parametrize("mode", ["public", "private"])
 @pytest.mark.parametrize("method", ["output", "objective", "dpsgd", "prediction-sensitivity"])
 def test_study_rows_release_only_dp_fields(mode: str, method: str) -> None:
+    from privml.study.cache import StudyCache
     from privml.study.methods import get_method
     from privml.study.prepare import StudyData
-    from privml.study.selection import select_and_run
+    from privml.study.selection import PointSelection, select_and_run
     from privml.study.spec import Selection
 
+    # The same randomness for both: one study, so one secret key of private selection (StudyCache.selection_key).
+    point = PointSelection(seed=SEED, key="point", cache=StudyCache(None))
     X, y, X2, y2 = _neighbours()
     test = _neighbours(seed=1)
     selection = Selection(mode=mode, grids={method: {"l2": (1e-2, 1e-1)}} if method != "dpsgd" else {})
@@ -272,7 +275,7 @@ def test_study_rows_release_only_dp_fields(mode: str, method: str) -> None:
     for features, labels in ((X, y), (X2, y2)):
         data = StudyData(features, labels, test[0], test[1], n_classes=2, steps=())
         rows.append(_study_row(select_and_run(get_method(method), data, dict(params), seed=SEED,
-                                              selection=selection)))
+                                              selection=selection, point=point)))
     assert violations(differing(*rows), STUDY_DP_FIELDS) == []
     if mode == "private" and method != "prediction-sensitivity":
         # Liu & Talwar's theorem covers the chosen candidate (and its noisy score) only.

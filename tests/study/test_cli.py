@@ -78,6 +78,21 @@ def test_run_on_a_user_csv(capsys, tmp_path):
     assert code == 0 and r["dataset"] == f"csv:{path}" and r["failed"] == 0 and r["finished"] == 5
     # The release rule's stated exception is said at the start: the store is for the data owner.
     assert "PrivacyLeakWarning" in err and "do not publish" in err
+    # No public class set: read from the private labels, said once on stderr and noted in the report.
+    assert "warning: PrivacyLeakWarning" in err and "class" in err.split("do not publish")[0]
+    from privml.study.store import ResultStore
+
+    notes = ResultStore(tmp_path / "o" / "results.sqlite").notes(json.loads(out)["spec_hash"])
+    assert any("read from its private labels" in note for note in notes)
+    assert "Private data: do not publish this report" in (tmp_path / "o" / "report" / "index.html").read_text()
+    code, out, err = run(capsys, "study", "recommend", str(tmp_path / "o"), "--epsilon", "1", "--json")
+    assert code == 0 and json.loads(out)["private_data"] is True and "do not publish" in err
+    code, out, err = run(capsys, "study", "run", str(spec), "--out", str(tmp_path / "o2"), "--dataset",
+                         f"csv:{path}", "--label-column", "target", "--classes", "0,1", "--no-progress", "--json")
+    assert code == 0 and json.loads(out)["failed"] == 0
+    assert "label" not in err.lower().split("do not publish")[0].replace("--label", "")  # no class-set warning
+    code, _, err = run(capsys, "study", "run", str(spec), "--out", str(tmp_path / "o3"), "--classes", "0,1")
+    assert code == 2 and "classes applies to csv:/npz: datasets only" in err
 
 
 def test_run_only_some_sweeps_then_resume_the_rest(capsys, tmp_path):

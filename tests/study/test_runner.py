@@ -131,3 +131,30 @@ def test_quick_ci_preset_runs_end_to_end(tmp_path):
     assert outcome.failed == 0 and outcome.finished == outcome.planned
     page = outcome.report.read_text()
     assert page.count("data:image/png;base64,") == len(load_preset("quick-ci").sweeps)
+
+
+def test_run_study_itself_warns_that_a_study_of_user_data_is_not_for_publication(tmp_path):
+    import csv
+    import warnings
+
+    import numpy as np
+
+    from privml.exceptions import PrivacyLeakWarning
+    from privml.study import run_study, spec_from_dict
+
+    from .conftest import tiny_spec_dict
+
+    rng = np.random.default_rng(0)
+    path = tmp_path / "mine.csv"
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["a", "b", "label"])
+        writer.writerows([[float(rng.normal()), float(rng.normal()), i % 2] for i in range(40)])
+    spec = spec_from_dict(tiny_spec_dict(dataset=f"csv:{path}", classes=["0", "1"]))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            run_study(spec, tmp_path / "out", progress=False, report=False)
+        except Exception:  # noqa: BLE001 - runs on this tiny set may fail; the warning comes before any run
+            pass
+    assert any(issubclass(w.category, PrivacyLeakWarning) and "do not publish" in str(w.message) for w in caught)

@@ -158,3 +158,16 @@ def test_a_grid_may_name_only_what_the_method_reads():
     spec = spec_from_dict(tiny_spec_dict(methods=["dpsgd"], selection={
         "mode": "validation", "grids": {"dpsgd": {"clip_norm": [0.1], "learning_rate": [0.5, 1.0]}}}))
     assert spec.selection.grids["dpsgd"]["learning_rate"] == (0.5, 1.0)
+
+
+def test_a_public_class_set_is_part_of_a_user_data_spec_only():
+    spec = spec_from_dict(tiny_spec_dict(dataset="csv:mine.csv", classes=["no", "yes"]))
+    assert spec.classes == ("no", "yes") and spec.run_context["classes"] == ["no", "yes"]
+    assert spec_from_dict(spec.to_dict()).classes == ("no", "yes")
+    plain = spec_from_dict(tiny_spec_dict(dataset="csv:mine.csv"))
+    # A spec without classes keeps the hash and run context it had before the field existed.
+    assert "classes" not in plain.to_dict() and "classes" not in plain.run_context
+    with pytest.raises(ValueError, match="csv:/npz: datasets only"):
+        spec_from_dict(tiny_spec_dict(classes=["0", "1"]))
+    with pytest.raises(ValueError, match="two distinct"):
+        spec_from_dict(tiny_spec_dict(dataset="csv:mine.csv", classes=["no", "no"]))

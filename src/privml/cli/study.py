@@ -33,10 +33,20 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from privml.cli._common import add_json_flag, emit, finite_float, held_out_is_public, integer, report_failures, table
+from privml.cli._common import (
+    add_json_flag,
+    emit,
+    finite_float,
+    held_out_is_public,
+    integer,
+    parse_classes,
+    report_failures,
+    table,
+)
 from privml.exceptions import PrivacyLeakWarning
 
 if TYPE_CHECKING:  # the study package (matplotlib, joblib) loads only when a study command runs
@@ -67,6 +77,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--executor", default="local", help="local (default) or dask://HOST:PORT")
     run.add_argument("--dataset", help="run the study on this dataset instead: a built-in name or csv:PATH")
     run.add_argument("--label-column", help="label column of a --dataset csv:PATH (default: label)")
+    run.add_argument("--classes", help="the public class set of csv:/npz: data, comma-separated (e.g. no,yes); "
+                     "without it the class set is read from the private labels, with a PrivacyLeakWarning")
     run.add_argument("--selection", choices=("validation", "private", "public"),
                      help="hyper-parameter selection mode (default: the study's)")
     run.add_argument("--neighbouring", choices=("replace-one", "add/remove-one", "mixed"),
@@ -146,6 +158,8 @@ def _run(args: argparse.Namespace) -> int:
         changes["dataset"] = args.dataset
     if args.label_column:
         changes["label_column"] = args.label_column
+    if args.classes is not None:
+        changes["classes"] = parse_classes(args.classes)  # the spec refuses it for a built-in dataset
     if args.selection:
         changes["selection"] = args.selection
     if args.neighbouring:
@@ -166,7 +180,11 @@ def _run(args: argparse.Namespace) -> int:
     spec = place_study(spec)  # a bad or missing device is refused before any output
     executor = make_executor(args.executor, jobs=args.jobs)  # bad --executor/--jobs: refused before any output
     # A bad or unobtainable dataset is refused before any output too (a missing built-in set is fetched now).
-    check_dataset(spec, local=not isinstance(executor, DaskExecutor))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", PrivacyLeakWarning)
+        check_dataset(spec, local=not isinstance(executor, DaskExecutor))
+    for w in caught:  # one line each (the class set read from private labels), before any run
+        print(f"warning: {w.category.__name__}: {w.message}", file=sys.stderr)
     print(f"study {spec.name} on {spec.dataset}: results in {args.out}", file=sys.stderr)
     if not held_out_is_public(spec.dataset):
         # The stated exception of the release rule (docs/releases.md): a study evaluates on the
@@ -174,8 +192,11 @@ def _run(args: argparse.Namespace) -> int:
         print(f"warning: {PrivacyLeakWarning.__name__}: the study's accuracies (exact, on your private held-out "
               f"rows) and timings in {args.out} are not covered by any privacy guarantee; do not publish the "
               "results store or the report", file=sys.stderr)
-    outcome = run_study(spec, args.out, executor=executor, progress=not args.no_progress, report=not args.no_report,
-                        check_data=False, cache=not args.no_cache, clear_cache=args.clear_cache)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="the study's accuracies", category=PrivacyLeakWarning)  # said
+        outcome = run_study(spec, args.out, executor=executor, progress=not args.no_progress,
+                            report=not args.no_report, check_data=False, cache=not args.no_cache,
+                            clear_cache=args.clear_cache)
     emit({"study": spec.name, "dataset": spec.dataset, "selection": spec.selection.mode,
           "neighbouring": spec.neighbouring, **outcome.to_dict()},
          as_json=args.json, render=_render_run)
@@ -252,8 +273,14 @@ def _recommend(args: argparse.Namespace) -> None:
 
     names = ("epsilon", "delta", "budget", "n", "d", "k")
     setting = {k: getattr(args, k) for k in names if getattr(args, k) is not None}
-    rec, distance = recommend(collect(_store(args.results)), **setting)
-    result = {"asked": setting, "measured_setting": rec.setting, "distance": distance, "method": rec.method,
+    results = collect(_store(args.results))
+    rec, distance = recommend(results, **setting)
+    private = not held_out_is_public(results.spec.dataset)
+    if private:  # the study's stated exception (docs/releases.md): exact accuracies on the user's held-out rows
+        print(f"warning: {PrivacyLeakWarning.__name__}: this accuracy is exact on your private held-out rows "
+              "and not covered by any privacy guarantee; do not publish it", file=sys.stderr)
+    result = {"private_data": private, "asked": setting, "measured_setting": rec.setting, "distance": distance,
+              "method": rec.method,
               "label": rec.label, "accuracy": rec.accuracy, "std": rec.std, "nonprivate": rec.nonprivate,
               "runner_up": None if rec.runner_up is None else {"label": rec.runner_up[0], "accuracy": rec.runner_up[1]},
               "selection_leaky": rec.leaky}

@@ -142,13 +142,14 @@ def encode_labels(
     classes = check_classes(classes)
     index = {label_key(c): j for j, c in enumerate(classes)}
     encoded = []
-    for i, (y, keys, inv) in enumerate(zip(arrays, uniques, inverses, strict=True)):
+    for i, (keys, inv) in enumerate(zip(uniques, inverses, strict=True)):
         lookup = np.zeros(len(keys), dtype=np.int64)
         for u, k in enumerate(keys):
             if k not in index:
                 row = int(np.flatnonzero(inv == u)[0])
                 raise ValueError(
-                    f"{what}: label {y[row].item()!r} at {where(i, row)} is not in the public class set {classes!r}"
+                    # The place, not the value: the label is a private record's (the user finds it there).
+                    f"{what}: the label at {where(i, row)} is not in the public class set {classes!r}"
                 )
             lookup[u] = index[k]
         encoded.append(lookup[inv])

@@ -138,14 +138,15 @@ def _to_float(cells: np.ndarray, *, path: Path, names: list[str], lines: np.ndar
             for j, cell in enumerate(row):
                 if not _is_number(cell):
                     raise ValueError(
-                        f"{path} line {lines[i]}, column {names[j]!r}: {str(cell)!r} is not a number"
+                        # The place, not the value (a private record's): the user finds it there.
+                        f"{path} line {lines[i]}, column {names[j]!r}: the cell is not a number"
                     ) from None
         raise
     bad = ~np.isfinite(X)
     if np.any(bad):
         i, j = (int(k) for k in np.argwhere(bad)[0])
         raise ValueError(
-            f"{path} line {lines[i]}, column {names[j]!r}: {str(cells[i, j])!r} is not finite (NaN or inf)"
+            f"{path} line {lines[i]}, column {names[j]!r}: the cell is not finite (NaN or inf)"
         )
     return X
 

@@ -59,6 +59,7 @@ import collections
 import contextlib
 import json
 import os
+import secrets
 import shutil
 import time
 import uuid
@@ -104,6 +105,7 @@ class StudyCache:
         self.votes: collections.OrderedDict[str, np.ndarray] = collections.OrderedDict()
         #: Selections made or read by this process (small: kept whole).
         self._selections: dict[str, tuple[dict[str, Any], float]] = {}
+        self._selection_key: bytes | None = None
 
     # ------------------------------------------------------------ the solver's interface
     def minimiser(
@@ -151,6 +153,24 @@ class StudyCache:
         self._stats["selection_hits"] += 1
         self._stats["seconds_saved"] += found[1]
         return _json_copy(found[0])
+
+    def selection_key(self) -> bytes:
+        """The study's secret key for private selection's randomness (``<root>/.selection-key``, made once).
+
+        Private selection's noise, candidate draws and stopping coins come
+        from this key with the run's seed (:func:`privml.study.selection.select_and_run`):
+        the run seeds are public (the store holds them), and noise drawn from
+        them alone could be replayed against the noisy score the store holds.
+        The key lives with the cache, which is secret; a study made again in
+        the same folder draws the same randomness, and ``--clear-cache`` gives
+        it new randomness. Without a folder it lives in this process's memory.
+        """
+        if self._selection_key is None:
+            if self.root is None or not self.root.is_dir():
+                self._selection_key = secrets.token_bytes(32)
+            else:
+                self._selection_key = bytes.fromhex(_made_once(self.root / ".selection-key", secrets.token_hex(32)))
+        return self._selection_key
 
     # -------------------------------------------------------------------- statistics
     def take_stats(self) -> dict[str, float]:
@@ -228,14 +248,22 @@ def get_cache(root: str | Path | None, ident: str | None = None) -> StudyCache:
 def cache_ident(root: Path) -> str:
     """The identity of the cache folder ``root``, made (a random id in ``root/.ident``) when missing."""
     root.mkdir(parents=True, exist_ok=True)
-    path = root / ".ident"
+    return _made_once(root / ".ident", uuid.uuid4().hex)
+
+
+def _made_once(path: Path, value: str) -> str:
+    """The text of ``path``, written as ``value`` first if missing (the first of racing writers wins)."""
     try:
         return path.read_text().strip()
     except FileNotFoundError:
-        ident = uuid.uuid4().hex
-        temporary = root / f".ident.{os.getpid()}.{ident}.tmp"
-        temporary.write_text(ident)
-        os.replace(temporary, path)
+        temporary = path.with_name(f"{path.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
+        temporary.write_text(value)
+        try:
+            os.link(temporary, path)  # fails if another process made it first: everyone reads the same value
+        except FileExistsError:
+            pass
+        finally:
+            temporary.unlink()
         return path.read_text().strip()
 
 

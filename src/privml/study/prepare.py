@@ -62,6 +62,7 @@ def prepare(
     seed: int,
     label_column: str = "label",
     images: bool = False,
+    classes: tuple[str, ...] | None = None,
 ) -> StudyData:
     """Cut ``dataset`` for one point; see the module docstring.
 
@@ -76,15 +77,16 @@ def prepare(
     ValueError
         If ``k``, ``n`` or ``d`` exceed what the data offer (naming them).
     """
-    return _prepare(dataset, n, d, k, float(public_size), int(seed), label_column, images)
+    return _prepare(dataset, n, d, k, float(public_size), int(seed), label_column, images,
+                    None if classes is None else tuple(classes))
 
 
 @functools.lru_cache(maxsize=8)
 def _prepare(
     dataset: str, n: int | None, d: int | None, k: int | None, public_size: float, seed: int, label_column: str,
-    images: bool,
+    images: bool, classes: tuple[str, ...] | None = None,
 ) -> StudyData:
-    X_train, y_train, X_test, y_test, n_classes = _load(dataset, label_column, images)
+    X_train, y_train, X_test, y_test, n_classes = _load(dataset, label_column, images, classes)
     image_shape = X_train.shape[1:] if images else None
     if images:
         if X_train.ndim < 3:
@@ -136,13 +138,17 @@ def _prepare(
 
 
 @functools.lru_cache(maxsize=2)
-def _load(dataset: str, label_column: str, raw: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+def _load(
+    dataset: str, label_column: str, raw: bool, classes: tuple[str, ...] | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
     user = is_user_data(dataset)
     with warnings.catch_warnings():
-        # The CSV's class set is read from its labels (a leak load_dataset warns about); the
-        # study reports it once in its notes rather than once per worker.
+        # Without public classes the CSV's class set is read from its labels (a leak load_dataset warns
+        # about): the study warns once before its runs (check_dataset) and notes it in the report
+        # (plan), rather than once per worker.
         warnings.simplefilter("ignore")
-        data = load_dataset(dataset, label_column=label_column if user else "label", preprocess=not raw)
+        data = load_dataset(dataset, label_column=label_column if user else "label", preprocess=not raw,
+                            classes=list(classes) if user and classes is not None else None)
     return data.X_train, data.y_train, data.X_test, data.y_test, data.info.n_classes
 
 

@@ -95,6 +95,17 @@ def _file_name(sweep: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in sweep).lstrip(".") or "sweep"
 
 
+def _private_data(spec: Any) -> str:
+    """The release rule's stated exception, on the page itself: a study of the user's data is not for publication."""
+    from privml.data.loaders import is_user_data
+
+    if not is_user_data(spec.dataset):
+        return ""
+    return ('<p class="bad"><b>Private data: do not publish this report.</b> Its accuracies are exact on the '
+            f"held-out rows of {_e(spec.dataset)} and its timings depend on the records: neither is covered by "
+            "any privacy guarantee (docs/releases.md, the study's stated exception).</p>")
+
+
 def render_html(results: StudyResults, *, figures: dict[str, bytes] | None = None) -> str:
     """The report page for ``results`` as one HTML string (``figures``: :func:`draw_figures`, drawn if absent)."""
     spec = results.spec
@@ -105,6 +116,7 @@ def render_html(results: StudyResults, *, figures: dict[str, bytes] | None = Non
         '<html lang="en"><head><meta charset="utf-8">',
         f"<title>privml study: {_e(spec.name)}</title><style>{_CSS}</style></head><body>",
         f"<h1>Trade-off study: {_e(spec.name)}</h1>",
+        _private_data(spec),
         _relation(spec),
         _failures(results),
         f"<p>{_e(spec.description)}</p>",

@@ -31,6 +31,7 @@ from typing import Any
 
 from privml import __version__
 from privml._progress import progress_bar
+from privml.exceptions import PrivacyLeakWarning
 from privml.linear.solvers import sharing_minimisers
 from privml.prediction.aggregate import sharing_votes
 from privml.study.cache import CACHE_DIR, cache_ident, describe, get_cache, merge_stats
@@ -116,6 +117,8 @@ def point_runs(spec: StudySpec) -> tuple[list[PointRun], list[str]]:
     Cells of unavailable methods, and of methods that need delta > 0 at a
     point with delta = 0, are left out with a note.
     """
+    from privml.data.loaders import is_user_data
+
     cells: list[PointRun] = []
     notes: list[str] = []
     for sweep, setting, name in spec.points():
@@ -124,6 +127,9 @@ def point_runs(spec: StudySpec) -> tuple[list[PointRun], list[str]]:
         if reason is not None:
             _note(notes, f"{reason}; the study runs the available methods")
             continue
+        if spec.classes is None and is_user_data(spec.dataset):
+            _note(notes, f"the class set of {spec.dataset} was read from its private labels (PrivacyLeakWarning): "
+                         "give the public class set as classes = [...] in the spec, or --classes")
         if setting["delta"] == 0 and not method.supports_pure:
             _note(notes, f"{method.label} needs delta > 0: left out wherever delta = 0")
             continue
@@ -236,6 +242,7 @@ def run_study(
     if check_data:
         check_dataset(spec, local=not isinstance(runner, DaskExecutor))
     out = Path(out)
+    _warn_if_private(spec, out)
     with folder_lock(out):
         if clear_cache:
             from privml.study.cache import clear_cache as clear
@@ -344,6 +351,16 @@ def _say(bar: Any, line: str) -> None:
         sys.stderr.write("\n" + line + "\n")
 
 
+def _warn_if_private(spec: StudySpec, out: Path) -> None:
+    """The release rule's stated exception (docs/releases.md), said by the library too, not only by the CLI."""
+    from privml.data.loaders import is_user_data
+
+    if is_user_data(spec.dataset):
+        warnings.warn(PrivacyLeakWarning(
+            f"the study's accuracies (exact, on your private held-out rows) and timings in {out} are not covered "
+            "by any privacy guarantee; do not publish the results store or the report"), stacklevel=3)
+
+
 def check_dataset(spec: StudySpec, *, local: bool = True) -> None:
     """Refuse a study whose dataset cannot be loaded, before any run; fetch a missing built-in set once.
 
@@ -373,8 +390,12 @@ def check_dataset(spec: StudySpec, *, local: bool = True) -> None:
             ensure_dataset(spec.dataset)
     elif local:
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # the class-set leak warning is the study's note, not an error
-            load_dataset(spec.dataset, label_column=spec.label_column, preprocess=False)
+            # Without public classes, load_dataset's PrivacyLeakWarning (the class set read from the labels)
+            # is raised here, once, before any run; the plan's notes carry it into the report.
+            warnings.simplefilter("ignore")
+            warnings.simplefilter("always", PrivacyLeakWarning)
+            load_dataset(spec.dataset, label_column=spec.label_column, preprocess=False,
+                         classes=None if spec.classes is None else list(spec.classes))
 
 
 def _context(spec: StudySpec) -> dict[str, Any]:
@@ -419,7 +440,7 @@ def execute_job(payload: tuple[dict[str, Any], dict[str, Any]]) -> dict[str, Any
             data = prepare(context["dataset"], n=params.get("n"), d=params.get("d"), k=params.get("k"),
                            public_size=context["public_size"], seed=context["data_seed"],
                            label_column=context["label_column"],
-                           images=get_method(job["method"]).inputs == "images")
+                           images=get_method(job["method"]).inputs == "images", classes=context.get("classes"))
             sel = context["selection"]
             selection = Selection(mode=sel["mode"], validation_fraction=sel["validation_fraction"],
                                   stop_probability=sel["stop_probability"],

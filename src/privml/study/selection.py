@@ -39,6 +39,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -163,7 +164,20 @@ def select_and_run(
     train, val = _split(data.y_train.shape[0], selection.validation_fraction, rng)
     if mode == "validation":
         return _validation(method, data, params, grid, train, val, seed)
-    return _private(method, data, params, grid, train, val, rng, selection.stop_probability)
+    return _private(method, data, params, grid, train, val, _secret_rng(seed, point), selection.stop_probability)
+
+
+def _secret_rng(seed: int, point: PointSelection | None) -> np.random.Generator:
+    """Private selection's randomness: the run's (public) seed with the study's secret key.
+
+    The split may follow the stored seed, but the candidates' draws and
+    training noise, the scores' Laplace noise and the stopping coins may
+    not: replayed from a stored seed, the noise would turn the stored noisy
+    score back into the exact validation score (a review did so).
+    """
+    cache = None if point is None else point.cache
+    key = cache.selection_key() if cache is not None else secrets.token_bytes(32)
+    return np.random.default_rng([seed, *np.frombuffer(key, dtype=np.uint32).tolist()])
 
 
 def _public(
@@ -259,16 +273,17 @@ def _private(
     chosen, fitted = outcome.output
     # Random stopping releases the best candidate (and its noisy score) only: the
     # others' scores are outside the theorem, so they never reach the study store.
-    # The number of runs depends on the coin flips alone, not on the data.
+    # Nor does the number of runs: it depends on the coins alone, but the theorem's
+    # bound holds for the best of a hidden number of runs (the best of a known t costs t eps1).
     candidates = [{"params": chosen, "score": outcome.score}]
     accuracy, predict_seconds = method.evaluate(fitted, data.X_test, data.y_test)
-    runs, guarantee = outcome.runs, outcome.privacy
+    guarantee = outcome.privacy
     result = RunResult(accuracy=accuracy, epsilon=guarantee.epsilon, delta=guarantee.delta,
                        train_seconds=train_seconds, predict_seconds=predict_seconds,
-                       info={**fitted.info, "candidate_epsilon": eps1, "candidate_delta": delta1, "runs": runs})
+                       info={**fitted.info, "candidate_epsilon": eps1, "candidate_delta": delta1})
     return Selected(result=result, mode="private", chosen=chosen, candidates=candidates,
-                    note=f"Liu-Talwar random stopping (gamma = {gamma:g}, {runs} candidate runs at "
-                         f"eps1 = {eps1:.4g}, delta1 = {delta1:.3g}); cost charged in epsilon, delta")
+                    note=f"Liu-Talwar random stopping (gamma = {gamma:g}, candidates at eps1 = {eps1:.4g}, "
+                         f"delta1 = {delta1:.3g}); cost charged in epsilon, delta")
 
 
 def _candidate_relation(method: Method, params: dict[str, Any]) -> Neighbouring:

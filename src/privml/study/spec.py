@@ -144,6 +144,10 @@ class StudySpec:
         Built-in name or ``csv:PATH`` / ``npz:PATH``.
     label_column : str
         Label column of a CSV.
+    classes : tuple of str, optional
+        The public class set of ``csv:``/``npz:`` data (a built-in set's is
+        public already). Without it the class set is read from the private
+        labels, which leaks them (a warning and a note in the report say so).
     methods : tuple of str
         Names in :mod:`privml.study.methods`.
     defaults : dict
@@ -190,6 +194,7 @@ class StudySpec:
     sweeps: tuple[Sweep, ...]
     description: str = ""
     label_column: str = "label"
+    classes: tuple[str, ...] | None = None
     repeats: int = 3
     seed: int = 0
     public_size: float = 0.1
@@ -208,6 +213,8 @@ class StudySpec:
         out = _plain(asdict(self))
         if out["device"] == "auto":  # so a study that names no device keeps the hash it always had
             del out["device"]
+        if out["classes"] is None:  # likewise for a study that names no class set
+            del out["classes"]
         return out
 
     @functools.cached_property
@@ -228,6 +235,7 @@ class StudySpec:
             "privml_version": privml.__version__,
             "dataset": self.dataset,
             "label_column": self.label_column,
+            **({} if self.classes is None else {"classes": list(self.classes)}),  # results stored before: unchanged
             "public_size": self.public_size,
             "data_seed": self.seed,
             "selection": _selection_context(self.selection),
@@ -255,6 +263,20 @@ class StudySpec:
                     if method in self.methods:
                         out.append((sweep, setting, method))
         return out
+
+
+def _classes(raw: Any, dataset: str) -> tuple[str, ...] | None:
+    """The spec's public class set: at least two distinct names, for user data only."""
+    if raw is None:
+        return None
+    from privml.data.loaders import is_user_data
+
+    names = tuple(_str_list(raw, "classes"))
+    if len(names) < 2 or len(set(names)) != len(names) or not all(names):
+        raise ValueError(f"classes must list at least two distinct, non-empty class names, got {list(names)}")
+    if not is_user_data(dataset):
+        raise ValueError(f"classes applies to csv:/npz: datasets only (the class set of {dataset} is public)")
+    return names
 
 
 def seed_of(spec: StudySpec, repeat: int) -> int:
@@ -348,8 +370,8 @@ def spec_from_dict(raw: dict[str, Any]) -> StudySpec:
     """
     from privml.study.methods import METHODS  # the registry validates method names
 
-    known = {"name", "dataset", "methods", "defaults", "sweeps", "description", "label_column", "repeats", "seed",
-             "public_size", "selection", "notes", "neighbouring", "device"}
+    known = {"name", "dataset", "methods", "defaults", "sweeps", "description", "label_column", "classes", "repeats",
+             "seed", "public_size", "selection", "notes", "neighbouring", "device"}
     unknown = sorted(set(raw) - known)
     if unknown:
         raise ValueError(f"unknown study field {unknown[0]!r}; fields are {', '.join(sorted(known))}")
@@ -390,6 +412,7 @@ def spec_from_dict(raw: dict[str, Any]) -> StudySpec:
         sweeps=sweeps,
         description=_text(raw.get("description", ""), "description"),
         label_column=_text(raw.get("label_column", "label"), "label_column"),
+        classes=_classes(raw.get("classes"), _text(raw["dataset"], "dataset")),
         repeats=repeats,
         seed=seed,
         public_size=float(public),
