@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 from urllib.parse import unquote
 
 from privml._validation import MAX_BUDGET, check_count
-from privml.ledger.base import canonical_context, check_binding, key_digest, key_label, refusal_message
+from privml.ledger.base import canonical_context, check_binding, key_digest, refusal_message, unknown_key_message
 from privml.ledger.sql import SELECT_BINDING, SELECT_BUDGET, SELECT_KEY, SQLLedger, check_ledger_name, schema_statements
 
 __all__ = ["PostgresLedger"]
@@ -179,10 +179,10 @@ class PostgresLedger(SQLLedger):
                 cur.execute(self._sql(SELECT_KEY) + " FOR UPDATE", (self.name, digest))
                 row = cur.fetchone()
                 if row is None:
-                    return f"unknown API key ({key_label(key)}): it has no quota"
+                    return unknown_key_message(key)
                 quota, used = row
                 if used + count > quota:
-                    return refusal_message(quota, used, count, key_label(key))
+                    return refusal_message(quota, used, count, key)
                 cur.execute(
                     "UPDATE privml_keys SET spent = spent + %s WHERE budget_name = %s AND key_sha256 = %s",
                     (count, self.name, digest),
