@@ -216,7 +216,8 @@ def _check_cnn_args(args: argparse.Namespace) -> str:
     for name in ("batch_size", "max_train", "threads"):
         if getattr(args, name) is not None:
             check_count(getattr(args, name), f"--{name.replace('_', '-')}")
-    if args.l2 is not None or args.no_bias or args.test_path or args.classes is not None or args.label_column != "label":
+    if (args.l2 is not None or args.no_bias or args.test_path or args.classes is not None
+            or args.label_column != "label"):
         raise ValueError("--l2, --no-bias, --test, --label-column and --classes do not apply to --method dpsgd-cnn")
     check_output_path(args.out, "--out", suffix=".npz")
     return dataset
