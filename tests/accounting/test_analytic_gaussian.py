@@ -220,3 +220,30 @@ def test_rejects_bad_sensitivity_and_types() -> None:
         gaussian_mu("1.0", 1e-5)  # type: ignore[arg-type]
     with pytest.raises(TypeError):
         gaussian_delta(True, 1.0)  # type: ignore[arg-type]
+
+
+# The reviewer's cases: at tiny epsilon the calibrated mu is ~1e-11 and the closed form's erfcx difference cancelled,
+# so the returned mu exceeded the target delta by 1.8e-8 (eps 1e-7) to 1.9e-5 (eps 1e-10) relative.
+_TINY = [(1e-7, 1e-11), (1e-6, 1e-15), (1e-8, 1e-12), (1e-9, 1e-13), (1e-10, 1e-14), (1e-3, 1e-300), (2e-4, 1e-9)]
+
+
+@pytest.mark.parametrize(("epsilon", "delta"), _TINY)
+def test_gaussian_mu_never_exceeds_the_target_at_tiny_mu(epsilon: float, delta: float) -> None:
+    mu = gaussian_mu(epsilon, delta)
+    assert mu < 1e-3  # the small-mu evaluation
+    exact = mpmath.exp(_mp_log_delta(epsilon, mu))
+    assert exact <= delta
+    assert exact >= delta * (1 - 1e-9)  # and still the largest safe mu, up to the margin
+
+
+@pytest.mark.parametrize(("epsilon", "delta"), _TINY)
+def test_gaussian_mu_at_tiny_mu_against_a_scipy_expansion(epsilon: float, delta: float) -> None:
+    # delta = (integral of phi over [c - h, c + h]) - (e^eps - 1) Phi(-c - h), with c = eps / mu and h = mu / 2.
+    # For mu this small the integral's Taylor series in h converges at once (next term ~ (hc)^6), so this check,
+    # scipy only and independent of the library's evaluation, is good to ~1e-12 relative.
+    mu = gaussian_mu(epsilon, delta)
+    c, h = epsilon / mu, mu / 2
+    band = 2 * h * stats.norm.pdf(c) * (1 + h**2 * (c**2 - 1) / 6 + h**4 * (c**4 - 6 * c**2 + 3) / 120)
+    achieved = band - np.expm1(epsilon) * stats.norm.sf(c + h)
+    assert delta * (1 - 1e-8) <= achieved <= delta * (1 + 1e-10)
+    assert gaussian_delta(epsilon, mu) <= delta

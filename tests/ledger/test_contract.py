@@ -121,3 +121,20 @@ def test_keys_are_stored_as_digests(make_persistent_ledger):
     with pytest.raises(BudgetExhausted) as info:
         ledger.spend(3, key="s3cret-key")
     assert "s3cret-key" not in str(info.value)
+
+
+def test_no_backend_puts_a_raw_key_in_its_messages(make_ledger):
+    # The server sends refusals in its 429 bodies: a key is named by its digest label only.
+    secret = "sk-live-SECRET-123"
+    ledger = make_ledger(10)
+    ledger.set_quota(secret, 1)
+    messages = []
+    for key, count in ((secret, 2), ("sk-unknown-SECRET-456", 1)):
+        with pytest.raises(BudgetExhausted) as info:
+            ledger.spend(count, key=key)
+        messages.append(str(info.value))
+    with pytest.raises(KeyError) as missing:
+        ledger.state("sk-unknown-SECRET-456")
+    messages.append(str(missing.value))
+    assert all("SECRET" not in message for message in messages), messages
+    assert "sha256:" in messages[0] and "sha256:" in messages[1]

@@ -173,3 +173,45 @@ def test_the_old_accounting_option_still_works_with_a_warning(capsys, files):
     code, out, err = run(capsys, *args, "--accounting", "basic")
     assert code == 0 and "--accounting is deprecated" in err and "use --accountant" in err
     assert run_json(capsys, *args[:-1], "--accountant", "basic")["privacy"] == json.loads(out)["privacy"]
+
+
+def test_a_ledger_name_without_a_ledger_is_an_error(capsys, files):
+    # Dropped, each run would count in a fresh in-memory budget under a name that suggests a shared one.
+    expect_error(capsys, "predict", "--model", files["base"], "--input", files["rows"], "--epsilon", "1",
+                 "--budget", "100", "--ledger-name", "prod", match="--ledger-name names a budget inside --ledger")
+
+
+@pytest.mark.parametrize("extra", [["--delta", "1e-5"], ["--accountant", "gdp"], ["--seed", "3"],
+                                   ["--ledger-name", "prod"]])
+def test_private_options_on_the_non_private_baseline_are_errors(capsys, files, extra):
+    expect_error(capsys, "predict", "--model", files["base"], "--input", files["rows"], *extra, match=extra[0])
+
+
+@pytest.mark.parametrize("extra", [["--seed", "3"], ["--delta", "0"], ["--accountant", "auto"]])
+def test_private_options_on_a_privately_trained_file_are_errors(capsys, files, tmp_path, extra):
+    model = tmp_path / "output.npz"
+    assert main(["train", "--method", "output", "--dataset", "digits", "--epsilon", "3", "--seed", "0",
+                 "--out", str(model)]) == 0
+    capsys.readouterr()
+    expect_error(capsys, "predict", "--model", str(model), "--input", files["rows"], *extra, match="cost no privacy")
+
+
+def test_an_explicit_delta_0_asks_for_pure_dp(capsys, files, tmp_path):
+    data = load_dataset("digits", bias=0.5)
+    sa = SubsampleAndAggregate(n_models=5, epsilon=1.0, delta=1e-5, budget=50, classes=range(10), random_state=0)
+    path = save_model(sa.fit(data.X_train, data.y_train), tmp_path / "sa-delta.npz",
+                      extra={"dataset": data.info.to_dict(), "bias": 0.5})
+    argv = ("predict", "--model", str(path), "--input", files["rows"], "--seed", "0")
+    assert run_json(capsys, *argv)["privacy"]["delta"] == 1e-5  # not given: the file's
+    r = run_json(capsys, *argv, "--delta", "0")
+    assert r["privacy"]["delta"] == 0.0 and r["accounting"] == "basic"
+    expect_error(capsys, *argv, "--delta", "0", "--accountant", "zcdp", match="delta")
+
+
+def test_the_output_says_an_in_memory_budget_covers_this_run_only(capsys, files, tmp_path):
+    argv = ("predict", "--model", files["base"], "--input", files["rows"], "--epsilon", "1", "--budget", "100")
+    assert run_json(capsys, *argv)["budget_scope"].startswith("this run only")
+    code, out, _ = run(capsys, *argv)
+    assert code == 0 and "this run only" in out
+    shared = run_json(capsys, *argv, "--ledger", str(tmp_path / "l.sqlite"), "--ledger-name", "prod")
+    assert shared["budget_scope"] == "ledger budget 'prod', shared across runs and servers"

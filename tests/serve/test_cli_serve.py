@@ -147,3 +147,14 @@ def test_a_busy_port_is_one_line(tmp_path, trained, capsys):
         port = str(server.server_address[1])
         assert main(["serve", "--model", str(trained["output"]), "--port", port]) == 2
     assert "cannot listen on 127.0.0.1:" in capsys.readouterr().err
+
+
+def test_options_a_file_cannot_use_are_errors(tmp_path, trained):
+    with pytest.raises(ValueError, match="takes no ledger name"):
+        open_served_model(trained["output"], ledger_name="prod")
+    with pytest.raises(ValueError, match="random_state"):
+        open_served_model(trained["output"], random_state=0)
+    with pytest.raises(ValueError, match="no ledger was given"):
+        open_served_model(trained["nonprivate"], epsilon=1.0, budget=10, ledger_name="prod", require_ledger=False)
+    code = main(["serve", "--model", str(trained["output"]), "--delta", "0", "--port", "0"])
+    assert code == 2  # refused before the port is opened

@@ -52,6 +52,19 @@ def test_wrong_width_is_422_and_spends_nothing(rows):
     assert double.ledger_.spent == 0 and double.computed == 0
 
 
+@pytest.mark.parametrize("width", [28, 30, 31])
+def test_a_width_error_names_the_raw_width_the_preprocessing_takes(rows, width):
+    # The model sees 30 columns: 29 raw values and an appended bias. Clients send raw rows.
+    double = BudgetedDouble(MemoryLedger(10))
+    service = PredictionService(double, preprocess=lambda X: np.hstack([X, np.full((len(X), 1), 0.5)]))
+    raw = np.zeros((2, width))
+    with pytest.raises(RequestError) as info:
+        service.predict(body(raw))
+    assert info.value.status == 422
+    assert info.value.message == f"rows have {width} values; the model expects 29 (30 after preprocessing)"
+    assert double.ledger_.spent == 0 and double.computed == 0
+
+
 def test_exhausted_budget_is_429(rows):
     double = BudgetedDouble(MemoryLedger(3))
     service = PredictionService(double)

@@ -47,6 +47,15 @@ _SQRT2 = math.sqrt(2.0)
 # log of the largest and smallest positive doubles: the range of math.exp.
 _LOG_MAX = math.log(np.finfo(np.float64).max)
 _LOG_MIN = math.log(np.finfo(np.float64).smallest_subnormal)
+# Below this mu the closed form's erfcx difference cancels (relative error ~1e-16 z2 / mu, 4e-12 here and
+# 1.9e-5 at mu = 3e-11): log_gaussian_delta switches to the integral form of _log_delta_small_mu.
+_SMALL_MU = 1e-3
+# Safety margin on log delta in the inverses: above the 1e-11 relative error of log_gaussian_delta (and the
+# ~1e-12 of its small-mu form), so a returned calibration never exceeds its target through rounding.
+_LOG_MARGIN = 1e-10
+# Gauss-Legendre rule of _log_delta_small_mu: the integrand is entire and varies by a factor <= e^(eps/2)
+# over the interval, so 24 nodes are exact to rounding for eps <= ~10 (beyond, delta underflows at mu < 1e-3).
+_NODES, _WEIGHTS = np.polynomial.legendre.leggauss(24)
 
 
 def _check_epsilon_array(epsilon: object) -> np.ndarray:
@@ -92,11 +101,16 @@ def log_gaussian_delta(epsilon: float | np.ndarray, mu: float) -> float | np.nda
     delta > 1e-304, the relative error is below 1e-11 (a difference of two
     ``log_ndtr`` values, which cancels two logs of size eps^2 / (2 mu^2),
     measured 2e-9 on the same grid and is far worse once delta underflows).
-    Below mu ~ 1e-6 the erfcx difference itself cancels (relative error
-    ~ 1e-16 z2 / mu); such noise levels are not meaningful calibrations.
+    Below mu = 1e-3 the erfcx difference itself cancels (relative error
+    ~ 1e-16 z2 / mu, 1.9e-5 at mu = 3e-11), so there the curve is the
+    integral of its derivative in mu at fixed ``c = eps/mu`` (no cancellation,
+    see :func:`_log_delta_small_mu`; relative error below 1e-12).
     """
     eps = _check_epsilon_array(epsilon)
     mu = check_positive(mu, "mu")
+    if mu < _SMALL_MU:
+        small = _log_delta_small_mu(eps, mu)
+        return float(small) if small.ndim == 0 else small
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         ratio = eps / mu
         a1, a2 = (ratio - mu / 2.0) / _SQRT2, (ratio + mu / 2.0) / _SQRT2  # z1, z2 over sqrt 2
@@ -110,6 +124,42 @@ def log_gaussian_delta(epsilon: float | np.ndarray, mu: float) -> float | np.nda
         # delta >= 0 exactly; a non-positive body is rounding, i.e. delta ~ 0.
         out = np.where(a1 > 0, tail, np.where(body > 0, np.log(np.where(body > 0, body, 1.0)), -np.inf))
     return float(out) if out.ndim == 0 else out
+
+
+def _one_minus_c_mills(c: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """``1 - c R(c + s)`` for ``c, s >= 0``, with ``R(x) = Phi(-x) / phi(x)`` (Mills' ratio), without cancellation.
+
+    Written as ``(1 - x R(x)) + s R(x)``, a sum of positives. ``1 - x R(x)``
+    (~1/x^2) is taken from erfcx below x = 40 (relative error ~ 1e-16 x^2)
+    and from its asymptotic series above (truncation error < 1e-12).
+    """
+    x = c + s
+    mills = math.sqrt(math.pi / 2.0) * erfcx(x / _SQRT2)
+    inv2 = 1.0 / np.maximum(x, 1.0) ** 2
+    series = inv2 * (1.0 + inv2 * (-3.0 + inv2 * (15.0 + inv2 * (-105.0 + inv2 * 945.0))))
+    return np.where(x < 40.0, 1.0 - x * mills, series) + s * mills
+
+
+def _log_delta_small_mu(eps: np.ndarray, mu: float) -> np.ndarray:
+    """``log_gaussian_delta`` for ``mu < _SMALL_MU``, from an integral with a positive integrand.
+
+    With ``c = eps/mu`` and ``h = mu/2`` the curve is
+    ``F(h) = Phi(h - c) - e^(2ch) Phi(-c - h)``, ``F(0) = 0``, and using
+    ``e^(2cs) phi(c + s) = phi(c - s)``, ``F'(s) = 2 phi(c - s) (1 - c R(c + s))``,
+    so ``delta = integral_0^h 2 phi(c - s) (1 - c R(c + s)) ds``, summed by
+    Gauss-Legendre in log space (no underflow, no cancellation).
+    """
+    h = mu / 2.0
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        c = (eps / mu)[..., None]
+        s = h * (1.0 + _NODES) / 2.0
+        log_terms = (np.log(_WEIGHTS * h) - 0.5 * math.log(2.0 * math.pi) - 0.5 * (c - s) ** 2
+                     + np.log(_one_minus_c_mills(c, s)))
+        top = np.max(log_terms, axis=-1)
+        finite = np.isfinite(top)
+        safe_top = np.where(finite, top, 0.0)
+        out = safe_top + np.log(np.sum(np.exp(log_terms - safe_top[..., None]), axis=-1))
+    return np.where(finite, out, -np.inf)
 
 
 # A scalar epsilon gives a float; an array gives an array of its shape (a float when 0-d).
@@ -185,7 +235,8 @@ def gaussian_epsilon(delta: float, mu: float) -> float:
     float
         The epsilon at which the exact curve reaches ``delta`` (0 if
         ``delta >= gaussian_delta(0, mu)``), found by bisection to relative
-        precision 1e-12 and rounded up.
+        precision 1e-12 and rounded up (a relative margin of 1e-10 on delta
+        covers the curve's rounding).
 
     Notes
     -----
@@ -202,9 +253,11 @@ def gaussian_epsilon(delta: float, mu: float) -> float:
     mu = check_positive(mu, "mu")
 
     def is_safe(eps: float) -> bool:
-        return log_gaussian_delta(eps, mu) <= log_target
+        # The margin covers the curve's rounding: the answer never exceeds delta.
+        return log_gaussian_delta(eps, mu) + _LOG_MARGIN <= log_target
 
-    if is_safe(0.0):
+    # At eps = 0 the curve is erf(mu / (2 sqrt 2)), exact to rounding: no margin, so a delta covering it gives 0.
+    if log_gaussian_delta(0.0, mu) <= log_target:
         return 0.0
     # Terminates: delta(inf) = 0 < delta, so at worst hi overflows to inf.
     hi = 1.0
@@ -242,7 +295,9 @@ def gaussian_mu(epsilon: float, delta: float) -> float:
     -------
     float
         The largest mu meeting the target (bisection on log mu to relative
-        precision 1e-12, rounded down), so ``sigma = Delta_2 / mu`` is the
+        precision 1e-12, rounded down, with the curve's rounding covered by a
+        relative margin of 1e-10 on delta, so the exact delta of the answer
+        never exceeds the target), so ``sigma = Delta_2 / mu`` is the
         smallest Gaussian noise that is (epsilon, delta)-DP.
 
     Notes
@@ -268,7 +323,8 @@ def gaussian_mu(epsilon: float, delta: float) -> float:
             return False
         if log_mu < _LOG_MIN:
             return True
-        return log_gaussian_delta(epsilon, math.exp(log_mu)) <= log_target
+        # The margin covers the curve's rounding: the calibration never exceeds delta.
+        return log_gaussian_delta(epsilon, math.exp(log_mu)) + _LOG_MARGIN <= log_target
 
     safe, unsafe = _bracket(is_safe)
     # An absolute width on log mu is a relative width on mu.

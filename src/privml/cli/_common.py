@@ -46,7 +46,9 @@ class DeprecatedAlias(argparse.Action):
 
 def add_accountant_option(parser: Any, choices: tuple[str, ...], help_text: str) -> None:
     """``--accountant`` (privml's one name for it, as in the estimators) and its old name ``--accounting``."""
-    parser.add_argument("--accountant", choices=choices, default="auto", help=help_text)
+    # Default None, not "auto": a value given by the user must be told apart from none, so that it is
+    # applied (or refused) rather than taken for the default.
+    parser.add_argument("--accountant", choices=choices, default=None, help=help_text)
     parser.add_argument("--accounting", dest="accountant", choices=choices, action=DeprecatedAlias,
                         new="--accountant", help=argparse.SUPPRESS)
 

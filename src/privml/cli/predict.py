@@ -2,7 +2,7 @@
 
     privml predict --model model.npz --input rows.csv [--label-column label] [--proba] [--device D] [--json]
     privml predict --model model.npz --input rows.csv --method prediction-sensitivity|subsample-aggregate
-                   --epsilon E [--delta D] --budget B [--accountant A] [--ledger PATH|URL]
+                   --epsilon E [--delta D] --budget B [--accountant A] [--ledger PATH|URL [--ledger-name N]]
                    [--seed S] [--proba] [--json]
 
 ``rows.csv`` has a header and the model's raw feature columns (as in the
@@ -25,10 +25,13 @@ is refused whole (exit 2) and nothing is answered. With ``--ledger`` (a SQLite
 file or ``postgresql://`` URL, as for ``privml serve``) the count persists and
 is shared across runs and with a server on the same ledger; without it the
 count lives in memory for this one invocation, so each run is a fresh
-deployment of its own budget and repeated runs compose their guarantees.
-Without any of ``--method``, ``--epsilon`` or ``--budget`` a non-private model
-file answers without privacy, as the baseline it is (its guarantee reads
-epsilon = inf).
+deployment of its own budget and repeated runs compose their guarantees
+(the output says which: ``budget_scope``). ``--ledger-name`` needs
+``--ledger``. ``--delta`` and ``--accountant`` default to the file's settings;
+an explicit ``--delta 0`` asks for pure DP. Without any of ``--method``,
+``--epsilon``, ``--budget`` or ``--ledger`` a non-private model file answers
+without privacy, as the baseline it is (its guarantee reads epsilon = inf),
+and ``--delta``, ``--accountant`` or ``--seed`` are then refused (exit 2).
 """
 
 from __future__ import annotations
@@ -78,13 +81,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     private.add_argument("--method", choices=PREDICTION_METHODS, help="private-prediction method (default: the file's)")
     private.add_argument("--epsilon", type=finite_float, help="total epsilon over the budget of answers")
-    private.add_argument("--delta", type=finite_float, default=0.0, help="total delta in [0, 1) (default 0)")
+    private.add_argument("--delta", type=finite_float,
+                         help="total delta in [0, 1); 0 asks for pure DP (default: the file's, 0 for a non-private "
+                              "file)")
     private.add_argument("--budget", type=integer, help="number of answers the guarantee covers")
     add_accountant_option(private, ACCOUNTANTS,
-                          "composition used to calibrate each answer (default: the tightest)")
+                          "composition used to calibrate each answer (default: the file's, or the tightest)")
     private.add_argument("--ledger", help="SQLite file or postgresql:// URL counting the answers across runs "
                          "(default: this run only)")
-    private.add_argument("--ledger-name", default="default", help="budget name inside the ledger (default: default)")
+    private.add_argument("--ledger-name", help="budget name inside --ledger, which it needs (default: default)")
     private.add_argument(
         "--seed", type=integer,
         help="noise seed, for tests only: a known seed lets anyone replay the noise "
@@ -150,8 +155,13 @@ def _answer(predictor: _Answering, X: np.ndarray, proba: bool) -> tuple[np.ndarr
 def _predict(args: argparse.Namespace) -> None:
     _, metadata = read_model_file(args.model)
     model_device(args.model, metadata, args.device)  # a wrong --device is refused before any budget is charged
+    if args.ledger_name is not None and args.ledger is None:
+        # Dropped, it would leave each run a fresh in-memory budget under a name that suggests a shared one.
+        raise CliError("--ledger-name names a budget inside --ledger: give --ledger too (without it the budget "
+                       "covers this run only)")
     private_options = (args.method, args.epsilon, args.budget, args.ledger)
     if metadata.get("method") == "nonprivate" and all(option is None for option in private_options):
+        _refuse_unused(args)
         # The non-private baseline answers as before; its privacy_ says epsilon = inf, and stderr says so.
         print("warning: PrivacyLeakWarning: this is the non-private baseline (epsilon = inf): its answers are not "
               "covered by any guarantee; serve it privately with --epsilon and --budget", file=sys.stderr)
@@ -177,6 +187,15 @@ def _predict(args: argparse.Namespace) -> None:
     finally:
         if getattr(predictor, "ledger_", None) is not None:
             predictor.ledger_.close()
+
+
+def _refuse_unused(args: argparse.Namespace) -> None:
+    """A non-private file answered without privacy uses no private-prediction option: one given is an error."""
+    given = [flag for flag, value in (("--delta", args.delta), ("--accountant", args.accountant),
+                                      ("--seed", args.seed)) if value is not None]
+    if given:
+        raise CliError(f"{', '.join(given)} only apply to private prediction, and {args.model} is answered without "
+                       "privacy unless --epsilon and --budget are given: give them, or drop " + ", ".join(given))
 
 
 def _predict_rows(
@@ -208,6 +227,11 @@ def _predict_rows(
     if getattr(predictor, "ledger_", None) is not None:
         result["budget"] = predictor.ledger_.state().to_dict()
         result["accounting"] = predictor.fit_info_["accounting"]
+        # Said plainly: an in-memory budget is a fresh deployment per run, and repeated runs compose.
+        result["budget_scope"] = (
+            f"ledger budget {args.ledger_name or 'default'!r}, shared across runs and servers" if args.ledger
+            else "this run only (no --ledger): every run starts a fresh budget and their guarantees add up"
+        )
     emit(result, as_json=args.json, render=_render)
 
 
@@ -216,6 +240,7 @@ def _render(r: dict) -> str:
     if "budget" in r:
         b = r["budget"]
         rows.append(("budget", f"{b['spent']} of {b['budget']} answers spent ({r['accounting']} accounting)"))
+        rows.append(("budget covers", r["budget_scope"]))
     if "accuracy" in r:
         rows.append(("accuracy", f"{100 * r['accuracy']:.2f}%"))
     head = table(rows)

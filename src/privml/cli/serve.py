@@ -60,12 +60,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="private-prediction method (default: the file's; a non-private file needs "
                              "prediction-sensitivity)")
     parser.add_argument("--epsilon", type=finite_float, help="total epsilon over the whole budget")
-    parser.add_argument("--delta", type=finite_float, default=0.0, help="total delta (default 0)")
+    parser.add_argument("--delta", type=finite_float,
+                        help="total delta in [0, 1); 0 asks for pure DP (default: the file's, 0 for a non-private "
+                             "file)")
     parser.add_argument("--budget", type=integer, help="number of answers (rows) the guarantee covers")
     add_accountant_option(parser, ACCOUNTANTS,
-                          "composition used to calibrate each answer (default: the tightest)")
+                          "composition used to calibrate each answer (default: the file's, or the tightest)")
     parser.add_argument("--ledger", help="SQLite file or postgresql:// URL counting the answers")
-    parser.add_argument("--ledger-name", default="default", help="budget name inside the ledger (default: default)")
+    parser.add_argument("--ledger-name", help="budget name inside --ledger, which it needs (default: default)")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=integer, default=8000, help="port (0 picks a free one; default 8000)")
     parser.add_argument("--api-keys", help="JSON file {key: quota}; requests then need an X-API-Key header")

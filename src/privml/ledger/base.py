@@ -32,6 +32,8 @@ __all__ = [
     "check_binding",
     "key_digest",
     "key_label",
+    "refusal_message",
+    "unknown_key_message",
 ]
 
 
@@ -82,6 +84,11 @@ def key_digest(key: str) -> str:
 def key_label(key: str) -> str:
     """How a key is named in messages: a digest prefix, never the key itself."""
     return f"sha256:{key_digest(key)[:12]}"
+
+
+def unknown_key_message(key: str) -> str:
+    """The one-line reason a spend by a key without a quota is refused (every backend; no raw key)."""
+    return f"unknown API key ({key_label(key)}): it has no quota"
 
 
 def check_binding(where: str, name: str, row: tuple[int, str], budget: int, context: str) -> None:
@@ -162,8 +169,13 @@ class BudgetLedger(ABC):
 
 
 def refusal_message(budget: int, spent: int, count: int, key: str | None = None) -> str:
-    """The one-line reason a spend is refused (shared by every backend)."""
-    who = "budget" if key is None else f"quota of key {key!r}"
+    """The one-line reason a spend is refused (shared by every backend).
+
+    ``key`` is the raw API key: it is named by :func:`key_label` here, so no
+    backend can put a credential into a message (the server sends these in
+    its 429 bodies).
+    """
+    who = "budget" if key is None else f"quota of key {key_label(key)!r}"
     return (
         f"privacy {who} exhausted: {spent} of {budget} answers already released, "
         f"{count} more requested; nothing was answered"
@@ -191,7 +203,7 @@ class MemoryLedger(BudgetLedger):
                 return refusal_message(self.budget, self._spent, count)
             if key is not None:
                 if key not in self._quotas:
-                    return f"unknown API key {key!r}: it has no quota"
+                    return unknown_key_message(key)
                 quota, used = self._quotas[key]
                 if used + count > quota:
                     return refusal_message(quota, used, count, key)
@@ -204,7 +216,7 @@ class MemoryLedger(BudgetLedger):
             if key is None:
                 return LedgerState(self.budget, self._spent)
             if key not in self._quotas:
-                raise KeyError(f"unknown API key {key!r}")
+                raise KeyError(f"unknown API key ({key_label(key)})")
             quota, used = self._quotas[key]
             return LedgerState(quota, used)
 

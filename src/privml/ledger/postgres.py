@@ -4,8 +4,8 @@ Same schema and semantics as :class:`~privml.ledger.sqlite.SQLiteLedger`:
 each spend is one transaction that locks the budget row (and the key's row)
 with ``SELECT ... FOR UPDATE``, checks and increments the counts and commits
 before the caller computes the answer. PostgreSQL commits are durable by
-default (``synchronous_commit=on``, which this ledger sets for its own
-session), so a crash can only over-count. Needs ``psycopg`` 3
+default (``synchronous_commit=on``, which this ledger sets on every session
+it opens, reconnections included), so a crash can only over-count. Needs ``psycopg`` 3
 (``pip install 'privml[postgres]'``).
 """
 
@@ -14,9 +14,10 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
+from urllib.parse import unquote
 
 from privml._validation import MAX_BUDGET, check_count
-from privml.ledger.base import canonical_context, check_binding, key_digest, key_label, refusal_message
+from privml.ledger.base import canonical_context, check_binding, key_digest, refusal_message, unknown_key_message
 from privml.ledger.sql import SELECT_BINDING, SELECT_BUDGET, SELECT_KEY, SQLLedger, check_ledger_name, schema_statements
 
 __all__ = ["PostgresLedger"]
@@ -28,14 +29,45 @@ _SCHEMA_LOCK_ID = 0x70726976  # "priv"
 T = TypeVar("T")
 
 
-def _redact(url: str) -> str:
-    """The URL without its password, for messages."""
+def _split(url: str) -> tuple[str, str | None, str, list[str]]:
+    """``url`` as (scheme://, userinfo or None, host and path, query pairs), cut where libpq cuts it.
+
+    libpq ends the userinfo at the first ``@`` seen before any ``/`` (so a
+    password may hold an unencoded ``?``), and the query at the first ``?`` after it.
+    """
     scheme, sep, rest = url.partition("://")
-    if "@" in rest:
-        credentials, _, host = rest.rpartition("@")
-        user = credentials.split(":", 1)[0]
-        return f"{scheme}{sep}{user}@{host}"
-    return url
+    at, slash = rest.find("@"), rest.find("/")
+    userinfo = None
+    if at >= 0 and (slash < 0 or at < slash):
+        userinfo, rest = rest[:at], rest[at + 1 :]
+    where, _, query = rest.partition("?")
+    return scheme + sep, userinfo, where, [pair for pair in query.split("&") if pair]
+
+
+def _is_password(pair: str) -> bool:
+    return unquote(pair.partition("=")[0]).strip() == "password"
+
+
+def _redact(url: str) -> str:
+    """The URL without its password, for messages and the server's start-up line.
+
+    libpq takes a password from the userinfo (``user:password@``) or from a
+    ``password=`` query parameter; both are dropped, everything else is kept.
+    """
+    scheme, userinfo, where, pairs = _split(url)
+    user = "" if userinfo is None else userinfo.split(":", 1)[0] + "@"
+    kept = [pair for pair in pairs if not _is_password(pair)]
+    return f"{scheme}{user}{where}" + ("?" + "&".join(kept) if kept else "")
+
+
+def _passwords(url: str) -> list[str]:
+    """Every spelling of the password(s) in ``url`` (raw and decoded), to scrub from driver messages."""
+    _, userinfo, _, pairs = _split(url)
+    raw = [pair.partition("=")[2] for pair in pairs if _is_password(pair)]
+    if userinfo is not None and ":" in userinfo:
+        raw.append(userinfo.split(":", 1)[1])
+    found = {spelling for value in raw for spelling in (value, unquote(value)) if spelling}
+    return sorted(found, key=len, reverse=True)  # longest first: no partial replacement leaves a remainder
 
 
 class PostgresLedger(SQLLedger):
@@ -81,19 +113,33 @@ class PostgresLedger(SQLLedger):
         self._conn: Any = None
         self._conn = self._connect()
         try:
-            self._conn.execute("SET synchronous_commit = on")
-            self._conn.commit()
             self._transaction(self._bind)
         except BaseException:
             self.close()
             raise
 
     def _connect(self) -> Any:
+        """A new session with durable commits.
+
+        ``synchronous_commit = on`` is set on every session, the reconnections
+        of :meth:`_transaction` included: a role or database default of
+        ``off`` would otherwise let a charge be acknowledged (and the answer
+        released) before it is on disk, and a crash would then under-count.
+        """
         try:
-            return self._psycopg.connect(self._dsn, connect_timeout=self._connect_timeout)
+            conn = self._psycopg.connect(self._dsn, connect_timeout=self._connect_timeout)
         except self._psycopg.Error as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            for secret in _passwords(self._dsn):  # a malformed URL is quoted back by the driver
+                first = first.replace(secret, "***")
             raise ValueError(f"cannot connect to ledger database {self.url}: {first}") from None
+        try:
+            conn.execute("SET synchronous_commit = on")
+            conn.commit()
+        except BaseException:
+            conn.close()
+            raise
+        return conn
 
     def _transaction(self, body: Callable[[Any], T]) -> T:
         with self._lock:
@@ -133,10 +179,10 @@ class PostgresLedger(SQLLedger):
                 cur.execute(self._sql(SELECT_KEY) + " FOR UPDATE", (self.name, digest))
                 row = cur.fetchone()
                 if row is None:
-                    return f"unknown API key ({key_label(key)}): it has no quota"
+                    return unknown_key_message(key)
                 quota, used = row
                 if used + count > quota:
-                    return refusal_message(quota, used, count, key_label(key))
+                    return refusal_message(quota, used, count, key)
                 cur.execute(
                     "UPDATE privml_keys SET spent = spent + %s WHERE budget_name = %s AND key_sha256 = %s",
                     (count, self.name, digest),

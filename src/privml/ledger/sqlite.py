@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from privml._validation import MAX_BUDGET, check_count, check_positive
-from privml.ledger.base import canonical_context, check_binding, key_digest, key_label, refusal_message
+from privml.ledger.base import canonical_context, check_binding, key_digest, refusal_message, unknown_key_message
 from privml.ledger.sql import (
     SELECT_BINDING,
     SELECT_BUDGET,
@@ -250,10 +250,10 @@ class SQLiteLedger(SQLLedger):
                         quotas[digest] = None if row is None else list(row)
                     state = quotas[digest]
                     if state is None:
-                        results.append(f"unknown API key ({key_label(item.key)}): it has no quota")
+                        results.append(unknown_key_message(item.key))
                         continue
                     if state[1] + item.count > state[0]:
-                        results.append(refusal_message(state[0], state[1], item.count, key_label(item.key)))
+                        results.append(refusal_message(state[0], state[1], item.count, item.key))
                         continue
                     state[1] += item.count
                     charged[digest] = charged.get(digest, 0) + item.count

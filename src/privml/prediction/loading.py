@@ -24,8 +24,8 @@ Which object depends on the file's method:
 - ``output``, ``objective``, ``dpsgd``, ``dpcd``, ``dpcd-regressor``,
   ``accuracy-first``, ``dpsgd-cnn`` (needs the ``torch`` extra): the
   privately trained model as is, with ``ledger_ = None``; passing
-  ``epsilon``, ``delta``, ``budget``, ``method``, ``accounting`` or a ledger
-  is an error.
+  ``epsilon``, ``delta``, ``budget``, ``method``, ``accounting``, a ledger
+  or a ``random_state`` (it draws no noise) is an error.
 
 A privately trained model's release is already private, so its
 predictions are post-processing and cost nothing; its ``predict`` takes no
@@ -65,9 +65,9 @@ def load_predictor(
     *,
     method: str | None = None,
     epsilon: float | None = None,
-    delta: float = 0.0,
+    delta: float | None = None,
     budget: int | None = None,
-    accounting: str = "auto",
+    accounting: str | None = None,
     ledger: BudgetLedger | None = None,
     random_state: RandomState = None,
 ) -> Any:
@@ -81,10 +81,12 @@ def load_predictor(
         The private-prediction method; must match the file (a ``nonprivate``
         file serves ``"prediction-sensitivity"`` only). Default: the file's.
     epsilon, delta, budget, accounting :
-        The per-deployment guarantee. Required (epsilon, budget) for a
-        ``nonprivate`` file; for a prediction-sensitivity or
-        subsample-and-aggregate file they override the saved settings
-        (``delta = 0`` and ``accounting = "auto"`` count as not given there).
+        The per-deployment guarantee; ``None`` means not given. Required
+        (epsilon, budget) for a ``nonprivate`` file, where delta defaults
+        to 0 and accounting to ``"auto"``; for a prediction-sensitivity or
+        subsample-and-aggregate file every given value overrides the saved
+        setting, ``delta = 0`` included (pure DP, refused by the calibration
+        where the method or accounting cannot give it).
     ledger : BudgetLedger, optional
         Where answers are charged; its budget must equal the budget.
         Default: a fresh in-memory ledger.
@@ -109,10 +111,11 @@ def load_predictor(
     _, metadata = read_model_file(path)
     stored = metadata.get("method")
     if stored in PRIVATE_TRAINING_METHODS:
-        given = [name for name, value in (("method", method), ("epsilon", epsilon), ("budget", budget),
-                                          ("ledger", ledger)) if value is not None]
-        if given or delta != 0 or accounting != "auto":
-            given += [name for name, bad in (("delta", delta != 0), ("accounting", accounting != "auto")) if bad]
+        given = [name for name, value in (("method", method), ("epsilon", epsilon), ("delta", delta),
+                                          ("budget", budget), ("accounting", accounting), ("ledger", ledger),
+                                          ("random_state", random_state))
+                 if value is not None]
+        if given:
             raise ValueError(
                 f"{path} holds a privately trained model ({stored}): its predictions cost no privacy, so it takes "
                 f"no {', '.join(given)}"
@@ -133,17 +136,21 @@ def load_predictor(
                 "(the total guarantee over the budget of answers)"
             )
         return PredictionSensitivity.from_model(
-            load_model(path), epsilon=epsilon, delta=delta, budget=budget, accountant=accounting,
+            load_model(path), epsilon=epsilon, delta=0.0 if delta is None else delta, budget=budget,
+            accountant="auto" if accounting is None else accounting,
             ledger=ledger, random_state=random_state,
         )
     if stored in PREDICTION_METHODS:
         if method not in (None, stored):
             raise ValueError(f"{path} holds a {stored} model, not {method!r}")
         model = load_model(path)
-        settings = _overrides(epsilon=epsilon, budget=budget, random_state=random_state,
-                              delta=delta if delta != 0 else None,
-                              accountant=accounting if accounting != "auto" else None)
+        # An explicit delta = 0 asks for pure DP: it overrides a saved delta > 0 like any given value.
+        settings = _overrides(epsilon=epsilon, budget=budget, random_state=random_state, delta=delta,
+                              accountant=accounting)
         model.set_params(**settings, ledger=ledger)
+        # Given settings the method cannot honour (e.g. delta = 0 with gdp accounting) are the caller's error,
+        # said as such, not reported as an inconsistent file by the restore below.
+        model._check_hyperparameters()
         # Recalibrate from the (possibly new) settings; the saved noise is never trusted.
         restore_model(model, *read_model_file(path), path)
         return model

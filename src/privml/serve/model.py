@@ -116,11 +116,11 @@ def open_served_model(
     *,
     method: str | None = None,
     epsilon: float | None = None,
-    delta: float = 0.0,
+    delta: float | None = None,
     budget: int | None = None,
-    accounting: str = "auto",
+    accounting: str | None = None,
     ledger: str | Path | None = None,
-    ledger_name: str = "default",
+    ledger_name: str | None = None,
     random_state: Any = None,
     require_ledger: bool = True,
     device: str | None = None,
@@ -132,14 +132,16 @@ def open_served_model(
     path:
         A model file (:func:`privml.io.save_model`).
     method, epsilon, delta, budget, accounting, random_state:
-        As for :func:`privml.prediction.load_predictor`.
+        As for :func:`privml.prediction.load_predictor` (``None``: not given;
+        any of them given for a file that cannot use it is an error).
     ledger:
         SQLite file or ``postgresql://`` URL counting the answers; required
         for private-prediction models, refused for privately trained ones.
         The ledger is bound to the model file's SHA-256 and the guarantee,
         so it cannot be continued by another model or calibration.
     ledger_name:
-        Which budget of the ledger store to use.
+        Which budget of the ledger store to use (default ``"default"``);
+        an error without ``ledger``, which it would not name anything in.
     require_ledger:
         Refuse a private-prediction model without ``ledger`` (the server's
         rule). ``False`` lets one process count in memory instead (offline
@@ -164,17 +166,20 @@ def open_served_model(
     preprocess, class_names = model_pipeline(metadata)
     stored = metadata.get("method")
     if stored in PRIVATE_TRAINING_METHODS:
-        if ledger is not None:
+        if ledger is not None or ledger_name is not None:
             raise ValueError(
                 f"{path} holds a privately trained model ({stored}): its predictions cost no privacy, "
-                "so it takes no ledger"
+                f"so it takes no {'ledger' if ledger is not None else 'ledger name'}"
             )
         predictor = _place(load_predictor(path, method=method, epsilon=epsilon, delta=delta, budget=budget,
-                                          accounting=accounting), device)
+                                          accounting=accounting, random_state=random_state), device)
         return ServedModel(predictor, preprocess, class_names, stored, _fingerprint(path))
     load = functools.partial(
         load_predictor, path, method=method, epsilon=epsilon, delta=delta, budget=budget, accounting=accounting
     )
+    if ledger is None and ledger_name is not None:
+        # Dropping it would silently count in memory, for this process only, under a name that suggests otherwise.
+        raise ValueError(f"ledger name {ledger_name!r} names a budget inside a ledger, but no ledger was given")
     if ledger is None and not require_ledger:
         predictor = load(random_state=random_state)
         return ServedModel(predictor, preprocess, class_names, predictor.method, _fingerprint(path))
@@ -194,7 +199,7 @@ def open_served_model(
         "delta": float(probe.privacy_.delta),
         "accountant": probe.privacy_.accountant,
     }
-    store = open_ledger(ledger, budget=probe.ledger_.budget, name=ledger_name, context=context)
+    store = open_ledger(ledger, budget=probe.ledger_.budget, name=ledger_name or "default", context=context)
     try:
         predictor = load(ledger=store, random_state=random_state)
     except BaseException:

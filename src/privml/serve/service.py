@@ -66,6 +66,27 @@ def _ledger_errors() -> tuple[type[BaseException], ...]:
 _LEDGER_ERRORS = _ledger_errors()
 
 
+def _raw_width(preprocess: Callable[[np.ndarray], np.ndarray], n_features: int) -> int | None:
+    """The row width ``preprocess`` turns into ``n_features`` columns, or ``None`` if none is found.
+
+    Clients send raw rows, so a width error must name the raw width, not the
+    model's. The pipeline is data-independent, so probing it with rows of
+    zeros reveals nothing; the likely widths (the model's, one less for an
+    appended bias) are tried first, then every width up to one more.
+    """
+    likely = [w for w in (n_features - 1, n_features) if w > 0]
+    for width in likely + [w for w in range(1, n_features + 2) if w not in likely]:
+        try:
+            with np.errstate(all="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                out = np.asarray(preprocess(np.zeros((1, width))))
+        except (ValueError, TypeError, IndexError):
+            continue
+        if out.ndim == 2 and out.shape[1] == n_features:
+            return width
+    return None
+
+
 def _plain(value: Any) -> Any:
     return value.item() if isinstance(value, np.generic) else value
 
@@ -105,6 +126,7 @@ class PredictionService:
         self.limits = limits or ServeLimits()
         self.ledger: BudgetLedger | None = getattr(predictor, "ledger_", None)
         self.preprocess = preprocess
+        self._raw_width: int | None = None  # what preprocess takes, found on the first width error
         if getattr(predictor, "classes_", None) is None:
             raise ValueError(f"{type(predictor).__name__} has no classes_: only classifiers can be served")
         classes = [_plain(c) for c in np.asarray(predictor.classes_).tolist()]
@@ -217,7 +239,11 @@ class PredictionService:
     def _expected_width(self) -> str:
         if self.preprocess is None:
             return str(self.n_features)
-        return f"{self.n_features} after preprocessing"
+        if self._raw_width is None:
+            self._raw_width = _raw_width(self.preprocess, self.n_features) or 0
+        if not self._raw_width:
+            return f"{self.n_features} after preprocessing"
+        return f"{self._raw_width} ({self.n_features} after preprocessing)"
 
     def budget(self, key: str | None = None) -> dict[str, Any]:
         """The ``GET /budget`` document."""

@@ -46,11 +46,11 @@ class ServeSpec:
     model: str
     method: str | None
     epsilon: float | None
-    delta: float
+    delta: float | None  # None: not given (the file's setting, or 0); an explicit 0 asks for pure DP
     budget: int | None
-    accounting: str
+    accounting: str | None
     ledger: str | None
-    ledger_name: str
+    ledger_name: str | None
     api_keys: dict[str, int] | None
     limits: ServeLimits
     seed: int | None = None
