@@ -32,7 +32,8 @@ from privml.study.presets import load_preset, preset_names
 from privml.study.recommend import Recommendation, recommend, recommendations
 from privml.study.report import write_report
 from privml.study.runner import StudyRun, plan, run_study
-from privml.study.spec import Selection, StudySpec, Sweep, load_spec, spec_from_dict
+from privml.study.spec import Selection, StudySpec, Sweep, spec_from_dict
+from privml.study.spec_file import load_spec
 from privml.study.store import ResultStore
 
 __all__ = [

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from importlib import resources
 
-from privml.study.spec import StudySpec, load_spec
+from privml.study.spec import StudySpec
+from privml.study.spec_file import load_spec
 
 
 def preset_names() -> list[str]:

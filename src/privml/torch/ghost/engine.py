@@ -179,13 +179,9 @@ def ghost_clipped_sum(
     Privacy: each clipped term has L2 norm at most C over all parameters
     together, so the sum has L2 sensitivity C under add/remove-one
     neighbours (Abadi et al. 2016). The identity "row i of the output
-    gradient of sum_j loss_j is the gradient of loss_i" holds only for
-    models in which nothing mixes examples: the validator refuses the layers
-    known to (BatchNorm), and ``DPSGD`` probes the model and the loss on
-    synthetic examples before its first step
-    (:func:`~privml.torch.validation.check_examples_independent`). An
-    example whose norm is not finite gets the factor 0 and its rows are
-    zeroed before the sums are formed, so it adds exactly nothing.
+    gradient of sum_j loss_j is the gradient of loss_i" holds only if
+    nothing mixes examples (:mod:`privml.torch.validation`). An example
+    whose norm is not finite adds exactly nothing (factor 0, rows zeroed).
     """
     if clip_precision not in CLIP_PRECISIONS:
         raise ValueError(f"clip_precision must be one of {', '.join(CLIP_PRECISIONS)}, got {clip_precision!r}")
