@@ -18,10 +18,13 @@ class UnsupportedEventError(ValueError):
 class ConvergenceError(RuntimeError):
     """An optimiser did not reach its tolerance.
 
-    Kept for compatibility: privml's fits no longer raise it. Whether a
-    solver converges depends on the data, so a refusal would release a bit
-    no guarantee covers; :func:`privml.linear.solvers.minimise_objective`
-    finishes with a certified phase instead (see :mod:`privml.release`).
+    Whether a solver converges depends on the data, so a refusal would
+    release a bit no guarantee covers: :func:`privml.linear.solvers.minimise_objective`
+    finishes with a certified phase whose step count is bounded by public
+    quantities, and ``tol`` is at least
+    :data:`~privml.linear.solvers.MIN_TOL`, within float64's reach. Raised
+    only if that phase still falls short (floating point): a model whose
+    sensitivity's slack was not certified is never handed to be released.
 
     Attributes
     ----------

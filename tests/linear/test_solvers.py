@@ -159,3 +159,25 @@ def test_setting_checks() -> None:
     with pytest.raises(TypeError):
         check_l2_setting(None)
     assert check_solver_settings(1e-8, 10) == (1e-8, 10)
+
+
+def test_a_tol_below_what_float64_can_certify_is_refused_before_any_solve():
+    # A review released a model at tol = 1e-20 whose gradient was 1.3e-17: the sensitivity's slack understated.
+    from privml.linear.solvers import MIN_TOL, check_solver_settings
+
+    assert check_solver_settings(MIN_TOL, 10) == (MIN_TOL, 10)
+    with pytest.raises(ValueError, match="tol must be at least"):
+        check_solver_settings(1e-20, 10)
+
+
+def test_an_uncertified_solve_raises_rather_than_returning_a_minimiser_to_release(monkeypatch):
+    X, y = _data(3, 200, 5, None)
+    objective = RegularisedObjective(LogisticLoss(), X, y, 1e-3)
+
+    def stalls(objective, w, *, tol, max_steps):  # the bounded phase falling short (it cannot in exact arithmetic)
+        return w, objective.value(w), 1.0, max_steps
+
+    monkeypatch.setattr(solvers, "_newton", lambda objective, w, value, grad, **kw: (w, value, 1.0, 0))
+    monkeypatch.setattr(solvers, "_accelerated_gradient", stalls)
+    with pytest.raises(ConvergenceError, match="could not certify"):
+        minimise_objective(objective, tol=1e-10, max_iter=5)

@@ -156,6 +156,11 @@ def clipped_gradient_sum(
     # min(1, C / ||g||), written to give exactly 1 (not C/0) for a zero gradient.
     factors = clip_norm / np.maximum(norms, clip_norm)
     scaled = score_grads * factors if score_grads.ndim == 1 else score_grads * factors[:, None]
+    finite = np.isfinite(norms)
+    if not finite.all():
+        # A gradient that is not finite (weights overflowed) is dropped, as in privml.torch's clip_factors: its
+        # term is exact zeros (0 * inf is NaN), so it cannot turn the sum into NaN. The rows X are finite.
+        scaled[~finite] = 0.0
     return X.T @ scaled, norms
 
 

@@ -173,8 +173,8 @@ class OutputPerturbationClassifier(PrivateLinearClassifier):
         else:
             mechanism = L2LaplaceMechanism(epsilon=epsilon, sensitivity=sensitivity, random_state=rng)
             noise, scale = "l2-laplace", mechanism.scale
-        # The solve reaches tol whatever the data (a certified phase backs up the capped fast
-        # path), so the sensitivity's 2 tol / lambda slack always holds and no failure leaks.
+        # The solve certifies ||grad J|| <= tol (a bounded phase backs up the capped fast path, and
+        # tol >= MIN_TOL is within float64's reach), else it raises: the 2 tol / lambda slack holds.
         result = solve_nonprivate(RegularisedObjective(loss, X, y, l2), tol=tol, max_iter=max_iter)
         weights = mechanism.randomise(result.weights)
         assert isinstance(weights, np.ndarray)  # a vector or matrix in, an array of its shape out (never 0-d)

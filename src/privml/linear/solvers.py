@@ -116,9 +116,19 @@ class SolverResult:
     converged: bool
 
 
+#: The smallest ``tol`` accepted. A release's sensitivity assumes the solve certified ``||grad J|| <= tol``;
+#: float64 gradients of a mean over records carry rounding near 1e-16 (the losses' Lipschitz constants are
+#: about 1), so a smaller tol could be out of reach and the certificate fail on some data (a review released
+#: a model at tol = 1e-20 with a gradient of 1.3e-17: the slack 2 tol / lambda understated).
+MIN_TOL = 1e-13
+
+
 def check_solver_settings(tol: object, max_iter: object) -> tuple[float, int]:
-    """Validate an estimator's ``tol`` (> 0) and ``max_iter`` (integer >= 1)."""
-    return check_positive(tol, "tol"), check_count(max_iter, "max_iter")
+    """Validate an estimator's ``tol`` (>= :data:`MIN_TOL`) and ``max_iter`` (integer >= 1)."""
+    value = check_positive(tol, "tol")
+    if value < MIN_TOL:
+        raise ValueError(f"tol must be at least {MIN_TOL:g} (float64 gradients cannot certify less), got {value:g}")
+    return value, check_count(max_iter, "max_iter")
 
 
 def check_l2_setting(l2: object) -> float | None:
@@ -219,6 +229,10 @@ def minimise_objective(
             w, value = start, start_value
         w, value, grad_norm, steps = _accelerated_gradient(objective, w, tol=tol, max_steps=budget)
         iterations += steps
+        if grad_norm > tol:
+            # Never hand back an uncertified minimiser to be released: the sensitivity's slack assumes the
+            # certificate. With tol >= MIN_TOL the bounded phase reaches it (in exact arithmetic, always).
+            raise ConvergenceError(f"the solver could not certify ||grad J|| <= tol = {tol:.3g}; increase tol")
     return SolverResult(
         weights=w.reshape(objective.parameter_shape),
         value=float(value),
