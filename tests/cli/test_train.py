@@ -171,3 +171,12 @@ def test_an_output_path_that_is_a_directory_is_refused_before_training(capsys, t
     code, _, err = run(capsys, "train", "--method", "output", "--dataset", "digits", "--epsilon", "1",
                        "--out", str(blocker / "model.npz"))
     assert code == 2 and "is not a directory" in err
+
+
+def test_an_out_path_that_is_a_directory_is_refused_before_training(capsys, tmp_path):
+    # Checked before the .npz suffix is added: DIR would otherwise be written as DIR.npz.
+    folder = tmp_path / "models"
+    folder.mkdir()
+    code, out, err = run(capsys, "train", "--method", "output", "--dataset", "iris", "--epsilon", "1", "--out",
+                         str(folder))
+    assert code == 2 and "is a directory" in err and not (tmp_path / "models.npz").exists()

@@ -215,3 +215,25 @@ def test_the_output_says_an_in_memory_budget_covers_this_run_only(capsys, files,
     assert code == 0 and "this run only" in out
     shared = run_json(capsys, *argv, "--ledger", str(tmp_path / "l.sqlite"), "--ledger-name", "prod")
     assert shared["budget_scope"] == "ledger budget 'prod', shared across runs and servers"
+
+
+def test_class_names_that_do_not_match_the_model_are_refused_before_any_answer_is_charged(capsys, files, tmp_path):
+    # A file whose names list one class for a ten-class model: refused before the ledger is charged, not after.
+    import sqlite3
+
+    from privml.io import load_model, read_model_file
+
+    model = load_model(files["base"])
+    _, metadata = read_model_file(files["base"])
+    extra = metadata["extra"]
+    extra["dataset"]["classes"] = ["x"]
+    crafted = save_model(model, tmp_path / "short-names.npz", extra=extra)
+    ledger = tmp_path / "ledger.sqlite"
+    expect_error(capsys, "predict", "--model", str(crafted), "--input", files["rows"], "--epsilon", "1", "--budget",
+                 "100", "--ledger", str(ledger), match="names 1 classes but its model has 10")
+    if ledger.exists():
+        with sqlite3.connect(ledger) as db:
+            tables = [name for (name,) in db.execute("select name from sqlite_master where type = 'table'")]
+            for table in tables:
+                assert "spent" not in [c[1] for c in db.execute(f"pragma table_info({table})")] or all(
+                    row[0] in (0, None) for row in db.execute(f"select spent from {table}"))

@@ -117,6 +117,8 @@ def check_output_path(path: str | None, flag: str, *, suffix: str | None = None)
     from pathlib import Path
 
     target = Path(path)
+    if target.is_dir():  # before the suffix is added: DIR would otherwise be written as DIR.npz
+        raise CliError(f"{flag} {path} is a directory; give a file path")
     if suffix is not None and target.suffix != suffix:
         target = target.with_name(target.name + suffix)
     if target.is_dir():

@@ -213,9 +213,14 @@ def _predict_rows(
     if X.shape[1] != predictor.n_features_in_:
         raise CliError(f"{args.input} gives {X.shape[1]} features after preprocessing; the model expects "
                        f"{predictor.n_features_in_}")
-    public = class_names or [c.item() if hasattr(c, "item") else c for c in predictor.classes_]
+    classes = np.asarray(predictor.classes_).tolist()
+    if class_names is not None and len(class_names) != len(classes):
+        # Checked before answering (an answer is charged): names pair with classes_ one to one, as in serve.
+        raise CliError(f"{args.model} names {len(class_names)} classes but its model has {len(classes)}")
+    public = list(class_names) if class_names else classes
+    label_of = dict(zip(classes, public))
     raw, probabilities = _answer(predictor, X, args.proba)
-    predicted = [public[i] for i in raw.astype(np.int64)] if class_names else raw.tolist()
+    predicted = [label_of[label] for label in np.asarray(raw).tolist()]
     method = getattr(predictor, "method", metadata.get("method"))
     result: dict = {"model": args.model, "method": method, "n": int(X.shape[0]), "labels": predicted}
     if probabilities is not None:
