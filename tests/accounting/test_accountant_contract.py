@@ -159,3 +159,14 @@ def test_laplace_is_pure_where_supported():
     # Laplace with noise multiplier 2 is 0.5-DP: basic composition of 4 is exactly 2.
     acc = make_accountant("basic").compose(LaplaceEvent(2.0), count=4)
     assert acc.get_epsilon(0.0) == pytest.approx(2.0)
+
+
+def test_an_empty_composition_constrains_no_relation():
+    # It releases nothing: neither a ComposedEvent nor an accountant holds it to add/remove-one.
+    from privml.accounting import RDPAccountant
+    from privml.accounting.events import ComposedEvent, GaussianEvent
+
+    replace = GaussianEvent(1.0, neighbouring="replace-one")
+    assert ComposedEvent((ComposedEvent(()), replace)).neighbouring.value == "replace-one"
+    accountant = RDPAccountant().compose(ComposedEvent(())).compose(replace)
+    assert accountant.guarantee(1e-5).neighbouring.value == "replace-one"

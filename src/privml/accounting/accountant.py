@@ -11,7 +11,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 
 from privml._validation import check_count, check_delta, check_epsilon
-from privml.accounting.events import ComposedEvent, DpEvent, SelfComposedEvent
+from privml.accounting.events import ComposedEvent, DpEvent, SelfComposedEvent, is_empty
 from privml.exceptions import UnsupportedEventError
 from privml.guarantee import PrivacyGuarantee
 from privml.neighbouring import Neighbouring
@@ -62,6 +62,8 @@ class PrivacyAccountant(ABC):
             raise TypeError(f"event must be a DpEvent, got {type(event).__name__}")
         if not self.supports(event):
             raise UnsupportedEventError(f"{type(self).__name__} does not support {event!r}")
+        if is_empty(event):  # nothing released: nothing to account, and no relation to hold the ledger to
+            return self
         relation = event.neighbouring
         if self._neighbouring is not None and relation is not self._neighbouring:
             raise ValueError(

@@ -206,7 +206,8 @@ class ComposedEvent(DpEvent):
         for e in events:
             if not isinstance(e, DpEvent):
                 raise TypeError(f"events must be DpEvents, got {type(e).__name__}")
-        relations = {e.neighbouring for e in events}
+        # An empty composition releases nothing and holds under every relation: it constrains none.
+        relations = {e.neighbouring for e in events if not is_empty(e)}
         if len(relations) > 1:
             raise ValueError(
                 "cannot compose events stated under different neighbouring relations: "
@@ -216,7 +217,17 @@ class ComposedEvent(DpEvent):
 
     @property
     def neighbouring(self) -> Neighbouring:  # type: ignore[override]
-        return self.events[0].neighbouring if self.events else ADD_REMOVE
+        stated = [e for e in self.events if not is_empty(e)]
+        return stated[0].neighbouring if stated else ADD_REMOVE
+
+
+def is_empty(event: DpEvent) -> bool:
+    """Whether ``event`` composes no mechanism at all (nested empty compositions): it releases nothing."""
+    if isinstance(event, ComposedEvent):
+        return all(is_empty(e) for e in event.events)
+    if isinstance(event, SelfComposedEvent):
+        return is_empty(event.event)
+    return False
 
 
 #: Samplers of DP-SGD: independent coins per record, or a fixed-size batch drawn without replacement.

@@ -62,6 +62,7 @@ seen in its emptiest slot, 1e-15 to 1e-12 in total) is added to the mass at
 from __future__ import annotations
 
 import math
+from typing import Literal
 
 from privml._validation import check_count, check_positive, check_probability
 from privml.accounting.accountant import PrivacyAccountant, flatten
@@ -130,7 +131,8 @@ class PLDAccountant(PrivacyAccountant):
     tail_mass:
         Total probability the truncations may move to +inf (or round up), in
         (0, 1e-3]. It adds at most this much to delta, so keep it well below
-        the deltas you query; 1e-15 is negligible for delta >= 1e-12.
+        the deltas you query; 1e-15 is negligible against delta >= 1e-12 (the
+        round-off allowance may not be: see the notes).
     max_grid_points:
         If a composed PLD would need more points than this on the grid h (huge
         compositions), the grid is coarsened by an integer factor, which keeps
@@ -143,7 +145,10 @@ class PLDAccountant(PrivacyAccountant):
     The ledger is composed lazily: the PLD is built on the first query after a
     ``compose`` and cached. Floating-point round-off in the FFT is outside the
     proof, as for every FFT-based accountant; an empirical allowance for it
-    (1e-15 to 1e-12) is added to delta.
+    (1e-15 to 1e-11) is added to delta. Where that allowance and the
+    truncations exceed the delta asked for (deltas near 1e-12), no finite
+    epsilon is certified by the PLD, and ``get_epsilon`` returns the RDP bound
+    of the same events instead (both are upper bounds).
 
     Examples
     --------
@@ -174,6 +179,7 @@ class PLDAccountant(PrivacyAccountant):
         self._max_grid_points = check_count(max_grid_points, "max_grid_points", minimum=1024)
         self._counts: dict[DpEvent, int] = {}
         self._plds: tuple[_DiscretePLD, ...] | None = None
+        self._rdp: PrivacyAccountant | Literal[False] | None = None  # the same ledger under RDP (False: unsupported)
 
     @property
     def value_discretization_interval(self) -> float:
@@ -193,13 +199,43 @@ class PLDAccountant(PrivacyAccountant):
         # composition is commutative, so identical steps are merged into one power
         for base, times in flatten(event, count):
             self._counts[base] = self._counts.get(base, 0) + times
-        self._plds = None
+        self._plds = self._rdp = None
 
     def _get_epsilon(self, delta: float) -> float:
-        return max(pld.epsilon(delta) for pld in self._composed())
+        epsilon = max(pld.epsilon(delta) for pld in self._composed())
+        if math.isinf(epsilon):
+            # More mass at +inf than delta (the truncations and the round-off allowance, 1e-15 to 1e-11, at deltas
+            # near 1e-12): no finite epsilon is certified here. The RDP bound of the same events is another upper
+            # bound, so the smaller of the two is one (a review saw calibration add 100x the noise needed).
+            fallback = self._rdp_bound()
+            if fallback is not None:
+                return fallback.get_epsilon(delta)
+        return epsilon
+
+    def _rdp_bound(self) -> PrivacyAccountant | None:
+        """An RDP accountant holding this ledger's events (made once per ledger), or None if RDP cannot account one."""
+        from privml.accounting.rdp import RDPAccountant  # deferred: rdp is heavier and imports the conversions
+
+        if self._rdp is None:
+            rdp = RDPAccountant()
+            supported = all(rdp.supports(event) for event in self._counts)
+            for event, count in self._counts.items() if supported else ():
+                rdp.compose(event, count)
+            self._rdp = rdp if supported else False
+        return self._rdp or None
 
     def _get_delta(self, epsilon: float) -> float:
-        return max(pld.delta(epsilon) for pld in self._composed())
+        delta = max(pld.delta(epsilon) for pld in self._composed())
+        if delta > 0 and delta <= self._floor() * 1e3:
+            # Near the floor of mass at +inf, RDP may certify less (group privacy asks for deltas of 1e-30).
+            fallback = self._rdp_bound()
+            if fallback is not None:
+                return min(delta, fallback.get_delta(epsilon))
+        return delta
+
+    def _floor(self) -> float:
+        """The largest mass at +inf of the composed PLDs: no delta below it is certified by them."""
+        return max(pld.inf_mass for pld in self._composed())
 
     # ------------------------------------------------------------ building
     def _composed(self) -> tuple[_DiscretePLD, ...]:
