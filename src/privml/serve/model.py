@@ -67,8 +67,6 @@ def model_pipeline(metadata: dict) -> tuple[Callable[[np.ndarray], np.ndarray] |
     names = dataset.get("classes")
     if names is not None and not (isinstance(names, list) and all(isinstance(n, str | int | float) for n in names)):
         raise ValueError("model metadata field 'extra.dataset.classes' must be a list of class names")
-    if not isinstance(extra.get("bias") or False, bool):
-        raise ValueError(f"model metadata field 'extra.bias' must be true or false, not {_kind(extra['bias'])}")
     preprocess = None
     if name and metadata.get("method") == "dpsgd-cnn":
         from privml.torch.data import standardise_images  # torch: only for CNN files, which need it anyway
