@@ -174,7 +174,7 @@ def _read_arrays(path: Path, *, metadata_only: bool = False) -> dict[str, np.nda
         infos = archive.infolist()
         names = [_check_member(archive, info, path) for info in infos]
         if sum(info.file_size for info in infos) > MAX_MODEL_BYTES:
-            raise ValueError(f"{path}: its arrays declare more than the {MAX_MODEL_BYTES} bytes a model file may hold")
+            raise ValueError(f"{path}: its arrays declare more bytes than the {MAX_MODEL_BYTES} cap of a model file")
         if len(set(names)) != len(names):
             raise ValueError(f"{path} is not a privml model file (an array is stored twice)")
         arrays = {}
