@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import copy
+import io
 import json
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +14,7 @@ import pytest
 from privml.io import load_model, read_model_file, save_model
 from privml.linear import NonPrivateClassifier, OutputPerturbationClassifier
 from privml.prediction import PredictionSensitivity, load_predictor
+from privml.serve.model import open_served_model
 from tests.cli_runner import run
 
 
@@ -83,6 +86,14 @@ LIES = {
     "format version a string": _set(["format_version"], "1"),
     "format version from the future": _set(["format_version"], 99),
     "metadata a list": lambda m: [m],
+    "params classes not the classes array": _set(["params", "classes"], [0, 5]),
+}
+#: metadata read by predict and serve beside the model (privml.serve.model.model_pipeline)
+PIPELINE_LIES = {
+    "dataset a number": _set(["extra", "dataset"], 5),
+    "dataset a list": _set(["extra", "dataset"], ["mnist"]),
+    "dataset name a number": _set(["extra", "dataset"], {"name": 5}),
+    "class names an object": _set(["extra", "dataset"], {"name": "digits", "classes": {"x": 1}}),
 }
 PS_LIES = {
     "n_train missing": _drop(["fit_info", "n_train"]),
@@ -103,6 +114,12 @@ ARRAY_LIES = {
     "one class": lambda a: {**a, "classes": np.array([0])},
     "three classes for a vector": lambda a: {**a, "classes": np.array([0, 1, 2])},
     "empty weights": lambda a: {**a, "weights": np.zeros(0)},
+    # Cast on load into another model (complex with its imaginary part dropped): privml writes real floats.
+    "weights bool": lambda a: {**a, "weights": np.ones(a["weights"].shape, bool)},
+    "weights int8": lambda a: {**a, "weights": np.ones(a["weights"].shape, np.int8)},
+    "weights complex": lambda a: {**a, "weights": a["weights"] + 1j},
+    # privml never writes it: refused before it is decompressed (an unused member was a zip bomb).
+    "an unused array": lambda a: {**a, "junk": np.zeros(10)},
 }
 
 
@@ -131,6 +148,14 @@ def test_lying_arrays_are_refused(good, tmp_path: Path, lie: str) -> None:
         _refused(_rewrite(good[name], tmp_path / f"{name}.npz", arrays=ARRAY_LIES[lie]))
 
 
+@pytest.mark.parametrize("lie", PIPELINE_LIES)
+def test_lying_dataset_metadata_is_refused_before_serving(good, tmp_path: Path, lie: str) -> None:
+    path = _rewrite(good["output"], tmp_path / "lie.npz", metadata=PIPELINE_LIES[lie])
+    with pytest.raises(ValueError, match="extra.dataset") as caught:
+        open_served_model(path)
+    assert "\n" not in str(caught.value)
+
+
 def _broken_files(tmp_path: Path, good: Path) -> dict[str, Path]:
     blob = good.read_bytes()
     files = {"empty": b"", "truncated": blob[: len(blob) // 2], "text": b"hello", "one byte short": blob[:-1],
@@ -149,7 +174,22 @@ def _broken_files(tmp_path: Path, good: Path) -> dict[str, Path]:
     out["metadata not JSON"] = tmp_path / "bad-json.npz"
     np.savez(tmp_path / "bad-utf8.npz", __metadata__=np.frombuffer(b"\xff\xfe", dtype=np.uint8))
     out["metadata not UTF-8"] = tmp_path / "bad-utf8.npz"
+    deep = b'{"format": "privml-model", "x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    np.savez(tmp_path / "deep.npz", __metadata__=np.frombuffer(deep, dtype=np.uint8))
+    out["metadata nested 100k deep"] = tmp_path / "deep.npz"
+    out["a header claiming 4 TB"] = _huge_header(good, tmp_path / "huge.npz")
     return out
+
+
+def _huge_header(good: Path, target: Path) -> Path:
+    """A good file plus an array whose npy header declares 10^12 floats over 16 bytes of data."""
+    with zipfile.ZipFile(good) as source, zipfile.ZipFile(target, "w") as archive:
+        for info in source.infolist():
+            archive.writestr(info.filename, source.read(info))
+        header = io.BytesIO()
+        np.lib.format.write_array_header_1_0(header, {"descr": "<f4", "fortran_order": False, "shape": (10**12,)})
+        archive.writestr("state.big.npy", header.getvalue() + b"\0" * 16)
+    return target
 
 
 def test_broken_files_are_refused(good, tmp_path: Path) -> None:
@@ -169,6 +209,8 @@ def test_cli_predict_exits_2_on_every_bad_file(capsys, good, tmp_path: Path) -> 
                 for i, (lie, change) in enumerate(PS_LIES.items())})
     bad.update({lie: _rewrite(good["output"], tmp_path / f"arr-{i}.npz", arrays=change)
                 for i, (lie, change) in enumerate(ARRAY_LIES.items())})
+    bad.update({lie: _rewrite(good["output"], tmp_path / f"pipe-{i}.npz", metadata=change)
+                for i, (lie, change) in enumerate(PIPELINE_LIES.items())})
     for name, path in bad.items():
         code, out, err = run(capsys, "predict", "--model", str(path), "--input", str(rows), "--json")
         assert code == 2, f"{name}: exit {code}, {err}"
@@ -182,3 +224,12 @@ def test_complex_and_non_numeric_rows_are_refused() -> None:
         model.fit(X.astype(complex), y)
     with pytest.raises(ValueError, match="hold numbers"):
         model.fit(np.array([["a", "b", "c"]] * 60), y)
+
+
+def test_arrays_over_the_size_cap_are_refused_before_decompressing(good, tmp_path: Path, monkeypatch) -> None:
+    # The zip directory's sizes are checked first: a 1.5 MB file with 1.5 GB of zeros reached 6.5 GB RSS.
+    big = _rewrite(good["output"], tmp_path / "big.npz", arrays=lambda a: {**a, "weights": np.zeros(1000)})
+    monkeypatch.setattr("privml.io.MAX_MODEL_BYTES", 4096)
+    read_model_file(good["output"])  # a file under the cap reads as before
+    with pytest.raises(ValueError, match="over the 4096 cap"):
+        read_model_file(big)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import math
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -37,7 +38,10 @@ def _json_default(value: Any) -> Any:
         return value.tolist()
     if isinstance(value, (set, frozenset)):
         return sorted(value)
-    raise TypeError(f"cannot store {type(value).__name__} in model metadata")
+    if isinstance(value, range):  # classes=range(10), as the README writes it
+        return list(value)
+    # ValueError, as for any other bad input: json.dumps lets it through unchanged.
+    raise ValueError(f"cannot store {type(value).__name__} in model metadata")
 
 
 def json_safe(value: Any) -> Any:
@@ -88,6 +92,11 @@ def save_model(model: Any, path: str | Path, *, extra: dict | None = None) -> Pa
     for name, arr in arrays.items():
         if np.asarray(arr).dtype == object:
             raise ValueError(f"array {name!r} has dtype object, which cannot be stored without pickle")
+        # A file with NaN weights would be refused by every reader (restore_model): refuse to write it.
+        if np.asarray(arr).dtype.kind in "fc" and not np.all(np.isfinite(arr)):
+            raise ValueError(
+                f"array {name!r} holds NaN or infinite values: the training diverged (lower the learning rate)"
+            )
     metadata = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
@@ -114,32 +123,112 @@ def save_model(model: Any, path: str | Path, *, extra: dict | None = None) -> Pa
     return path
 
 
+#: The array names :func:`save_model` writes, over every estimator's ``_model_arrays``: ``weights`` and
+#: ``classes`` (privml.linear, prediction-sensitivity), ``teacher_weights`` (subsample-and-aggregate),
+#: ``state.<name>`` (a torch state dict) and the metadata. Any other member is refused unread, so a file
+#: cannot make a reader decompress data no model uses.
+_ARRAY_NAMES = frozenset({"weights", "classes", "teacher_weights", _METADATA_KEY})
+_STATE_PREFIX = "state."
+#: The most bytes a model file's arrays may hold uncompressed, all together (as the zip directory and each
+#: array's header declare them, checked before anything is decompressed). The largest network privml builds,
+#: the WRN-16-4, is 2.7M float32 parameters (11 MB); 512 MiB is 45 times that, and 67M float64 linear weights
+#: (2^20 hashed features x 64 classes), while a 1.5 MB file can no longer claim gigabytes of memory.
+MAX_MODEL_BYTES = 512 * 2**20
+_ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")  # a member first, or an empty archive
+
+
+def _allowed_name(name: str) -> bool:
+    return name in _ARRAY_NAMES or (name.startswith(_STATE_PREFIX) and len(name) > len(_STATE_PREFIX))
+
+
+def _check_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, path: Path) -> str:
+    """The array name of one member, once its name and declared size (zip directory and npy header) pass."""
+    name = info.filename[: -len(".npy")] if info.filename.endswith(".npy") else ""
+    if not _allowed_name(name):
+        raise ValueError(f"{path} is not a privml model file (unexpected member {info.filename[:80]!r})")
+    if info.file_size > MAX_MODEL_BYTES:
+        raise ValueError(f"{path}: array {name!r} declares {info.file_size} bytes, over the {MAX_MODEL_BYTES} cap")
+    with archive.open(info) as member:
+        version = np.lib.format.read_magic(member)
+        read_header = np.lib.format.read_array_header_2_0 if version >= (2, 0) else np.lib.format.read_array_header_1_0
+        shape, _, dtype = read_header(member)
+    if dtype.hasobject:
+        raise ValueError(f"{path} is not a privml model file (it needs pickle to load: refused)")
+    # The header's shape, not the zip directory, decides how much numpy allocates: it may not claim more
+    # than the member holds (math.prod of Python ints: no overflow).
+    if math.prod(int(s) for s in shape) * dtype.itemsize > info.file_size:
+        raise ValueError(f"{path}: array {name!r} declares a shape {shape} larger than its data")
+    return name
+
+
+def _read_arrays(path: Path, *, metadata_only: bool = False) -> dict[str, np.ndarray]:
+    """The arrays of an .npz model file (or its metadata alone), every member's name and size checked first."""
+    with path.open("rb") as handle:
+        magic = handle.read(len(np.lib.format.MAGIC_PREFIX))
+    if magic == np.lib.format.MAGIC_PREFIX:
+        raise ValueError(f"{path} is not a privml model file (a bare array, not an .npz archive)")
+    if not magic.startswith(_ZIP_MAGIC):
+        what = "it needs pickle to load: refused" if magic[:1] == b"\x80" else "not an .npz archive"
+        raise ValueError(f"{path} is not a privml model file ({what})")
+    with zipfile.ZipFile(path) as archive:
+        infos = archive.infolist()
+        names = [_check_member(archive, info, path) for info in infos]
+        if sum(info.file_size for info in infos) > MAX_MODEL_BYTES:
+            raise ValueError(f"{path}: its arrays declare more bytes than the {MAX_MODEL_BYTES} cap of a model file")
+        if len(set(names)) != len(names):
+            raise ValueError(f"{path} is not a privml model file (an array is stored twice)")
+        arrays = {}
+        for name, info in zip(names, infos, strict=True):
+            if metadata_only and name != _METADATA_KEY:
+                continue
+            with archive.open(info) as member:
+                arrays[name] = np.lib.format.read_array(member, allow_pickle=False)
+        return arrays
+
+
 def read_model_file(path: str | Path) -> tuple[dict[str, np.ndarray], dict]:
-    """Arrays and metadata of a model file, without constructing the estimator."""
-    path = Path(path)
+    """Arrays and metadata of a model file, without constructing the estimator.
+
+    Members privml does not write, and arrays over :data:`MAX_MODEL_BYTES`, are refused before anything is
+    decompressed; every failure is a one-line ValueError (or FileNotFoundError) naming the file.
+    """
+    return _read_model_file(Path(path), metadata_only=False)
+
+
+def read_model_metadata(path: str | Path) -> dict:
+    """The metadata of a model file, checked as :func:`read_model_file` does, without decompressing the weights
+    (callers that only dispatch on the method or the dataset)."""
+    return _read_model_file(Path(path), metadata_only=True)[1]
+
+
+def _read_model_file(path: Path, *, metadata_only: bool) -> tuple[dict[str, np.ndarray], dict]:
     if not path.exists():
         raise FileNotFoundError(f"model file not found: {path}")
     if not path.is_file():
         raise ValueError(f"{path} is not a privml model file (not a regular file)")
     try:
-        loaded = np.load(path, allow_pickle=False)
-        if not isinstance(loaded, np.lib.npyio.NpzFile):
-            raise ValueError(f"{path} is not a privml model file (a bare array, not an .npz archive)")
-        with loaded as archive:
-            arrays = {name: archive[name] for name in archive.files}
-    except ValueError as exc:  # raised by numpy when an array would need pickle (or not an archive)
-        if "pickle" in str(exc):
-            raise ValueError(f"{path} is not a privml model file (it needs pickle to load: refused)") from exc
+        arrays = _read_arrays(path, metadata_only=metadata_only)
+    except ValueError as exc:  # ours, or numpy's for a malformed header
+        if str(exc).startswith(str(path)):
+            raise
         raise ValueError(f"{path} is not a privml model file ({_one_line(exc)})") from exc
-    except (zipfile.BadZipFile, EOFError, OSError, KeyError) as exc:  # truncated, empty or unreadable
+    except (zipfile.BadZipFile, EOFError, OSError, KeyError, NotImplementedError) as exc:  # truncated or unreadable
         reason = f"{type(exc).__name__}: {_one_line(exc)}"
         raise ValueError(f"{path} is not a readable privml model file ({reason})") from exc
+    except MemoryError as exc:  # within the cap, but more than this machine has free
+        raise ValueError(f"{path}: not enough memory to read the model file") from exc
     if _METADATA_KEY not in arrays:
         raise ValueError(f"{path} is not a privml model file (no metadata)")
     try:
         metadata = json.loads(arrays.pop(_METADATA_KEY).tobytes().decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ValueError(f"{path} is not a privml model file (its metadata is not JSON)") from exc
+    except RecursionError as exc:  # privml writes metadata a few levels deep
+        raise ValueError(f"{path} is not a privml model file (its metadata is nested too deeply)") from exc
+    return arrays, _check_metadata(metadata, path)
+
+
+def _check_metadata(metadata: Any, path: Path) -> dict:
     if not isinstance(metadata, dict):
         raise ValueError(f"{path} is not a privml model file (its metadata is not a JSON object)")
     for section in ("params", "privacy", "fit_info", "extra"):
@@ -154,7 +243,7 @@ def read_model_file(path: str | Path) -> tuple[dict[str, np.ndarray], dict]:
         raise ValueError(
             f"{path} was written by a newer privml (format {metadata['format_version']}); upgrade privml to read it"
         )
-    return arrays, metadata
+    return metadata
 
 
 def _one_line(exc: BaseException) -> str:
@@ -171,6 +260,10 @@ def restore_model(model: Any, arrays: dict[str, np.ndarray], metadata: dict, pat
     or charged from it.
     """
     for name, array in arrays.items():
+        # Every array but the labels is weights, which privml writes as real floats; a bool, integer or
+        # complex array would be cast on load (complex with its imaginary part dropped) into another model.
+        if name != "classes" and array.dtype not in _WEIGHT_DTYPES:
+            raise ValueError(f"{path}: array {name!r} has dtype {array.dtype}, not the real floats of model weights")
         if array.dtype.kind in "fc" and not np.all(np.isfinite(array)):
             raise ValueError(f"{path}: array {name!r} holds NaN or infinite values")
     try:
@@ -181,7 +274,21 @@ def restore_model(model: Any, arrays: dict[str, np.ndarray], metadata: dict, pat
     except (KeyError, IndexError, TypeError, ValueError, AttributeError, RuntimeError) as exc:
         raise ValueError(f"{path}: the model file is inconsistent ({type(exc).__name__}: {_one_line(exc)})") from exc
     _check_shapes(model, path)
+    _check_classes(model, path)
     return model
+
+
+#: What privml's estimators store weights as (torch state in float32 or half precision, linear in float64).
+_WEIGHT_DTYPES = frozenset(np.dtype(t) for t in ("float16", "float32", "float64"))
+
+
+def _check_classes(model: Any, path: str | Path) -> None:
+    """The stored class array must be the class set the settings name (fit keeps the given order)."""
+    declared, classes = getattr(model, "classes", None), getattr(model, "classes_", None)
+    if declared is None or classes is None:
+        return
+    if not isinstance(declared, list | tuple) or list(declared) != np.asarray(classes).tolist():
+        raise ValueError(f"{path}: the classes array ({len(classes)} classes) is not the params' classes")
 
 
 def _check_shapes(model: Any, path: str | Path) -> None:

@@ -6,7 +6,7 @@ import pickle
 import numpy as np
 import pytest
 
-from privml.data.safe_pickle import UnsafePickleError, load_restricted
+from privml.data.safe_pickle import MalformedPickleError, UnsafePickleError, load_restricted
 from tests.data.builders import py2_batch_pickle
 
 
@@ -99,4 +99,21 @@ def test_length_mismatch_is_rejected():
 
 def test_malformed_stream():
     with pytest.raises(pickle.UnpicklingError):
+        load_restricted(b"\x80\x02}q\x00(")
+
+
+def test_deep_nesting_is_one_malformed_pickle_error():
+    # 100k nested lists built from raw opcodes (EMPTY_LIST..., APPEND...): materialising them overflowed the
+    # interpreter's stack, a RecursionError the CLI printed as a 1,686-line traceback.
+    depth = 100_000
+    payload = b"\x80\x02" + b"]" * depth + b"a" * (depth - 1) + b"."
+    with pytest.raises(MalformedPickleError, match="nested too deeply") as caught:
+        load_restricted(payload)
+    assert isinstance(caught.value, pickle.UnpicklingError) and isinstance(caught.value, ValueError)
+    assert "\n" not in str(caught.value)
+
+
+def test_malformed_stream_is_a_value_error():
+    # A ValueError, so that a command reading a data file reports it as bad input (exit 2, one line).
+    with pytest.raises(ValueError, match="malformed pickle"):
         load_restricted(b"\x80\x02}q\x00(")

@@ -119,3 +119,23 @@ def test_saving_refuses_object_arrays_and_unfitted_models(tmp_path: Path) -> Non
     with pytest.raises(ValueError, match="dtype object"):
         save_model(model, tmp_path / "mixed")
     assert not list(tmp_path.iterdir())
+
+
+def test_classes_given_as_a_range_are_saved(tmp_path: Path) -> None:
+    # The README's example passes classes=range(10); the metadata encoder raised TypeError on it.
+    X = np.random.default_rng(0).standard_normal((60, 3)) / 2
+    y = np.arange(60) % 3
+    model = OutputPerturbationClassifier(epsilon=1.0, classes=range(3), random_state=0).fit(X, y)
+    loaded = load_model(save_model(model, tmp_path / "range"))
+    assert loaded.classes == [0, 1, 2]
+    np.testing.assert_array_equal(loaded.predict(X), model.predict(X))
+
+
+def test_saving_refuses_non_finite_weights(tmp_path: Path) -> None:
+    # Every reader refuses such a file (restore_model); the writer says why, and writes nothing.
+    X, y, classes = _data(2)
+    model = OutputPerturbationClassifier(epsilon=1.0, classes=list(classes), random_state=0).fit(X, y)
+    model.weights_ = np.full_like(model.weights_, np.nan)
+    with pytest.raises(ValueError, match="diverged"):
+        save_model(model, tmp_path / "nan")
+    assert not list(tmp_path.iterdir())

@@ -46,6 +46,13 @@ class UnsafePickleError(pickle.UnpicklingError, ValueError):
     """A pickle referred to something outside the allow-list; nothing was run."""
 
 
+class MalformedPickleError(pickle.UnpicklingError, ValueError):
+    """A pickle stream that is not a well-formed one of plain containers and arrays; a one-line message.
+
+    A ValueError too, so that a command reading a data file reports it as bad input (exit 2).
+    """
+
+
 def _text(value: object) -> object:
     # Python 2 pickles read with encoding="bytes" give bytes where numpy wrote str.
     return value.decode("latin-1") if isinstance(value, bytes) else value
@@ -200,14 +207,21 @@ def load_restricted(data: bytes | IO[bytes], *, encoding: str = "bytes") -> Any:
         If the stream names anything outside the allow-list, or an array or
         dtype state is not that of a plain numeric array (nothing named by
         the stream is imported or called).
-    pickle.UnpicklingError
-        If the stream is malformed.
+    MalformedPickleError
+        (a :class:`pickle.UnpicklingError` and a ValueError) if the stream is
+        malformed or nests containers too deeply.
     """
     stream = io.BytesIO(data) if isinstance(data, (bytes, bytearray)) else data
     try:
         return _materialise(_RestrictedUnpickler(stream, encoding=encoding).load(), {})
     except UnsafePickleError:
         raise
-    except (AttributeError, TypeError, ValueError, IndexError, KeyError, EOFError) as exc:
+    except (pickle.UnpicklingError, AttributeError, TypeError, ValueError, IndexError, KeyError, EOFError) as exc:
         # A malformed stream surfaces as whatever the pickle machine tripped on.
-        raise pickle.UnpicklingError(f"malformed pickle: {type(exc).__name__}: {exc}") from exc
+        first = (str(exc).strip().splitlines() or [""])[0]
+        raise MalformedPickleError(f"malformed pickle: {type(exc).__name__}: {first}") from exc
+    except RecursionError:
+        # Containers nested deeper than the interpreter's stack (a crafted stream; real batches are a few
+        # levels deep). Raised outside the handler so the message is not chained to a thousand-frame trace.
+        pass
+    raise MalformedPickleError("malformed pickle: containers nested too deeply")

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from privml._random import RandomState
-from privml.io import load_model, read_model_file, restore_model
+from privml.io import load_model, read_model_file, read_model_metadata, restore_model
 from privml.ledger import BudgetLedger
 from privml.prediction.sensitivity import PredictionSensitivity
 from privml.registry import Kind, names_of_kind
@@ -108,7 +108,7 @@ def load_predictor(
     """
     # long-function: a long numpy-style docstring (parameters, guarantee, references) and code that is one dispatch on
     # the model file's method with a precise error for each misuse.
-    _, metadata = read_model_file(path)
+    metadata = read_model_metadata(path)  # the weights are read once, by load_model
     stored = metadata.get("method")
     if stored in PRIVATE_TRAINING_METHODS:
         given = [name for name, value in (("method", method), ("epsilon", epsilon), ("delta", delta),

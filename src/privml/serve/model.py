@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from privml.io import MODEL_CLASSES, read_model_file
+from privml.io import MODEL_CLASSES, read_model_metadata
 from privml.ledger import BudgetLedger, open_ledger
 
 __all__ = ["ServedModel", "model_device", "model_pipeline", "open_served_model"]
@@ -46,12 +46,27 @@ def _fingerprint(path: Path) -> str:
 
 
 def model_pipeline(metadata: dict) -> tuple[Callable[[np.ndarray], np.ndarray] | None, list[Any] | None]:
-    """The data-independent preprocessing and public class names recorded by ``privml train``."""
+    """The data-independent preprocessing and public class names recorded by ``privml train``.
+
+    Raises
+    ------
+    ValueError
+        For a field of the wrong type (a file from elsewhere), before anything is loaded or charged.
+    """
     extra = metadata.get("extra") or {}
+    if not isinstance(extra, dict):
+        raise ValueError("model metadata field 'extra' must be a JSON object")
     dataset = extra.get("dataset") or {}
     if isinstance(dataset, str):  # CNN files of privml <= 0.1.0 recorded the name only
         dataset = {"name": dataset}
+    if not isinstance(dataset, dict):
+        raise ValueError(f"model metadata field 'extra.dataset' must be a name or an object, not {_kind(dataset)}")
     name = dataset.get("name")
+    if name is not None and not isinstance(name, str):
+        raise ValueError(f"model metadata field 'extra.dataset.name' must be a string, not {_kind(name)}")
+    names = dataset.get("classes")
+    if names is not None and not (isinstance(names, list) and all(isinstance(n, str | int | float) for n in names)):
+        raise ValueError("model metadata field 'extra.dataset.classes' must be a list of class names")
     preprocess = None
     if name and metadata.get("method") == "dpsgd-cnn":
         from privml.torch.data import standardise_images  # torch: only for CNN files, which need it anyway
@@ -68,6 +83,10 @@ def model_pipeline(metadata: dict) -> tuple[Callable[[np.ndarray], np.ndarray] |
             return preprocess_features(name, X, bias=bias)
 
     return preprocess, dataset.get("classes") or None
+
+
+def _kind(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
 
 
 def _runs_on_torch(metadata: dict) -> bool:
@@ -161,7 +180,7 @@ def open_served_model(
     from privml.prediction.loading import PRIVATE_TRAINING_METHODS
 
     path = Path(path)
-    _, metadata = read_model_file(path)
+    metadata = read_model_metadata(path)  # the weights are read once, by load_predictor
     device = model_device(path, metadata, device)  # before any ledger is opened
     preprocess, class_names = model_pipeline(metadata)
     stored = metadata.get("method")

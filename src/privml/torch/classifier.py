@@ -14,7 +14,7 @@ from privml.guarantee import PrivacyGuarantee
 from privml.neighbouring import Neighbouring
 from privml.torch.dpsgd import DPSGD
 from privml.torch.dpsgd_setup import check_precisions
-from privml.torch.models import build_model
+from privml.torch.models import IMAGE_ARCHITECTURES, build_model
 
 #: Defaults of Tramer and Boneh (2021), Table 9, for the end-to-end MNIST CNN:
 #: expected batch 512, 40 epochs, SGD with learning rate 0.5 and momentum 0.9, C = 0.1.
@@ -205,9 +205,30 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
     def _threads(self) -> Any:
         return _ThreadLimit(self.threads)
 
+    def _check_hyperparameters(self) -> None:
+        """Settings no fit or prediction could use, refused before either (and when a model file is read).
+
+        The DP-SGD settings are the engine's to check at fit time; these are the ones a model file carries
+        into every prediction, so that a bad file fails at load, not at each request.
+        """
+        if self.model not in IMAGE_ARCHITECTURES:
+            raise ValueError(f"model must be one of {', '.join(IMAGE_ARCHITECTURES)}, got {self.model!r}")
+        shape = self.input_shape
+        if (not isinstance(shape, list | tuple) or len(shape) != 3
+                or not all(isinstance(s, int | np.integer) and not isinstance(s, bool) and s > 0 for s in shape)):
+            raise ValueError(f"input_shape must be three positive integers (channels, height, width), got {shape!r}")
+        # The Tramer-Boneh CNN sizes its linear layer from the width alone: other heights fail every prediction.
+        if self.model == "tramer-boneh" and shape[1] != shape[2]:
+            raise ValueError(f"the tramer-boneh model needs square images, got input_shape {tuple(shape)}")
+        threads = self.threads
+        if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int | np.integer)
+                                    or threads < 1):
+            raise ValueError(f"threads must be None or a positive integer, got {threads!r}")
+
     # ------------------------------------------------------------ sklearn API
     def fit(self, X: Any, y: Any) -> TorchClassifier:
         """Train a fresh model on (X, y) with DP-SGD; returns ``self``."""
+        self._check_hyperparameters()
         device = self._device()
         check_precisions(self.precision, self.clip_precision, None)  # the engine checks them with its mode
         X_t = self._images(X)
@@ -307,17 +328,39 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
     def _restore_arrays(self, arrays: dict[str, np.ndarray], metadata: dict) -> None:
         self.input_shape = tuple(int(s) for s in self.input_shape)
         self.classes_ = np.asarray(arrays["classes"])
+        if self.classes_.ndim != 1 or self.classes_.size < 2:
+            raise ValueError(f"classes must list at least two labels, got an array of shape {self.classes_.shape}")
+        state = {k[len("state.") :]: v for k, v in arrays.items() if k.startswith("state.")}
+        _check_state_shapes(self.model, self.input_shape, self.classes_.size, state)
         module = build_model(
             self.model, in_channels=self.input_shape[0], n_classes=len(self.classes_), image_size=self.input_shape[-1]
         )
-        state = {k[len("state.") :]: torch.from_numpy(np.array(v)) for k, v in arrays.items() if k.startswith("state.")}
-        module.load_state_dict(state)
+        module.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in state.items()})
         module.eval()
         self.module_ = module
         self.privacy_ = PrivacyGuarantee.from_dict(metadata["privacy"])
         self.fit_info_ = {k: v for k, v in metadata.get("fit_info", {}).items() if k in self.released_info}
         self.n_features_in_ = int(np.prod(self.input_shape))
 
+
+def _check_state_shapes(model: str, input_shape: tuple[int, ...], n_classes: int, state: dict[str, Any]) -> None:
+    """The stored tensors must be exactly those the settings build, checked before a model is allocated.
+
+    The model is built on torch's meta device (shapes, no memory): metadata claiming a wide image or
+    millions of classes would otherwise allocate gigabytes before ``load_state_dict`` refused the shapes.
+    """
+    with torch.device("meta"):
+        skeleton = build_model(model, in_channels=input_shape[0], n_classes=n_classes, image_size=input_shape[-1])
+    expected = {name: tuple(t.shape) for name, t in skeleton.state_dict().items()}
+    if set(expected) != set(state):
+        odd = sorted(set(expected) ^ set(state))[:3]
+        raise ValueError(f"the stored tensors are not those of a {model} model (e.g. {', '.join(odd)})")
+    for name, shape in expected.items():
+        if tuple(state[name].shape) != shape:
+            raise ValueError(
+                f"tensor {name!r} has shape {tuple(state[name].shape)}, but input_shape {input_shape} "
+                f"and {n_classes} classes make it {shape}"
+            )
 
 def resolve_device(device: str | torch.device) -> torch.device:
     """``"auto"`` -> CUDA when available, else CPU; any other name is parsed and checked to exist.
