@@ -59,12 +59,17 @@ def json_safe(value: Any) -> Any:
     return value
 
 
+#: Where a model runs is a property of the machine that loads it, not of the model: stored as "auto", so a
+#: file trained on a GPU loads and predicts on a machine without one (a review found "cuda" stored).
+_MACHINE_SETTINGS = {"device": "auto"}
+
+
 def _params_for_json(params: dict[str, Any]) -> dict[str, Any]:
     out = {}
     for key, value in strip_seeds(params).items():
         if isinstance(value, np.random.Generator | np.random.SeedSequence):
             value = None  # a live generator is not a reproducible setting (and would replay the noise)
-        out[key] = value
+        out[key] = _MACHINE_SETTINGS.get(key, value)
     return out
 
 

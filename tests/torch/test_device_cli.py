@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from privml.cli.main import main
-from privml.io import read_model_file, save_model
+from privml.io import load_model, read_model_file, save_model
 from privml.serve.model import open_served_model
 
 NO_CUDA = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error where no CUDA device exists")
@@ -68,13 +68,15 @@ def test_cuda_without_a_cuda_device_is_one_line(cnn_file, capsys, command):
 
 
 def test_a_served_cnn_runs_where_asked_not_where_it_was_trained(cnn_file, tmp_path):
-    # A file trained on a GPU records device="cuda"; served here it runs on "auto" unless told otherwise.
+    # A model trained on a GPU is stored with device="auto" (the machine, not the model, decides), so it loads
+    # and predicts here, and is served on "auto" unless told otherwise.
     _, metadata = read_model_file(cnn_file["model"])
     served = open_served_model(cnn_file["model"])
     model = served.predictor
     model.set_params(device="cuda")
     moved = save_model(model, tmp_path / "trained-on-gpu.npz", extra=metadata["extra"])
-    assert read_model_file(moved)[1]["params"]["device"] == "cuda"
+    assert read_model_file(moved)[1]["params"]["device"] == "auto"
+    assert load_model(moved).predict(np.zeros((2, 1, 28, 28), dtype=np.float32)).shape == (2,)
     assert open_served_model(moved).predictor.device == "auto"
     placed = open_served_model(moved, device="cpu").predictor
     assert placed.device == "cpu" and placed.predict(np.zeros((2, 1, 28, 28), dtype=np.float32)).shape == (2,)

@@ -57,7 +57,7 @@ from privml.cli._common import (
     table,
 )
 from privml.exceptions import BudgetExhausted
-from privml.io import load_model, read_model_file
+from privml.io import load_model, read_model_metadata
 from privml.prediction.calibration import ACCOUNTANTS
 from privml.prediction.loading import PREDICTION_METHODS
 from privml.serve.model import model_device, model_pipeline, open_served_model
@@ -153,7 +153,7 @@ def _answer(predictor: _Answering, X: np.ndarray, proba: bool) -> tuple[np.ndarr
 
 
 def _predict(args: argparse.Namespace) -> None:
-    _, metadata = read_model_file(args.model)
+    metadata = read_model_metadata(args.model)  # the weights are read once, by the loader
     model_device(args.model, metadata, args.device)  # a wrong --device is refused before any budget is charged
     if args.ledger_name is not None and args.ledger is None:
         # Dropped, it would leave each run a fresh in-memory budget under a name that suggests a shared one.
