@@ -39,7 +39,7 @@ def test_audit_is_reproducible_with_a_seed(capsys):
 
 def test_nonprivate_needs_no_epsilon_and_writes_a_plot(capsys, tmp_path):
     pytest.importorskip("matplotlib")
-    path = tmp_path / "roc.png"
+    path = tmp_path / "new folder" / "roc.png"  # made: the trials are not lost to a missing folder
     code, out, err = run(
         capsys, "audit", "--method", "nonprivate", "--dataset", "digits", "--classes", "3,8", "--trials", "20",
         "--n-train", "30", "--seed", "0", "--plot", str(path), "--no-progress", "--json",
@@ -76,3 +76,10 @@ def test_bad_arguments_exit_2_with_one_line(capsys, argv, message):
     code, out, err = run(capsys, "audit", *argv, "--no-progress")
     assert code == 2 and out == ""
     assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_privacy_options_for_the_nonprivate_baseline_are_refused(capsys):
+    # As privml train refuses them: they were accepted and ignored.
+    for extra in (("--epsilon", "1"), ("--delta", "0.3")):
+        code, out, err = run(capsys, "audit", "--method", "nonprivate", "--dataset", "iris", "--trials", "4", *extra)
+        assert code == 2 and out == "" and "do not apply to --method nonprivate" in err

@@ -43,7 +43,7 @@ def test_doubling_search(capsys) -> None:
 
 
 def test_plot_writes_a_png(capsys, tmp_path) -> None:
-    path = tmp_path / "trace.png"
+    path = tmp_path / "new folder" / "trace.png"  # made, as --out is: the search's privacy is not spent for nothing
     r = run_json(capsys, *DIGITS, "--target-error", "0.5", "--max-epsilon", "20", "--plot", str(path))
     assert r["plot"] == str(path)
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -77,6 +77,8 @@ def test_missing_matplotlib_is_one_line(capsys, monkeypatch, tmp_path) -> None:
         (("--target-error", "0.1", "--delta", "1"), "--delta"),
         (("--target-error", "0.1", "--at-epsilon", "-1"), "--at-epsilon"),
         (("--target-error", "0.1", "--steps", "1"), "--steps"),
+        (("--target-error", "0.1", "--search", "doubling", "--steps", "5"), "has no grid"),  # was ignored
+        (("--target-error", "0.1", "--at-epsilon", "1e-320"), "too small"),  # its noise scale overflowed
         (("--target-error", "nan"), "--target-error"),
         (("--target-error", "0.1", "--method", "objective"), "--method"),
         (("--target-error", "0.1", "--dataset", "nope"), "nope"),

@@ -152,3 +152,11 @@ def test_a_bad_candidate_is_refused() -> None:
         s.run("not a function")
     with pytest.raises(ValueError, match="candidate scores must be finite"):
         s.run(lambda rng: (float("nan"), None), random_state=0)
+
+
+def test_the_run_count_is_documented_as_not_covered():
+    # Publishing it with the output voids Liu-Talwar's bound (a review measured a log-ratio of 2.0 against 1.0).
+    from privml.selection import random_stopping
+
+    doc = random_stopping.RandomStoppingOutcome.__doc__ or ""
+    assert "not covered by the guarantee" in doc and "may be published" not in doc

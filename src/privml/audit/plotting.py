@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from pathlib import Path
 
 import numpy as np
 
@@ -62,6 +63,7 @@ def plot_roc(
     axes[0].set_xlim(0, 1)
     axes[0].set_ylim(0, 1)
     fig.tight_layout()
+    Path(path).parent.mkdir(parents=True, exist_ok=True)  # as save_model does: the audit's trials are not lost
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return str(path)

@@ -51,7 +51,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--method", choices=AUDIT_METHODS, required=True)
     parser.add_argument("--dataset", required=True, help="built-in dataset name (see `privml datasets`)")
     parser.add_argument("--epsilon", type=finite_float, help="claimed epsilon to train at (required unless nonprivate)")
-    parser.add_argument("--delta", type=finite_float, default=1e-5, help="delta in [0, 1) (default 1e-5)")
+    parser.add_argument("--delta", type=finite_float, help="delta in [0, 1) (default 1e-5; not for nonprivate)")
     parser.add_argument("--trials", type=integer, required=True, help="models per world (with / without canary), >= 4")
     parser.add_argument("--canary", choices=CANARIES, default="clipbkd", help="canary construction (default clipbkd)")
     parser.add_argument(
@@ -95,6 +95,10 @@ def _audit(args: argparse.Namespace) -> None:
         if args.epsilon is None:
             raise ValueError(f"--epsilon is required for --method {args.method}")
         check_epsilon(args.epsilon, "--epsilon")
+    elif args.epsilon is not None or args.delta is not None:
+        # As privml train refuses them: the baseline has no privacy parameters to audit against.
+        raise ValueError("--epsilon and --delta do not apply to --method nonprivate (the baseline is not private)")
+    args.delta = 1e-5 if args.delta is None else args.delta
     check_delta(args.delta, "--delta")
     trials = check_count(args.trials, "--trials", minimum=4, maximum=MAX_TRIALS)
     n_train = check_count(args.n_train, "--n-train", minimum=2)

@@ -17,6 +17,7 @@ which warns (:mod:`privml.release`). ``test_accuracy`` is on the built-in set's 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 import warnings
@@ -67,7 +68,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--target-error", type=finite_float, required=True, help="largest acceptable error, in (0, 1)")
     parser.add_argument("--max-epsilon", type=finite_float, default=10.0, help="top of the search (default 10)")
     parser.add_argument("--min-epsilon", type=finite_float, default=0.01, help="bottom of the search (default 0.01)")
-    parser.add_argument("--steps", type=integer, default=40, help="levels of the noise-reduction grid (default 40)")
+    parser.add_argument("--steps", type=integer,
+                        help="levels of the noise-reduction grid (default 40; doubling has no grid)")
     parser.add_argument("--at-epsilon", type=finite_float, default=0.1, help="budget of the private check (0.1)")
     parser.add_argument(
         "--delta", type=finite_float, default=1e-5, help="delta: > 0 Gaussian releases, 0 pure DP (default 1e-5)"
@@ -92,8 +94,12 @@ def _check_args(args: argparse.Namespace) -> None:
     high = check_epsilon(args.max_epsilon, "--max-epsilon")
     if not high > low:
         raise ValueError(f"--max-epsilon must be > --min-epsilon, got {high!r} <= {low!r}")
-    check_count(args.steps, "--steps", minimum=2, maximum=MAX_SEARCH_STEPS)
-    check_epsilon(args.at_epsilon, "--at-epsilon")
+    if args.steps is not None and args.search == "doubling":
+        raise ValueError("--steps sets the noise-reduction grid; --search doubling doubles epsilon and has no grid")
+    if args.steps is not None:
+        check_count(args.steps, "--steps", minimum=2, maximum=MAX_SEARCH_STEPS)
+    if not math.isfinite(4.0 / check_epsilon(args.at_epsilon, "--at-epsilon")):
+        raise ValueError(f"--at-epsilon {args.at_epsilon!r} is too small: the noise scale 4 Delta / epsilon overflows")
     check_delta(args.delta, "--delta")
     if args.l2 is not None:
         check_positive(args.l2, "--l2")
@@ -130,7 +136,7 @@ def _select(args: argparse.Namespace) -> None:
         search=args.search,
         epsilon_min=args.min_epsilon,
         epsilon_max=args.max_epsilon,
-        n_steps=args.steps,
+        n_steps=40 if args.steps is None else args.steps,
         at_epsilon=args.at_epsilon,
         delta=args.delta,
         l2="auto" if args.l2 is None else args.l2,

@@ -3,6 +3,8 @@ noisy answer clears a noisy threshold, then halt."""
 
 from __future__ import annotations
 
+import math
+
 from privml._random import RandomState
 from privml._validation import check_finite
 from privml.accounting.events import DpEvent, EpsilonDeltaEvent
@@ -83,6 +85,9 @@ class AboveThreshold(Mechanism):
             random_state=random_state,
         )
         self.threshold = check_finite(threshold, "threshold")
+        if not math.isfinite(self.query_scale):
+            # A subnormal epsilon overflows the scales to inf: every answer would be noise, and the verdict meaningless.
+            raise ValueError(f"epsilon={self.epsilon!r} is too small: the noise scale 4 Delta / epsilon overflows")
         # Drawn once: sharing this noise across queries is what makes the cost
         # independent of the number of queries.
         self._noisy_threshold = self.threshold + self._rng.laplace(0.0, self.threshold_scale)

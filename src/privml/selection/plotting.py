@@ -109,5 +109,6 @@ def plot_trace(
     ax.legend(fontsize=8)
     fig.tight_layout()
     out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)  # as save_model does: the search (and its privacy) is not lost
     fig.savefig(out, format="png", dpi=100)
     return out

@@ -6,8 +6,11 @@ train a private model on one part of the data, score it privately on
 another) returns a noisy score and an output. Random stopping runs ``Q``
 again and again, keeps the output with the best score, and after each run
 stops with probability ``gamma``; with ``delta > 0`` it also stops after
-``T`` runs. Only the best output and its score are released; the number of
-runs depends on the coin flips alone, never on the data.
+``T`` runs. Only the best output and its score are released. The number of
+runs depends on the coin flips alone, never on the data, but it must stay
+hidden: the bounds below hold for the best of a *random* number of runs;
+given that it was k, the output is the best of k, which costs up to
+``k epsilon_1`` (a review measured a log-ratio of 2.0 against a claimed 1.0).
 
 Guarantee (for any neighbouring relation under which ``Q`` is private):
 
@@ -65,7 +68,9 @@ class RandomStoppingOutcome(Generic[OutputT]):
         Its (noisy) score, as the candidate algorithm released it.
     runs : int
         How many times the candidate algorithm ran: a function of the coin
-        flips only, so it may be published.
+        flips only, but **not covered by the guarantee**: publishing it with
+        the output voids the bound (see the module docstring). For
+        diagnostics inside the trust boundary; never print or store it.
     privacy : PrivacyGuarantee
         The guarantee of the whole selection.
     """
