@@ -89,8 +89,8 @@ def _select_classes(dataset: str, text: str | None) -> tuple | None:
     return tuple(chosen)
 
 
-def _audit(args: argparse.Namespace) -> None:
-    # Validate everything before loading data or training anything.
+def _check_privacy_options(args: argparse.Namespace) -> None:
+    """--epsilon required for a private method, refused (with --delta) for the baseline; --delta defaults to 1e-5."""
     if args.method != "nonprivate":
         if args.epsilon is None:
             raise ValueError(f"--epsilon is required for --method {args.method}")
@@ -100,6 +100,11 @@ def _audit(args: argparse.Namespace) -> None:
         raise ValueError("--epsilon and --delta do not apply to --method nonprivate (the baseline is not private)")
     args.delta = 1e-5 if args.delta is None else args.delta
     check_delta(args.delta, "--delta")
+
+
+def _audit(args: argparse.Namespace) -> None:
+    # Validate everything before loading data or training anything.
+    _check_privacy_options(args)
     trials = check_count(args.trials, "--trials", minimum=4, maximum=MAX_TRIALS)
     n_train = check_count(args.n_train, "--n-train", minimum=2)
     if not 0 < args.confidence < 1:

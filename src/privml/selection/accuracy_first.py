@@ -442,7 +442,7 @@ class AccuracyFirstClassifier(PrivateLinearClassifier):
             raise ValueError(f"margin must be < target, got margin={margin!r}, target={target!r}")
         grid = self._grid()
         if not math.isfinite(4.0 / check_epsilon(self.at_epsilon, "at_epsilon")):
-            raise ValueError(f"at_epsilon={self.at_epsilon!r} is too small: the noise scale 4 Delta / epsilon overflows")
+            raise ValueError(f"at_epsilon={self.at_epsilon!r} is too small: the check's noise scale overflows")
         delta = check_delta(self.delta)
         fraction = check_probability(self.validation_fraction, "validation_fraction")
         if not fraction < 1:
