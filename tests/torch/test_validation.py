@@ -102,3 +102,35 @@ def test_dropout_and_token_inputs_pass_the_independence_check():
     engine = _engine(model, mode="ghost")
     engine.step(torch.randint(0, 5, (6, 2)), torch.randint(0, 3, (6,)))
     assert engine.steps_taken == 1
+
+
+class _LogFeatures(nn.Module):
+    """Features read through a log (positive data): NaN on negative synthetic inputs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(4, 3)
+
+    def forward(self, x):
+        return self.linear(torch.log(x))
+
+
+class _NumpyNoise(nn.Module):
+    """Per-example noise drawn with numpy, not torch: independent of the other examples."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(4, 3)
+
+    def forward(self, x):
+        import numpy as np
+
+        return self.linear(x) + torch.as_tensor(np.random.normal(size=(x.shape[0], 3)), dtype=x.dtype)
+
+
+@pytest.mark.parametrize("model", [_LogFeatures, _NumpyNoise])
+def test_models_that_do_not_mix_examples_pass_the_check(model):
+    # A review found both refused: NaN outputs on randn inputs, and numpy's random state differing between runs.
+    engine = _engine(model(), mode="ghost")
+    engine.step(torch.rand(6, 4) + 0.1, torch.randint(0, 3, (6,)))
+    assert engine.steps_taken == 1

@@ -97,49 +97,97 @@ def check_examples_independent(
     the model and the loss are run on three synthetic examples, twice, the
     first one changed the second time, and the other two rows must not
     move. Only the shapes and dtypes of ``x`` and ``y`` are read (public),
-    never their values: random inputs for floating-point data, token ids 0
-    and 1 for integer data, targets 0. Both runs share one random state
-    (dropout draws the same masks) and record no gradient. A check of gross
-    mixing, not a proof: a model that fails on the synthetic inputs is not
-    checked, and a mixing term below the tolerance is not seen.
+    never their values (:func:`_probe_inputs`), with targets 0. Both runs
+    share one random state, torch's, numpy's and Python's (dropout draws
+    the same masks), and record no gradient; outputs that are not finite
+    must be so in both runs. A check of gross mixing, not a proof: a model
+    that fails on the synthetic inputs is not checked, and a mixing term
+    below the tolerance is not seen. ``mode="auto"`` does not switch to
+    vmap on this refusal: under vmap such a model computes another function.
 
     Raises
     ------
     ValueError
         naming what moved (the model's output or the loss).
     """
-    device = x.device
-    if x.is_floating_point():
-        seeded = torch.Generator(device=device).manual_seed(0)
-        rows = torch.randn((3, *x.shape[1:]), generator=seeded, device=device, dtype=x.dtype)
-        changed = rows.clone()
-        changed[0] = 2.0 * rows[0] + 1.0
-    else:
-        rows = torch.zeros((3, *x.shape[1:]), dtype=x.dtype, device=device)
-        rows[1] = 1
-        changed = rows.clone()
-        changed[0] = 1
-    targets = torch.zeros((3, *y.shape[1:]), dtype=y.dtype, device=device)
-    results = []
-    for inputs in (rows, changed):
-        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []), torch.no_grad():
-            torch.manual_seed(0)
-            try:
-                outputs = model(inputs)
-                losses = loss_fn(outputs, targets)
-            except Exception:  # noqa: BLE001 - synthetic inputs this model cannot take: nothing is checked
-                return
-        results.append((outputs, losses))
-    for what, first, second in (("output", results[0][0], results[1][0]), ("loss", results[0][1], results[1][1])):
-        if not (isinstance(first, torch.Tensor) and first.dim() and first.shape[0] == 3):
-            continue
-        a, b = first[1:].double(), second[1:].double()
-        if not torch.allclose(a, b, rtol=1e-4, atol=1e-5 * (1.0 + float(a.abs().max()))):
+    targets = torch.zeros((3, *y.shape[1:]), dtype=y.dtype, device=x.device)
+    runs = None
+    for rows, changed in _probe_inputs(x):
+        runs = [_run_seeded(model, loss_fn, inputs, targets) for inputs in (rows, changed)]
+        if None not in runs:
+            break
+    if runs is None or None in runs:
+        return  # synthetic inputs this model cannot take: nothing is checked
+    (out_a, loss_a), (out_b, loss_b) = runs  # type: ignore[misc]
+    for what, first, second in (("output", out_a, out_b), ("loss", loss_a, loss_b)):
+        comparable = isinstance(first, torch.Tensor) and isinstance(second, torch.Tensor) and first.dim() > 0
+        if comparable and first.shape[0] == 3 and _moved(first[1:], second[1:]):  # type: ignore[union-attr,index]
             raise ValueError(
                 f"changing one example of a batch changed another example's {what}: the model or the loss mixes "
                 "examples (batch statistics, a batch mean), so per-example clipping would not bound one record's "
                 "effect; remove the cross-example operation, or use mode='vmap', which runs each example alone"
             )
+
+
+def _probe_inputs(x: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Pairs of three synthetic rows shaped like ``x``'s, the first row changed: tried in turn until one runs.
+
+    Non-negative values in [0, 1) for floating-point data (features read
+    through a log or a square root stay finite); token ids 1 and 2 for
+    integer data (0 is often padding, and a row of padding only can be NaN
+    under attention), then 0 and 1 for a vocabulary of two.
+    """
+    shape, device = (3, *x.shape[1:]), x.device
+    if x.is_floating_point():
+        rows = torch.rand(shape, generator=torch.Generator(device=device).manual_seed(0), device=device, dtype=x.dtype)
+        changed = rows.clone()
+        changed[0] = 1.0 - rows[0]
+        return [(rows, changed)]
+    pairs = []
+    for low, high in ((1, 2), (0, 1)):
+        rows = torch.full(shape, low, dtype=x.dtype, device=device)
+        rows[1] = high
+        changed = rows.clone()
+        changed[0] = high
+        pairs.append((rows, changed))
+    return pairs
+
+
+def _run_seeded(
+    model: nn.Module, loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], inputs: torch.Tensor,
+    targets: torch.Tensor,
+) -> tuple[object, object] | None:
+    """``(outputs, losses)`` under one fixed random state (torch, numpy, Python), or None if the model refuses."""
+    import random
+
+    import numpy as np
+
+    saved = random.getstate(), np.random.get_state()
+    device = inputs.device
+    try:
+        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []), torch.no_grad():
+            torch.manual_seed(0)
+            random.seed(0)
+            np.random.seed(0)
+            outputs = model(inputs)
+            return outputs, loss_fn(outputs, targets)
+    except Exception:  # noqa: BLE001 - synthetic inputs this model cannot take
+        return None
+    finally:
+        random.setstate(saved[0])
+        np.random.set_state(saved[1])
+
+
+def _moved(first: torch.Tensor, second: torch.Tensor) -> bool:
+    """Whether the other rows differ between the two runs: where they are finite, or in where they are not."""
+    a, b = first.double(), second.double()
+    finite = torch.isfinite(a)
+    if not torch.equal(finite, torch.isfinite(b)):
+        return True
+    a, b = a[finite], b[finite]
+    if a.numel() == 0:
+        return False
+    return not torch.allclose(a, b, rtol=1e-4, atol=1e-5 * (1.0 + float(a.abs().max())))
 
 
 def _groups(channels: int, preferred: int) -> int:
