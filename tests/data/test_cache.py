@@ -77,3 +77,29 @@ def test_list_datasets_reports_the_cache(cache_dir):
     load_dataset("adult")
     entry = {e["name"]: e for e in list_datasets()}["adult"]
     assert entry["location"] == str(cache_dir / "adult.npz")
+
+
+def test_a_damaged_cache_file_is_not_current_and_reads_as_one_line(tmp_path):
+    # A bad block inside an array: the zip's CRC catches it (a review saw "already cached" and failing loads).
+    from privml.data.cache import is_current
+
+    path = tmp_path / "set.npz"
+    raw = _raw(2000)
+    raw = RawSplits(X_train=np.random.default_rng(0).integers(0, 255, (2000, 64), dtype=np.uint8),
+                    y_train=raw.y_train, X_test=raw.X_test, y_test=raw.y_test, source="unit test")
+    write_cache(path, raw)
+    assert is_current(path)
+    data = bytearray(path.read_bytes())
+    middle = len(data) // 2
+    data[middle:middle + 64] = bytes(64)
+    path.write_bytes(bytes(data))
+    assert not is_current(path)
+    with pytest.raises(ValueError, match="not a valid privml cache file"):
+        read_cache(path)
+
+
+def test_a_partial_wheel_in_the_cache_is_one_line(cache_dir):
+    cache_dir.mkdir()
+    (cache_dir / ADULT_WHEEL).write_bytes(b"PK\x03\x04 truncated")
+    with pytest.raises(ValueError, match="is damaged"):
+        load_dataset("adult")

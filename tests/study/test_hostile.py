@@ -59,3 +59,16 @@ def test_an_unreachable_scheduler_is_refused_quickly(monkeypatch) -> None:
     with pytest.raises(ValueError, match="cannot reach the Dask scheduler at dask://127.0.0.1:9"):
         DaskExecutor("dask://127.0.0.1:9").check_reachable()
     assert time.perf_counter() - start < 20
+
+
+def test_a_store_damaged_after_its_header_is_one_line(capsys, tmp_path) -> None:
+    # A malformed page past an intact header passed the schema step and failed later with a traceback (a review).
+    store = ResultStore(tmp_path / "results.sqlite")
+    with store._connect() as db:
+        db.execute("CREATE TABLE padding (x BLOB)")
+        db.executemany("INSERT INTO padding VALUES (?)", [(b"x" * 4000,) for _ in range(20)])
+    with open(tmp_path / "results.sqlite", "r+b") as handle:
+        handle.seek(4096)
+        handle.write(b"\xff" * 8192)
+    code, out, err = run(capsys, "study", "status", str(tmp_path))
+    assert code == 2 and "damaged" in err and "Traceback" not in err

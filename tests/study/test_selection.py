@@ -101,3 +101,12 @@ def test_private_selection_noise_cannot_be_replayed_from_the_stored_seed(digits,
     first, again, other = score(tmp_path / "a"), score(tmp_path / "a"), score(tmp_path / "b")
     assert first == again and first != other
     assert len((tmp_path / "a" / ".selection-key").read_text().strip()) == 64
+
+
+def test_a_damaged_selection_key_is_refused_not_used(tmp_path):
+    # An empty key would leave private selection's noise a function of the public seeds alone (a review).
+    from privml.study.cache import StudyCache
+
+    (tmp_path / ".selection-key").write_text("")
+    with pytest.raises(ValueError, match="selection-key is damaged"):
+        StudyCache(tmp_path).selection_key()

@@ -13,6 +13,7 @@ import os
 import tempfile
 import warnings
 import zipfile
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -62,13 +63,20 @@ def offline_requested(offline: bool | None = None) -> bool:
 
 
 def is_current(path: Path) -> bool:
-    """Whether ``path`` is a cache file of the current format (reads only its format marker)."""
+    """Whether ``path`` is an intact cache file of the current format (its members' CRCs are checked).
+
+    A file damaged after it was written (a bad block, a partial copy) is then
+    rebuilt by ``fetch`` rather than reported as cached and failing every use.
+    """
     if not path.is_file():
         return False
     try:
+        with zipfile.ZipFile(path) as archive:
+            if archive.testzip() is not None:
+                return False
         with np.load(path, allow_pickle=False) as npz:
             return all(key in npz.files for key in _ARRAYS) and int(npz["format"]) == CACHE_FORMAT
-    except (KeyError, ValueError, OSError, EOFError, zipfile.BadZipFile):
+    except (KeyError, ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error):
         return False
 
 
@@ -91,7 +99,7 @@ def read_cache(path: Path) -> RawSplits | None:
                 return None
             arrays = {key: npz[key] for key in _ARRAYS}
             origin = str(npz["source"])
-    except (KeyError, ValueError, OSError) as exc:
+    except (KeyError, ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error) as exc:  # damaged: one line
         raise ValueError(f"{path} is not a valid privml cache file ({exc}); delete it and load again") from exc
     return RawSplits(**arrays, source=f"{path} (converted from {origin})")
 
@@ -161,7 +169,10 @@ def load_or_convert(
     source = find_source(cache_dir)
     if source is None:
         raise not_found(cache_dir)
-    raw = convert(source)
+    try:
+        raw = convert(source)
+    except (EOFError, zipfile.BadZipFile, zlib.error) as exc:  # a partial or damaged copy: one line, not a traceback
+        raise ValueError(f"{source} is damaged ({exc}); delete it and load again (it is fetched anew)") from exc
     try:
         write_cache(path, raw)
     except OSError as exc:

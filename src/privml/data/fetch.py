@@ -40,6 +40,8 @@ import subprocess
 import sys
 import tempfile
 import time
+import zipfile
+import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -239,7 +241,7 @@ def _convert(spec: CachedSet, source: Path, target: Path, log: _Log) -> None:
     start = time.perf_counter()
     try:
         raw = spec.source_module.convert(source)
-    except (ValueError, ImportError, OSError, KeyError) as exc:
+    except (ValueError, ImportError, OSError, KeyError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
         raise DatasetFetchError(f"could not convert {spec.title} from {source}: {_first_line(exc)}") from exc
     try:
         write_cache(target, raw)

@@ -169,7 +169,17 @@ class StudyCache:
             if self.root is None or not self.root.is_dir():
                 self._selection_key = secrets.token_bytes(32)
             else:
-                self._selection_key = bytes.fromhex(_made_once(self.root / ".selection-key", secrets.token_hex(32)))
+                path = self.root / ".selection-key"
+                text = _made_once(path, secrets.token_hex(32))
+                try:
+                    key = bytes.fromhex(text)
+                except ValueError:
+                    key = b""
+                if len(key) != 32:
+                    # An empty or damaged key would leave the noise a function of the public seeds alone.
+                    raise ValueError(f"{path} is damaged (not 32 random bytes in hex): delete it, or run the study "
+                                     "with --clear-cache; private selections then draw new randomness")
+                self._selection_key = key
         return self._selection_key
 
     # -------------------------------------------------------------------- statistics
@@ -257,7 +267,10 @@ def _made_once(path: Path, value: str) -> str:
         return path.read_text().strip()
     except FileNotFoundError:
         temporary = path.with_name(f"{path.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
-        temporary.write_text(value)
+        with temporary.open("w") as handle:
+            handle.write(value)
+            handle.flush()
+            os.fsync(handle.fileno())  # on disk before it is linked in: a power loss leaves no empty file
         try:
             os.link(temporary, path)  # fails if another process made it first: everyone reads the same value
         except FileExistsError:

@@ -54,6 +54,10 @@ _COLUMNS = ("key", "spec_hash", "method", "params", "repeat", "seed", "status", 
 _JSON_COLUMNS = ("params", "selection", "info")
 
 
+class _DamagedStore(ValueError):
+    """A store that sqlite cannot read (a one-line error for the CLI, exit 2)."""
+
+
 class ResultStore:
     """A SQLite file of runs, specs and notes.
 
@@ -76,9 +80,10 @@ class ResultStore:
         try:
             with self._connect() as db:
                 db.executescript(_SCHEMA)
-        except sqlite3.DatabaseError as exc:  # a corrupt or foreign file: one line, not a traceback
+        except (sqlite3.DatabaseError, _DamagedStore) as exc:  # a corrupt or foreign file: one line, not a traceback
+            cause = exc.__cause__ or exc.__context__ or exc if isinstance(exc, _DamagedStore) else exc
             raise ValueError(
-                f"{self.path} is not a privml results store ({exc}); move it away or use another folder"
+                f"{self.path} is not a privml results store ({cause}); move it away or use another folder"
             ) from None
 
     @contextlib.contextmanager
@@ -89,6 +94,11 @@ class ResultStore:
         try:
             with db:
                 yield db
+        except sqlite3.OperationalError:
+            raise  # locked, read-only, full: the file is fine and the message says what is wrong
+        except sqlite3.DatabaseError as exc:  # damaged after it opened (a malformed page): one line, not a traceback
+            raise _DamagedStore(f"{self.path}: the results store is damaged ({exc}); move it away or use another "
+                                "folder (finished runs in it are lost)") from exc
         finally:
             db.close()
 
