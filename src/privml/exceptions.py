@@ -36,3 +36,7 @@ class ConvergenceError(RuntimeError):
     def __init__(self, message: str, result: object = None) -> None:
         super().__init__(message)
         self.result = result
+
+
+class WorkerLost(RuntimeError):
+    """A worker process of a study died (killed from outside, say for memory); the finished runs are kept."""

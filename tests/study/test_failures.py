@@ -192,3 +192,30 @@ def test_unobtainable_datasets_are_refused_with_what_to_do(tmp_path, monkeypatch
     with pytest.raises(DatasetNotAvailable, match="no PyPI or Debian mirror carries it"):
         run_study(spec_from_dict(tiny_spec_dict(dataset="cifar10")), tmp_path / "out", progress=False)
     assert not (tmp_path / "out").exists()
+
+
+def _die(item):
+    import os
+
+    if item == 1:
+        os._exit(9)  # as an out-of-memory kill would end it
+    return item
+
+
+def test_a_killed_worker_is_one_line_not_a_traceback():
+    from privml.exceptions import WorkerLost
+    from privml.study.executors import JoblibExecutor
+
+    with pytest.raises(WorkerLost, match="worker process died"):
+        list(JoblibExecutor(2).map_unordered(_die, [0, 1, 2, 3]))
+
+
+def test_an_interrupted_study_says_so_in_one_line(capsys, tmp_path, monkeypatch):
+    import privml.study
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(privml.study, "run_study", interrupted)
+    code, out, err = run(capsys, "study", "run", "quick-ci", "--out", str(tmp_path / "o"), "--no-progress")
+    assert code == 130 and "interrupted" in err and len(err.strip().splitlines()) <= 2 and "Traceback" not in err

@@ -72,3 +72,21 @@ def test_a_store_damaged_after_its_header_is_one_line(capsys, tmp_path) -> None:
         handle.write(b"\xff" * 8192)
     code, out, err = run(capsys, "study", "status", str(tmp_path))
     assert code == 2 and "damaged" in err and "Traceback" not in err
+
+
+def test_a_lock_held_for_an_instant_by_status_does_not_refuse_a_start(tmp_path) -> None:
+    # `privml study status` takes the lock for an instant; a run starting then waits briefly instead of failing.
+    import fcntl
+    import threading
+
+    tmp_path.mkdir(exist_ok=True)
+    handle = (tmp_path / LOCK_FILE).open("a+")
+    fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    release = threading.Timer(0.2, lambda: fcntl.flock(handle, fcntl.LOCK_UN))
+    release.start()
+    try:
+        with folder_lock(tmp_path):
+            pass
+    finally:
+        release.join()
+        handle.close()

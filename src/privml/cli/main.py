@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator
 
 from privml import __version__
 from privml.cli._common import EXIT_FAILED, EXIT_USAGE, CliError, StrictParser
-from privml.exceptions import ConvergenceError
+from privml.exceptions import ConvergenceError, WorkerLost
 
 #: Subcommand -> (module, the one-line help `privml --help` shows). Each module exposes
 #: register(subparsers) and sets `handler`, which returns None (success) or an exit status.
@@ -113,11 +113,14 @@ def main(argv: list[str] | None = None) -> int:
         # Library validation messages are one line by construction.
         sys.stderr.write(f"{prog}: error: {_one_line(exc)}\n")
         return EXIT_USAGE
-    except (ConvergenceError, _fetch_error()) as exc:
-        # Nothing was released: the optimiser did not reach the precision the proof needs,
-        # or a dataset could not be downloaded. Not the user's input: status 1.
+    except (ConvergenceError, WorkerLost, _fetch_error()) as exc:
+        # Nothing was released: the optimiser did not reach the precision the proof needs, a dataset
+        # could not be downloaded, or a study's worker was killed. Not the user's input: status 1.
         sys.stderr.write(f"{prog}: error: {_one_line(exc)}\n")
         return EXIT_FAILED
+    except KeyboardInterrupt:
+        sys.stderr.write(f"{prog}: interrupted (a study keeps its finished runs: run it again to resume)\n")
+        return 130
     return int(status or 0)
 
 

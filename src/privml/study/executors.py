@@ -64,9 +64,18 @@ class JoblibExecutor:
 
     def map_unordered(self, fn: Callable[[Any], Any], items: Iterable[Any]) -> Iterator[Any]:
         from joblib import Parallel, delayed
+        from joblib.externals.loky.process_executor import TerminatedWorkerError
+
+        from privml.exceptions import WorkerLost
 
         parallel = Parallel(n_jobs=self.n_jobs, return_as="generator_unordered")
-        yield from parallel(delayed(fn)(item) for item in items)
+        try:
+            yield from parallel(delayed(fn)(item) for item in items)
+        except TerminatedWorkerError as exc:
+            # A worker killed from outside (out of memory, a signal): finished runs are stored; say so in one line.
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise WorkerLost(f"a study worker process died ({first}); finished runs are kept: run the study again "
+                               "to resume, with fewer --jobs if memory ran out") from None
 
 
 class DaskExecutor:

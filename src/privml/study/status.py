@@ -144,7 +144,7 @@ def _locked(path: Path) -> bool:
         return False
     with open(path, "a+") as handle:
         try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)  # shared: two status calls never exclude each other
         except BlockingIOError:
             return True
         with contextlib.suppress(OSError):
