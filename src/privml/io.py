@@ -317,7 +317,11 @@ def _check_shapes(model: Any, path: str | Path) -> None:
 
 def load_model(path: str | Path) -> Any:
     """Read a model file written by :func:`save_model` into a fitted estimator."""
-    arrays, metadata = read_model_file(path)
+    return model_from_file(*read_model_file(path), path)
+
+
+def model_from_file(arrays: dict[str, np.ndarray], metadata: dict, path: str | Path) -> Any:
+    """The fitted estimator of a model file already read by :func:`read_model_file` (``path`` names it in errors)."""
     method = metadata.get("method")
     target = MODEL_CLASSES.get(method) if isinstance(method, str) else None
     if target is None:

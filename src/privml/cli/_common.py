@@ -11,11 +11,12 @@ distinct error once, one line each (:func:`report_failures`).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import sys
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from privml.release import reveal_nonprivate
@@ -107,6 +108,26 @@ def nonprivate_block(args: argparse.Namespace, values: dict[str, Any], *, what: 
     for w in caught:
         print(f"warning: {w.message}", file=sys.stderr)
     return {"nonprivate": shown}
+
+
+@contextlib.contextmanager
+def leak_warnings_as_lines() -> Iterator[None]:
+    """Inside, each PrivacyLeakWarning is printed at once on stderr as one line, ``warning: <category>: <message>``
+    (the CLI's form; other warnings keep Python's)."""
+    from privml.exceptions import PrivacyLeakWarning
+
+    shown = warnings.showwarning
+
+    def show(message: Warning | str, category: type[Warning], *args: Any, **kwargs: Any) -> None:
+        if issubclass(category, PrivacyLeakWarning):
+            print(f"warning: {category.__name__}: {message}", file=sys.stderr)
+        else:
+            shown(message, category, *args, **kwargs)
+
+    with warnings.catch_warnings():  # restores showwarning and the filters on the way out
+        warnings.simplefilter("always", PrivacyLeakWarning)
+        warnings.showwarning = show
+        yield
 
 
 def check_output_path(path: str | None, flag: str, *, suffix: str | None = None) -> None:

@@ -136,7 +136,7 @@ def _select(args: argparse.Namespace) -> None:
         search=args.search,
         epsilon_min=args.min_epsilon,
         epsilon_max=args.max_epsilon,
-        n_steps=40 if args.steps is None else args.steps,
+        **({} if args.steps is None else {"n_steps": args.steps}),  # else the estimator's default grid
         at_epsilon=args.at_epsilon,
         delta=args.delta,
         l2="auto" if args.l2 is None else args.l2,

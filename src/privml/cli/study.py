@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -43,6 +42,7 @@ from privml.cli._common import (
     finite_float,
     held_out_is_public,
     integer,
+    leak_warnings_as_lines,
     parse_classes,
     report_failures,
     table,
@@ -180,20 +180,12 @@ def _run(args: argparse.Namespace) -> int:
     spec = place_study(spec)  # a bad or missing device is refused before any output
     executor = make_executor(args.executor, jobs=args.jobs)  # bad --executor/--jobs: refused before any output
     # A bad or unobtainable dataset is refused before any output too (a missing built-in set is fetched now).
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", PrivacyLeakWarning)
+    # The library's PrivacyLeakWarnings, one line each as they come: the class set read from private labels
+    # (check_dataset), and the stated exception that a study of the user's own rows is not for publication
+    # (run_study, before any run).
+    with leak_warnings_as_lines():
         check_dataset(spec, local=not isinstance(executor, DaskExecutor))
-    for w in caught:  # one line each (the class set read from private labels), before any run
-        print(f"warning: {w.category.__name__}: {w.message}", file=sys.stderr)
-    print(f"study {spec.name} on {spec.dataset}: results in {args.out}", file=sys.stderr)
-    if not held_out_is_public(spec.dataset):
-        # The stated exception of the release rule (docs/releases.md): a study evaluates on the
-        # user's own held-out rows, so its store and report are for the data owner only.
-        print(f"warning: {PrivacyLeakWarning.__name__}: the study's accuracies (exact, on your private held-out "
-              f"rows) and timings in {args.out} are not covered by any privacy guarantee; do not publish the "
-              "results store or the report", file=sys.stderr)
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="the study's accuracies", category=PrivacyLeakWarning)  # said
+        print(f"study {spec.name} on {spec.dataset}: results in {args.out}", file=sys.stderr)
         outcome = run_study(spec, args.out, executor=executor, progress=not args.no_progress,
                             report=not args.no_report, check_data=False, cache=not args.no_cache,
                             clear_cache=args.clear_cache)

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from privml._random import RandomState
-from privml.io import load_model, read_model_file, read_model_metadata, restore_model
+from privml.io import load_model, model_from_file, read_model_file, read_model_metadata, restore_model
 from privml.ledger import BudgetLedger
 from privml.prediction.sensitivity import PredictionSensitivity
 from privml.registry import Kind, names_of_kind
@@ -143,7 +143,8 @@ def load_predictor(
     if stored in PREDICTION_METHODS:
         if method not in (None, stored):
             raise ValueError(f"{path} holds a {stored} model, not {method!r}")
-        model = load_model(path)
+        arrays, metadata = read_model_file(path)  # read once: restored now, and again below after the settings
+        model = model_from_file(arrays, metadata, path)
         # An explicit delta = 0 asks for pure DP: it overrides a saved delta > 0 like any given value.
         settings = _overrides(epsilon=epsilon, budget=budget, random_state=random_state, delta=delta,
                               accountant=accounting)
@@ -152,6 +153,6 @@ def load_predictor(
         # said as such, not reported as an inconsistent file by the restore below.
         model._check_hyperparameters()
         # Recalibrate from the (possibly new) settings; the saved noise is never trusted.
-        restore_model(model, *read_model_file(path), path)
+        restore_model(model, arrays, metadata, path)
         return model
     raise ValueError(f"{path}: the model method {stored!r} cannot answer classification queries")

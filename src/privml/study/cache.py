@@ -272,9 +272,8 @@ def _made_once(path: Path, value: str) -> str:
             handle.flush()
             os.fsync(handle.fileno())  # on disk before it is linked in: a power loss leaves no empty file
         try:
-            os.link(temporary, path)  # fails if another process made it first: everyone reads the same value
-        except FileExistsError:
-            pass
+            with contextlib.suppress(FileExistsError):  # another process made it first: everyone reads its value
+                os.link(temporary, path)
         finally:
             temporary.unlink()
         return path.read_text().strip()

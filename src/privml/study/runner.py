@@ -121,15 +121,15 @@ def point_runs(spec: StudySpec) -> tuple[list[PointRun], list[str]]:
 
     cells: list[PointRun] = []
     notes: list[str] = []
+    if spec.classes is None and is_user_data(spec.dataset):
+        _note(notes, f"the class set of {spec.dataset} was read from its private labels (PrivacyLeakWarning): "
+                     "give the public class set as classes = [...] in the spec, or --classes")
     for sweep, setting, name in spec.points():
         method = get_method(name)
         reason = method.unavailable_reason()
         if reason is not None:
             _note(notes, f"{reason}; the study runs the available methods")
             continue
-        if spec.classes is None and is_user_data(spec.dataset):
-            _note(notes, f"the class set of {spec.dataset} was read from its private labels (PrivacyLeakWarning): "
-                         "give the public class set as classes = [...] in the spec, or --classes")
         if setting["delta"] == 0 and not method.supports_pure:
             _note(notes, f"{method.label} needs delta > 0: left out wherever delta = 0")
             continue

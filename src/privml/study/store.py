@@ -81,7 +81,7 @@ class ResultStore:
             with self._connect() as db:
                 db.executescript(_SCHEMA)
         except (sqlite3.DatabaseError, _DamagedStore) as exc:  # a corrupt or foreign file: one line, not a traceback
-            cause = exc.__cause__ or exc.__context__ or exc if isinstance(exc, _DamagedStore) else exc
+            cause = exc.__cause__ if isinstance(exc, _DamagedStore) else exc
             raise ValueError(
                 f"{self.path} is not a privml results store ({cause}); move it away or use another folder"
             ) from None

@@ -504,8 +504,7 @@ class DPSGD:
         finally:
             # Counted once the noisy sum is formed, even if the step then fails (say in the optimiser): it may have
             # been read. The gradient is cleared either way, so a failed step leaves none behind.
-            self.optimizer.zero_grad(set_to_none=True)
-            for _, p in self._params:
+            for _, p in self._params:  # every parameter _apply gave a gradient (the optimiser's among them)
                 p.grad = None
             if self._released:
                 self.steps_taken += 1
