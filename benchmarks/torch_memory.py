@@ -51,18 +51,20 @@ def run(rows: list[str], variants: list[str]) -> dict[str, Any]:
     import torch_gpu
     from torch import nn
 
-    from privml.torch.ghost import conv
+    from privml.torch.ghost import base, conv
     from privml.torch.models import tramer_boneh
 
-    # The GPU's code paths: this proxy stands for the GPU's memory, and the CPU takes three of its own (the pool's
-    # channels-last copies, per-example convolution gradients by a grouped kernel rather than patches, and book-kept
-    # convolution sums by the backward kernel).
+    # The GPU's code paths: this proxy stands for the GPU's memory, and the CPU takes four of its own (the pool's
+    # channels-last copies, per-example convolution gradients by a grouped kernel rather than patches, book-kept
+    # convolution sums by the backward kernel, and no floor under a layer's chunks).
     if hasattr(tramer_boneh, "ChannelsLastMaxPool2d"):
         tramer_boneh.ChannelsLastMaxPool2d.forward = nn.MaxPool2d.forward  # type: ignore[method-assign]
     if hasattr(conv, "GROUPED_INSTANTIATION"):
         conv.GROUPED_INSTANTIATION["cpu"] = conv.GROUPED_INSTANTIATION.get("cuda", False)
     if hasattr(conv, "KERNEL_SUMS"):  # book-kept convolutions' float32 sums: products of patches on a GPU
         conv.KERNEL_SUMS["cpu"] = conv.KERNEL_SUMS.get("cuda", False)
+    if hasattr(base, "CHUNK_FLOOR"):  # a layer's chunks take at least this many numbers on a GPU
+        base.CHUNK_FLOOR["cpu"] = base.CHUNK_FLOOR.get("cuda", 0)
     out: dict[str, Any] = {}
     for row in rows:
         model_name, size = torch_gpu.ROWS[row]

@@ -250,6 +250,56 @@ def test_a_transient_over_budget_is_split_into_equal_chunks_once(monkeypatch):
     assert calls == [8] * 12  # two products per chunk, six chunks
 
 
+def test_a_devices_chunk_floor_lets_a_small_transient_be_one_chunk(monkeypatch):
+    # The same Gram transient as above: with the device's floor (CHUNK_FLOOR, 2^25 numbers on a GPU) above it,
+    # the 48 examples are one chunk; the norms are the same.
+    import privml.torch.ghost.base as base
+
+    calls = []
+    real = torch.bmm
+    monkeypatch.setattr(base, "ghost_norm_is_cheaper", lambda *shape: True)
+    monkeypatch.setattr(base.torch, "bmm", lambda x, y: calls.append(x.shape[0]) or real(x, y))
+    monkeypatch.setitem(base.CHUNK_FLOOR, "cpu", 48 * 800)
+    a, g = torch.randn(48, 20, 4, dtype=torch.float64), torch.randn(48, 20, 3, dtype=torch.float64)
+    truth = torch.einsum("btp,btd->bpd", g, a).square().sum((1, 2))
+    torch.testing.assert_close(base.outer_product_norms(a, g), truth)
+    assert calls == [48, 48]
+
+
+@pytest.mark.parametrize("tf32", [False, True])
+def test_a_convolutions_norms_and_sum_use_the_devices_chunk_floor(tf32, monkeypatch):
+    # Every chunked pass of a convolution (patches for the norms and for the products-of-patches sum) takes the
+    # device's floor: one chunk each when the floor holds the whole batch's transient, and the same results.
+    import privml.torch.ghost.base as base
+    import privml.torch.ghost.conv as conv
+
+    monkeypatch.setitem(conv.KERNEL_SUMS, "cpu", False)  # the GPU's products of patches ...
+    monkeypatch.setitem(conv.GROUPED_INSTANTIATION, "cpu", False)  # ... and patches for the norms
+    dtype = torch.float32 if tf32 else torch.float64  # TF32 rounding is of float32 operands
+    torch.manual_seed(0)
+    layer = nn.Conv2d(4, 6, 3, padding=1).to(dtype)
+    a, g = torch.randn(32, 4, 8, 8, dtype=dtype), torch.randn(32, 6, 8, 8, dtype=dtype)
+    factors = torch.rand(32, dtype=dtype)
+
+    def run(floor: int) -> tuple[list[int], torch.Tensor, torch.Tensor]:
+        sizes = []
+        real = conv.patches
+        monkeypatch.setitem(base.CHUNK_FLOOR, "cpu", floor)
+        monkeypatch.setattr(conv, "patches", lambda module, x: sizes.append(x.shape[0]) or real(module, x))
+        prepared = conv.ConvRule().prepare(layer, a, g, tf32=tf32)
+        norms = prepared.squared_norms()
+        total = prepared.clipped_sum(factors, tf32=tf32)["weight"]
+        monkeypatch.setattr(conv, "patches", real)
+        return sizes, norms, total
+
+    chunked, norms, total = run(0)
+    assert len(chunked) > 2  # without a floor the layer's own size chunks it
+    whole, norms_whole, total_whole = run(10**9)
+    assert whole == [32, 32]  # one chunk for the norms, one for the sum
+    torch.testing.assert_close(norms_whole, norms)
+    torch.testing.assert_close(total_whole, total)
+
+
 def test_layers_that_do_not_reach_the_loss_or_do_not_run_contribute_zero():
     class Branches(nn.Module):
         def __init__(self) -> None:

@@ -147,13 +147,33 @@ def ghost_norm_is_cheaper(steps: int, d: int, p: int) -> bool:
     return steps * steps * (p + d + 1) < (steps + 1) * p * d
 
 
+#: Numbers a layer's transient may always take, by device type, whatever the size of its input and gradient. On a
+#: GPU each operation costs the host microseconds to launch, and a layer chunked by its own size (patches are K times
+#: its input) issued five to ten rounds of a dozen operations: the eager ghost step of the benchmark ResNet ran 3,698
+#: operations against 1,201 before chunking and took 43 ms on an H200 whose kernels were busy for 26 (BENCHMARKS.md,
+#: profile part). At 2^25 numbers (128 MiB in float32) the ResNet's step at batch 256 runs 2,664 operations with the
+#: same tracked peak (1,395 MiB; its 32 x 32 layers are given as much already). The CPU, where a launch costs little,
+#: chunks by the layer's own size only.
+CHUNK_FLOOR: dict[str, int] = {"cuda": 2**25}
+
+
+def chunk_room(given: int, device: torch.device) -> int:
+    """The numbers a layer's transient may take: ``given`` (its input and output gradient), at least the device's floor.
+
+    >>> chunk_room(1000, torch.device("cpu")), chunk_room(1000, torch.device("cuda"))
+    (1000, 33554432)
+    """
+    return max(given, CHUNK_FLOOR.get(device.type, 0))
+
+
 def rows_per_chunk(batch: int, per_example: int, budget: int) -> int:
     """Examples per chunk so that a transient of ``per_example`` numbers per example stays within ``budget``.
 
     The engine bounds each layer's transient working memory (input patches,
     Gram matrices, instantiated gradients) by the size of what the layer was
     given, its input and output gradient, so that no layer's norm
-    computation raises the step's peak above the backward pass's own.
+    computation raises the step's peak above the backward pass's own; on a
+    GPU by at least :data:`CHUNK_FLOOR` (see :func:`chunk_room`).
 
     >>> rows_per_chunk(256, 10, 1000), rows_per_chunk(256, 10**6, 1000), rows_per_chunk(4, 1, 10**6)
     (100, 1, 4)
@@ -171,14 +191,14 @@ def outer_product_norms(a: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
 
     Exact either way; the cheaper formula of :func:`ghost_norm_is_cheaper` is
     used, by chunks of examples whose transient is at most the size of ``a``
-    and ``g``, and nothing is kept.
+    and ``g`` (or the device's :data:`CHUNK_FLOOR`), and nothing is kept.
     """
     batch, steps, d = a.shape
     p = g.shape[-1]
     if steps == 1:
         return a.reshape(batch, d).square().sum(1) * g.reshape(batch, p).square().sum(1)
     gram = ghost_norm_is_cheaper(steps, d, p)
-    rows = rows_per_chunk(batch, 2 * steps * steps if gram else p * d, steps * (p + d) * batch)
+    rows = rows_per_chunk(batch, 2 * steps * steps if gram else p * d, chunk_room(steps * (p + d) * batch, a.device))
     parts = []
     for lo in range(0, batch, rows):
         a_i, g_i = a[lo : lo + rows], g[lo : lo + rows]

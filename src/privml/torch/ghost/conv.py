@@ -43,6 +43,7 @@ from privml.torch.ghost.base import (
     LayerRule,
     Materialised,
     Prepared,
+    chunk_room,
     ghost_norm_is_cheaper,
     instantiation_is_kept,
     outer_product_norms,
@@ -184,7 +185,9 @@ class _ConvPrepared(Prepared):
             # Chunks of examples whose transient takes at most the room the layer was given: the kernel's weight
             # argument, its output (which it writes twice on the CPU) and its copies of the input and gradient,
             # about 3 G p d + given numbers per example (measured with the profiler's allocation events).
-            rows = rows_per_chunk(batch, 3 * groups * p * d + given * (2 if self._tf32 else 1), given * batch)
+            rows = rows_per_chunk(
+                batch, 3 * groups * p * d + given * (2 if self._tf32 else 1), chunk_room(given * batch, g.device)
+            )
             weight = torch.zeros_like(total)
             for lo in range(0, batch, rows):
                 part = slice(lo, min(lo + rows, batch))
@@ -198,7 +201,7 @@ class _ConvPrepared(Prepared):
         # (patches and Gram matrices or gradients) stays within what it was given.
         transient = steps * kernel * module.in_channels + (2 * steps * steps if gram else p * d)
         transient += given if self._tf32 else 0  # the chunk's rounded input and gradient
-        rows = rows_per_chunk(batch, transient, given * batch)
+        rows = rows_per_chunk(batch, transient, chunk_room(given * batch, g.device))
         weight, self._gram = torch.zeros_like(total), gram
         # S from the patches where a slack will be asked for (not for kept gradients, unless bf16 drops them: then
         # it is bounded from the input and gradient), an extra read of patches 9 times the input on a 3 x 3 layer.
@@ -301,7 +304,9 @@ class _ConvPrepared(Prepared):
         total = g_out.new_zeros(groups, p, kernel * per_group)
         given = steps * channels_out + self.activation[0].numel()
         # Per example: its patches, and its (rounded) input and scaled gradient.
-        rows = rows_per_chunk(batch, steps * kernel * module.in_channels + given, given * batch)
+        rows = rows_per_chunk(
+            batch, steps * kernel * module.in_channels + given, chunk_room(given * batch, g_out.device)
+        )
         for lo in range(0, batch, rows):
             part = slice(lo, lo + rows)
             a = patches(module, rounding(self.activation[part]))  # (b, T, K Cin): (kernel position..., channel)
