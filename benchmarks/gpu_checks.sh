@@ -23,7 +23,10 @@
 #   study  the paper-cnn preset at full scale with --device cuda; it resumes where the last call
 #          stopped (finished runs are kept on the machine while it stays warm, and across machines
 #          when the returned results.sqlite is copied to .gpu/study/): call it until study.json
-#          says every planned run finished
+#          says every planned run finished. STUDY_SECONDS (default 540) bounds the study itself, so
+#          that the store is still copied out: never wrap this part in a shorter timeout, which
+#          kills the copy too (a session lost six minutes of runs that way). STUDY_JOBS (default 1)
+#          runs that many at once (the GPU's runs share it; the linear methods use the host's cores)
 set -uo pipefail
 out=${OUT:-$PWD/.gpu/out}
 mkdir -p "$out"
@@ -60,8 +63,8 @@ for part in "${parts[@]}"; do
             mkdir -p "$dir" && cp .gpu/study/results.sqlite "$dir/" && echo "study: resuming from .gpu/study"
         fi
         started=$(date +%s)
-        timeout 540 python3 -m privml.cli.main study run paper-cnn --device cuda --out "$dir" --json \
-            --no-progress >"$out/study.json"
+        timeout "${STUDY_SECONDS:-540}" python3 -m privml.cli.main study run paper-cnn --device cuda --out "$dir" \
+            --jobs "${STUDY_JOBS:-1}" --json --no-progress >"$out/study.json"
         rc=$?
         echo "study call: exit $rc after $(($(date +%s) - started)) s" | tee -a "$out/study-calls.txt"
         cp "$dir/results.sqlite" "$out/" 2>/dev/null
