@@ -83,6 +83,11 @@ from privml.torch.validation import check_examples_independent, validate_model
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
+
+def _detached(t: torch.Tensor) -> torch.Tensor:
+    """``t`` outside any autograd graph: itself when it is in none (no operation issued)."""
+    return t.detach() if t.requires_grad or t.grad_fn is not None else t
+
 class DPSGD:
     """Differentially private training of a PyTorch module (DP-SGD of Abadi et al. 2016).
 
@@ -414,11 +419,12 @@ class DPSGD:
                 else:
                     partial, n = vmap_clipped_sum(self.module, loss_fn, xb, yb, self.clip_norm)
             if sums is None:  # the first micro-batch's sums are fresh tensors: accumulate into them
-                sums = {name: partial[name].detach() for name, _ in self._params}
+                # (ghost sums are formed without a graph: detaching them would only cost a launch each on a GPU)
+                sums = {name: _detached(partial[name]) for name, _ in self._params}
             else:
                 for name in sums:
-                    sums[name] += partial[name].detach()
-            norms.append(n.detach())
+                    sums[name] += _detached(partial[name])
+            norms.append(_detached(n))
         if sums is None:  # an empty batch
             sums = {name: torch.zeros_like(p) for name, p in self._params}
         return sums, torch.cat(norms) if norms else torch.zeros(0, device=self.device)

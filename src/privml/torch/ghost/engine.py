@@ -217,9 +217,11 @@ class _GhostPass:
         self.layers: list[_Layer] = []
         # The anchor every tap takes (see _Tap); its own gradient is never formed.
         self.anchor = torch.zeros((), device=device, requires_grad=True)
-        self.squared: torch.Tensor | None = None
-        # sum over layers of (norm + slack)^2 (Prepared.norm_slack): what the clip factors are formed from
-        self.bounded: torch.Tensor | None = None
+        # Each layer's (B,) squared norms and the slack of its sum (Prepared.norm_slack, None for none), as the
+        # backward pass forms them; added up once it ends (_totals), not layer by layer: on a GPU every operation
+        # costs a launch, and per-layer accumulation was five or six of them per layer.
+        self.squared_parts: list[torch.Tensor] | None = None
+        self.slack_parts: list[torch.Tensor | None] = []
 
     def forward(
         self, model: nn.Module, loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], x: torch.Tensor,
@@ -291,7 +293,7 @@ class _GhostPass:
     def receive(self, index: int, grad: torch.Tensor) -> None:
         """Layer ``index``'s output gradient, during the backward pass: add its norms, keep what its sum needs."""
         layer = self.layers[index]
-        assert self.squared is not None and layer.activation is not None
+        assert self.squared_parts is not None and layer.activation is not None
         # Only float32 products can run on TF32: wider ones are exact as they are.
         layer.tf32 = self.tf32 and _wide(grad).dtype == torch.float32
         # Norms and sums in float32 or wider, never under a caller's autocast (bf16 passes), in the chosen arithmetic.
@@ -302,12 +304,10 @@ class _GhostPass:
             low = _low(layer.activation) or _low(grad)
             if compact is not None and low and compact.nbytes() > layer.activation.nbytes + grad.nbytes:
                 compact = None  # float32 gradients, counted smaller in numbers, would outweigh half-precision a and g
-            self.squared += squared
+            self.squared_parts.append(squared)
             # The slack of whatever will form this layer's sum: the kept gradients (none), or the products of its
             # input and gradient, re-prepared identically for a half-precision layer (see Prepared.norm_slack).
-            assert self.bounded is not None
-            slack = (compact or prepared).norm_slack()
-            self.bounded += squared if slack is None else (squared.clamp(min=0).sqrt() + slack).square()
+            self.slack_parts.append((compact or prepared).norm_slack())
         if compact is not None:
             layer.kept, layer.activation = compact, None
         elif low:
@@ -325,18 +325,35 @@ class _GhostPass:
             if layer.grad is not None:
                 layer.grad = drop_rows(layer.grad, keep)
 
+    def _totals(self, dtype: torch.dtype, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(B,)`` each: the squared norms summed over layers, and the sum of each layer's ``(norm + slack)^2``.
+
+        A layer without a slack adds its squared norm as it is (not the square of its root, which may round
+        below it).
+        """
+        assert self.squared_parts is not None
+        zero = torch.zeros(self.batch, dtype=dtype, device=device)
+        if not self.squared_parts:
+            return zero, zero
+        squared = torch.stack([s.to(dtype) for s in self.squared_parts])  # (layers, B)
+        plain = [s.to(dtype) for s, k in zip(self.squared_parts, self.slack_parts, strict=True) if k is None]
+        slacked = [(s, k) for s, k in zip(self.squared_parts, self.slack_parts, strict=True) if k is not None]
+        bounded = torch.stack(plain).sum(0) if plain else zero
+        if slacked:
+            roots = torch.stack([s.to(dtype) for s, _ in slacked]).clamp(min=0).sqrt()
+            bounded = bounded + (roots + torch.stack([k.to(dtype) for _, k in slacked])).square().sum(0)
+        return squared.sum(0), bounded
+
     def backward(self, losses: torch.Tensor, clip_norm: float) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
         """Run the backward pass through the taps, then form the clip factors and each layer's clipped sum."""
-        self.squared = torch.zeros(
-            self.batch, dtype=torch.float32 if _low(losses) else losses.dtype, device=losses.device
-        )
-        self.bounded = torch.zeros_like(self.squared)
+        self.squared_parts, self.slack_parts = [], []
         if losses.requires_grad:
             with phase("backward"):
                 torch.autograd.grad(losses.sum(), [self.anchor], allow_unused=True)
-        norms = self.squared.clamp(min=0).sqrt()
+        squared, bounded = self._totals(torch.float32 if _low(losses) else losses.dtype, losses.device)
+        norms = squared.clamp(min=0).sqrt()
         # Clipped over each norm plus what floating point may hide from it (Prepared.norm_slack), not the norm alone.
-        bounded = self.bounded.clamp(min=0).sqrt()
+        bounded = bounded.clamp(min=0).sqrt()
         factors = clip_factors(bounded, clip_norm)
         keep = torch.isfinite(bounded)
         if rows_must_be_dropped(keep):  # an example whose norm is not finite: its rows become exact zeros
