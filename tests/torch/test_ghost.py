@@ -431,3 +431,16 @@ def test_a_ghost_step_on_the_gpus_code_path_issues_few_operations_per_non_privat
 
     ratio = operations(lambda: ghost_clipped_sum(model, cross_entropy_per_example, x, y, 0.1)) / operations(non_private)
     assert ratio <= 6, ratio
+
+
+def test_a_float64_loss_on_a_float32_model_gives_the_float32_sums():
+    # The clip factors take the loss's dtype; each layer's sum takes them in its own (a review found the float32
+    # products of a Linear layer refusing float64 factors with a RuntimeError).
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(1, 2, 3), nn.Flatten(), nn.Linear(32, 3))
+    x, y = torch.randn(5, 1, 6, 6), torch.randint(0, 3, (5,))
+    wide, _ = ghost_clipped_sum(model, lambda out, t: cross_entropy_per_example(out, t).double(), x, y, 0.5)
+    plain, _ = ghost_clipped_sum(model, cross_entropy_per_example, x, y, 0.5)
+    for name, value in plain.items():
+        assert wide[name].dtype == torch.float32
+        torch.testing.assert_close(wide[name], value)

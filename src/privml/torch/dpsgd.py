@@ -83,10 +83,10 @@ from privml.torch.validation import check_examples_independent, validate_model
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
-
 def _detached(t: torch.Tensor) -> torch.Tensor:
     """``t`` outside any autograd graph: itself when it is in none (no operation issued)."""
     return t.detach() if t.requires_grad or t.grad_fn is not None else t
+
 
 class DPSGD:
     """Differentially private training of a PyTorch module (DP-SGD of Abadi et al. 2016).

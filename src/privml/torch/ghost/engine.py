@@ -27,6 +27,7 @@ class _Layer:
     kept: Prepared | None = None  # set when the output gradient arrives
     grad: torch.Tensor | None = None  # the raw output gradient, kept only to re-prepare a half-precision layer
     tf32: bool = False  # whether its norms and sum use the "tf32" arithmetic (set with its norms)
+    dtype: torch.dtype | None = None  # the dtype its norms and sum are formed in (set with its norms)
 
     @property
     def received(self) -> bool:
@@ -295,7 +296,8 @@ class _GhostPass:
         layer = self.layers[index]
         assert self.squared_parts is not None and layer.activation is not None
         # Only float32 products can run on TF32: wider ones are exact as they are.
-        layer.tf32 = self.tf32 and _wide(grad).dtype == torch.float32
+        layer.dtype = _wide(grad).dtype
+        layer.tf32 = self.tf32 and layer.dtype == torch.float32
         # Norms and sums in float32 or wider, never under a caller's autocast (bf16 passes), in the chosen arithmetic.
         with phase("norms"), torch.autocast(grad.device.type, enabled=False), self._arithmetic():
             prepared = self._prepare(layer, layer.activation, grad)
@@ -377,7 +379,10 @@ class _GhostPass:
                 prefix = self.by_module[id(layer.module)][0]
                 # Every layer's sum under "tf32" avoids matrix products of unrounded operands (a norm layer's
                 # weighted sum included), since TF32 is on for products while the sums are formed.
-                for attr, value in prepared.clipped_sum(factors, tf32=self.tf32).items():
+                # The factors in the layer's own dtype: a float64 loss on a float32 layer would otherwise mix
+                # dtypes in its products (float32 factors are what a float32 model's clipping uses anyway).
+                layer_factors = factors.to(layer.dtype) if layer.dtype is not None else factors
+                for attr, value in prepared.clipped_sum(layer_factors, tf32=self.tf32).items():
                     sums[f"{prefix}.{attr}" if prefix else attr] = value
                 layer.kept = layer.activation = layer.grad = None  # free this layer's inputs and gradients
         for name, module, _ in self.modules:
