@@ -105,11 +105,21 @@ def test_persistent_ledgers_survive_reopening(make_persistent_ledger):
     assert again.state("alice") == LedgerState(4, 3)
 
 
+def test_a_ledger_bound_with_a_model_hash_reopens_without_it(make_persistent_ledger):
+    # Earlier versions stored the model file's SHA-256 in the context, a fingerprint of the training data in a
+    # ledger that may be shared: it is compared without that key, so the count carries over.
+    make_persistent_ledger(10, {"model_sha256": "f0bde005", "epsilon": 1.0}).spend(2)
+    assert make_persistent_ledger(10, {"epsilon": 1.0}).spent == 2
+    with pytest.raises(LedgerMismatch, match="another calibration") as refused:
+        make_persistent_ledger(10, {"epsilon": 2.0})
+    assert "f0bde005" not in str(refused.value) and "model_sha256" not in str(refused.value)
+
+
 def test_reopening_with_another_guarantee_is_refused(make_persistent_ledger):
     make_persistent_ledger(10, {"model": "abc", "epsilon": 1.0}).spend(1)
     with pytest.raises(LedgerMismatch, match="of 10 answers, not 11"):
         make_persistent_ledger(11, {"model": "abc", "epsilon": 1.0})
-    with pytest.raises(LedgerMismatch, match="another model or calibration"):
+    with pytest.raises(LedgerMismatch, match="another calibration"):
         make_persistent_ledger(10, {"model": "abc", "epsilon": 2.0})
     assert make_persistent_ledger(10, {"epsilon": 1.0, "model": "abc"}).spent == 1  # key order is irrelevant
 

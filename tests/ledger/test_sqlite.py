@@ -170,3 +170,18 @@ def test_a_failed_batch_charges_nothing_and_fails_every_spend(tmp_path):
     blocker.close()
     assert len(errors) == 3 and ledger.spent == 0
     ledger.close()
+
+
+def test_a_stored_model_hash_is_rewritten_out_of_the_file(tmp_path):
+    # Contexts of earlier versions held the model file's SHA-256 (a fingerprint of the training data): reopening
+    # checks the rest and stores the context without it.
+    path = tmp_path / "b.sqlite"
+    with SQLiteLedger(path, budget=7, context={"model_sha256": "f0bde005", "epsilon": 1.0}) as ledger:
+        ledger.spend(1)
+    with SQLiteLedger(path, budget=7, context={"epsilon": 1.0}) as ledger:
+        assert ledger.spent == 1
+    raw = sqlite3.connect(path)
+    try:
+        assert raw.execute("SELECT context FROM privml_budgets").fetchall() == [('{"epsilon":1.0}',)]
+    finally:
+        raw.close()

@@ -60,14 +60,35 @@ class LedgerState:
         return {"budget": self.budget, "spent": self.spent, "remaining": self.remaining}
 
 
+#: Context keys earlier privml versions stored and this one drops: ``model_sha256`` was the SHA-256 of the model
+#: file, a function of the training data (a prediction-sensitivity file holds non-private weights, and a retrained
+#: file is byte for byte the same), so a shared ledger held a fingerprint of the data. A budget is bound to its
+#: calibration instead; stored contexts holding these keys are compared without them and rewritten.
+LEGACY_CONTEXT_KEYS: tuple[str, ...] = ("model_sha256",)
+
+
 def canonical_context(context: dict[str, Any] | None) -> str:
     """The context a ledger is bound to, as canonical JSON (sorted keys).
 
-    The context names what the budget protects (model fingerprint, epsilon,
-    delta, method): reopening a ledger for a different model or a different
-    calibration would mix two guarantees in one count, so it is refused.
+    The context names the calibration the budget protects (method, epsilon,
+    delta, accountant): reopening a ledger for another calibration would mix
+    two guarantees in one count, so it is refused. It must hold public
+    values only, since a ledger may be shared (a PostgreSQL database): no
+    fingerprint of the model file or the data. Two models of one calibration
+    may share a budget name; over-counting is the safe side.
     """
     return json.dumps(context or {}, sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
+def _without_legacy_keys(context: str) -> str:
+    """A stored context without :data:`LEGACY_CONTEXT_KEYS` (canonical), or as it is if it is not a JSON object."""
+    try:
+        parsed = json.loads(context)
+    except ValueError:
+        return context
+    if not isinstance(parsed, dict) or not any(key in parsed for key in LEGACY_CONTEXT_KEYS):
+        return context
+    return canonical_context({k: v for k, v in parsed.items() if k not in LEGACY_CONTEXT_KEYS})
 
 
 def key_digest(key: str) -> str:
@@ -91,22 +112,26 @@ def unknown_key_message(key: str) -> str:
     return f"unknown API key ({key_label(key)}): it has no quota"
 
 
-def check_binding(where: str, name: str, row: tuple[int, str], budget: int, context: str) -> None:
+def check_binding(where: str, name: str, row: tuple[int, str], budget: int, context: str) -> bool:
     """Refuse to reopen budget ``name`` with another budget or context.
 
-    ``row`` is the stored ``(budget, context)``; shared by the persistent ledgers.
+    ``row`` is the stored ``(budget, context)``; shared by the persistent
+    ledgers. Returns whether the stored context holds legacy keys (see
+    :data:`LEGACY_CONTEXT_KEYS`), which the caller then rewrites as ``context``.
     """
-    stored_budget, stored_context = row
+    stored_budget, raw_context = row
+    stored_context = _without_legacy_keys(raw_context)
     if stored_budget != budget:
         raise LedgerMismatch(
             f"ledger {where} holds budget {name!r} of {stored_budget} answers, not {budget}: "
             "refusing to mix two guarantees (use another ledger or budget name)"
         )
-    if stored_context != context:
+    if stored_context != _without_legacy_keys(context):
         raise LedgerMismatch(
-            f"ledger {where} holds budget {name!r} for another model or calibration "
+            f"ledger {where} holds budget {name!r} for another calibration "
             f"(stored context {stored_context}, requested {context}): refusing to mix two guarantees"
         )
+    return stored_context != raw_context
 
 
 class BudgetLedger(ABC):

@@ -18,7 +18,15 @@ from urllib.parse import unquote
 
 from privml._validation import MAX_BUDGET, check_count
 from privml.ledger.base import canonical_context, check_binding, key_digest, refusal_message, unknown_key_message
-from privml.ledger.sql import SELECT_BINDING, SELECT_BUDGET, SELECT_KEY, SQLLedger, check_ledger_name, schema_statements
+from privml.ledger.sql import (
+    SELECT_BINDING,
+    SELECT_BUDGET,
+    SELECT_KEY,
+    UPDATE_CONTEXT,
+    SQLLedger,
+    check_ledger_name,
+    schema_statements,
+)
 
 __all__ = ["PostgresLedger"]
 
@@ -164,7 +172,8 @@ class PostgresLedger(SQLLedger):
             (self.name, self.budget, self.context),
         )
         cur.execute(self._sql(SELECT_BINDING), (self.name,))
-        check_binding(self.url, self.name, cur.fetchone(), self.budget, self.context)
+        if check_binding(self.url, self.name, cur.fetchone(), self.budget, self.context):
+            cur.execute(self._sql(UPDATE_CONTEXT), (self.context, self.name))
 
     def _try_spend(self, count: int, key: str | None) -> str | None:
         def body(cur: Any) -> str | None:

@@ -23,6 +23,8 @@ T = TypeVar("T")
 
 SELECT_BUDGET = "SELECT budget, spent FROM privml_budgets WHERE name = ?"
 SELECT_BINDING = "SELECT budget, context FROM privml_budgets WHERE name = ?"
+#: Rewrites a stored context that held legacy keys (base.LEGACY_CONTEXT_KEYS) once it has been checked.
+UPDATE_CONTEXT = "UPDATE privml_budgets SET context = ? WHERE name = ?"
 SELECT_KEY = "SELECT quota, spent FROM privml_keys WHERE budget_name = ? AND key_sha256 = ?"
 SELECT_KEYS = "SELECT key_sha256, quota, spent FROM privml_keys WHERE budget_name = ? ORDER BY key_sha256"
 UPSERT_QUOTA = (

@@ -32,6 +32,7 @@ from privml.ledger.sql import (
     SELECT_BINDING,
     SELECT_BUDGET,
     SELECT_KEY,
+    UPDATE_CONTEXT,
     SQLLedger,
     check_ledger_name,
     schema_statements,
@@ -112,8 +113,9 @@ class SQLiteLedger(SQLLedger):
     name:
         Which budget in the file this ledger counts.
     context:
-        What the budget protects (model fingerprint, epsilon, delta, method);
-        stored as canonical JSON and compared on every reopen.
+        The calibration the budget protects (method, epsilon, delta,
+        accountant): public values only, stored as canonical JSON and
+        compared on every reopen.
     timeout:
         Seconds to wait for another process's transaction before retrying.
     retries:
@@ -226,7 +228,8 @@ class SQLiteLedger(SQLLedger):
                 (self.name, self.budget, self.context),
             )
             return
-        check_binding(str(self.path), self.name, row, self.budget, self.context)
+        if check_binding(str(self.path), self.name, row, self.budget, self.context):
+            conn.execute(UPDATE_CONTEXT, (self.context, self.name))
 
     def _try_spend(self, count: int, key: str | None) -> str | None:
         return self._group.submit(count, key)

@@ -8,7 +8,6 @@ restart at zero with the process and silently void the guarantee.
 from __future__ import annotations
 
 import functools
-import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,19 +29,10 @@ class ServedModel:
     preprocess: Callable[[np.ndarray], np.ndarray] | None
     class_names: list[Any] | None
     method: str
-    fingerprint: str  # sha256 of the model file
 
     @property
     def ledger(self) -> BudgetLedger | None:
         return getattr(self.predictor, "ledger_", None)
-
-
-def _fingerprint(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def model_pipeline(metadata: dict) -> tuple[Callable[[np.ndarray], np.ndarray] | None, list[Any] | None]:
@@ -192,7 +182,7 @@ def open_served_model(
             )
         predictor = _place(load_predictor(path, method=method, epsilon=epsilon, delta=delta, budget=budget,
                                           accounting=accounting, random_state=random_state), device)
-        return ServedModel(predictor, preprocess, class_names, stored, _fingerprint(path))
+        return ServedModel(predictor, preprocess, class_names, stored)
     load = functools.partial(
         load_predictor, path, method=method, epsilon=epsilon, delta=delta, budget=budget, accounting=accounting
     )
@@ -201,7 +191,7 @@ def open_served_model(
         raise ValueError(f"ledger name {ledger_name!r} names a budget inside a ledger, but no ledger was given")
     if ledger is None and not require_ledger:
         predictor = load(random_state=random_state)
-        return ServedModel(predictor, preprocess, class_names, predictor.method, _fingerprint(path))
+        return ServedModel(predictor, preprocess, class_names, predictor.method)
     if ledger is None:
         raise ValueError(
             "a private-prediction model needs a persistent ledger (a SQLite file or postgresql:// URL): "
@@ -210,9 +200,9 @@ def open_served_model(
     # Calibrate once without a ledger to learn the budget and the guarantee
     # the ledger is bound to, then load again charging the persistent one.
     probe = load(random_state=random_state)
-    fingerprint = _fingerprint(path)
+    # The calibration only: a hash of the model file would put a fingerprint of the training data into a ledger
+    # that may be shared (a prediction-sensitivity file holds the non-private weights; see LEGACY_CONTEXT_KEYS).
     context = {
-        "model_sha256": fingerprint,
         "method": probe.method,
         "epsilon": float(probe.privacy_.epsilon),
         "delta": float(probe.privacy_.delta),
@@ -224,4 +214,4 @@ def open_served_model(
     except BaseException:
         store.close()
         raise
-    return ServedModel(predictor, preprocess, class_names, probe.method, fingerprint)
+    return ServedModel(predictor, preprocess, class_names, probe.method)
