@@ -27,6 +27,16 @@ def test_train_on_digits_reports_the_contract(capsys, method):
     assert r["test_accuracy"] > 0.5  # chance is 0.1
 
 
+@pytest.mark.parametrize(("method", "relation"), [("dpsgd", "zero-out"), ("output", "replace-one")])
+def test_train_states_its_neighbouring_relation_exactly(capsys, method, relation):
+    # DP-SGD's add/remove-one keeps n public (zero-out view) while n and the split are printed: the guarantee
+    # is stated with the relation's exact wording, in JSON and in text (a review found only the short name).
+    r = run_json(capsys, "train", "--method", method, "--dataset", "digits", "--epsilon", "3", "--seed", "0")
+    assert relation in r["neighbouring_detail"]
+    code, out, _ = run(capsys, "train", "--method", method, "--dataset", "digits", "--epsilon", "3", "--seed", "0")
+    assert code == 0 and r["neighbouring_detail"] in out
+
+
 def test_nonprivate_needs_no_epsilon(capsys):
     r = run_json(capsys, "train", "--method", "nonprivate", "--dataset", "digits")
     assert r["epsilon"] == "inf"  # JSON has no infinity: spelt as a string

@@ -164,6 +164,7 @@ def _select(args: argparse.Namespace) -> None:
         "ex_post_epsilon": guarantee.epsilon,
         "ex_post_delta": guarantee.delta,
         "neighbouring": guarantee.neighbouring.value,
+        "neighbouring_detail": guarantee.neighbouring.detail,
         "accountant": guarantee.accountant,
         "at_epsilon": selection.at_epsilon,
         "stopped_at": selection.stopped_at,
@@ -198,6 +199,7 @@ def _render(r: dict) -> str:
             "ex-post guarantee",
             f"({fmt(r['ex_post_epsilon'], 4)}, {fmt(r['ex_post_delta'], 3)})-DP, {r['neighbouring']} [ex-post]",
         ),
+        ("neighbouring", r["neighbouring_detail"]),
     ]
     if "test_accuracy" in r:
         rows.append(("test accuracy", f"{100 * r['test_accuracy']:.2f}%"))

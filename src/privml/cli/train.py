@@ -187,6 +187,8 @@ def _train(args: argparse.Namespace) -> None:
         "epsilon": guarantee.epsilon,
         "delta": guarantee.delta,
         "neighbouring": guarantee.neighbouring.value,
+        # Stated exactly: add/remove-one here keeps n public (the zero-out view), and n and the split are printed.
+        "neighbouring_detail": guarantee.neighbouring.detail,
         "accountant": guarantee.accountant,
     }
     nonprivate = {**getattr(model, "nonprivate_diagnostics_", {}), "train_seconds": seconds}
@@ -275,6 +277,8 @@ def _train_cnn(args: argparse.Namespace) -> None:
         "epsilon": guarantee.epsilon,
         "delta": guarantee.delta,
         "neighbouring": guarantee.neighbouring.value,
+        # Stated exactly: add/remove-one here keeps n public (the zero-out view), and n and the split are printed.
+        "neighbouring_detail": guarantee.neighbouring.detail,
         "accountant": guarantee.accountant,
         "architecture": args.architecture,
         "epochs": info["epochs"],
@@ -304,6 +308,7 @@ def _render(r: dict) -> str:
         ("test accuracy", f"{100 * r['test_accuracy']:.2f}%" if "test_accuracy" in r
          else "not shown: the held-out rows are private (--show-nonprivate prints it, with a warning)"),
         ("guarantee", f"({fmt(r['epsilon'], 4)}, {fmt(r['delta'], 3)})-DP, {r['neighbouring']} [{r['accountant']}]"),
+        ("neighbouring", r["neighbouring_detail"]),
     ]
     if "model" in r:
         rows.append(("model file", r["model"]))
