@@ -158,3 +158,19 @@ def test_run_study_itself_warns_that_a_study_of_user_data_is_not_for_publication
         except Exception:  # noqa: BLE001 - runs on this tiny set may fail; the warning comes before any run
             pass
     assert any(issubclass(w.category, PrivacyLeakWarning) and "do not publish" in str(w.message) for w in caught)
+
+
+def test_private_selection_does_not_count_its_candidates_in_the_cache_statistics(tmp_path):
+    # The minimiser lookups of random stopping's candidates would print the number of runs (study run's cache
+    # lines), which Liu-Talwar's bound needs hidden; only the selection's own lookups are counted.
+    from privml.study import cache as cache_module
+
+    cache_module._CACHES.clear()
+    spec = spec_from_dict(tiny_spec_dict(
+        methods=["output"], repeats=1, selection={"mode": "private", "stop_probability": 0.2,
+                                                 "grids": {"output": {"l2": [1e-3, 1e-2, 1e-1]}}},
+        sweeps=[{"name": "epsilon", "parameter": "epsilon", "values": [1.0, 30.0]}]))
+    outcome = run_study(spec, tmp_path / "study", jobs=1, progress=False)
+    assert outcome.finished == 2
+    (row,) = [r for r in outcome.cache if r["method"] == "output"]
+    assert row["hits"] == 0 and row["misses"] == 0 and row["seconds_computed"] == 0
