@@ -69,6 +69,18 @@ def check_positive(value: object, name: str, *, allow_zero: bool = False) -> flo
     return v
 
 
+def check_n_jobs(value: object, name: str = "n_jobs") -> int:
+    """Return a joblib worker count: a positive int, or -1 (every core). Other negative counts (joblib's
+    ``cpu_count + 1 + n_jobs``) are refused: they depend on the machine, and a mistyped -100 would fail (or run
+    serially) deep inside joblib instead of saying which argument is wrong."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be a positive integer or -1 (every core), got {type(value).__name__} {value!r}")
+    count = int(value)
+    if not (count >= 1 or count == -1):
+        raise ValueError(f"{name} must be a positive integer or -1 (every core), got {value!r}")
+    return count
+
+
 def check_finite(value: object, name: str) -> float:
     """Return a finite float (any sign)."""
     v = _as_real(value, name)

@@ -103,7 +103,7 @@ def test_show_nonprivate_prints_diagnostics_with_a_warning(capsys, tmp_path):
 
 def test_options_a_method_cannot_use_are_errors(capsys):
     code, _, err = run(capsys, "train", "--method", "nonprivate", "--dataset", "digits", "--epsilon", "1")
-    assert code == 2 and "--epsilon does not apply" in err
+    assert code == 2 and "--epsilon and --delta do not apply" in err  # one message, as privml audit's
 
 
 def test_dpcd_uses_the_l2_it_is_given(capsys, tmp_path):

@@ -84,6 +84,15 @@ def integer(text: str) -> int:
     return int(value)
 
 
+def seed_integer(text: str) -> int:
+    """argparse type of ``--seed``: a non-negative integer (numpy's generators refuse a negative seed, and would
+    only say so after the data were read, without naming the option)."""
+    value = integer(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {text!r}")
+    return value
+
+
 def add_json_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object on stdout")
 
@@ -130,6 +139,24 @@ def leak_warnings_as_lines() -> Iterator[None]:
         yield
 
 
+@contextlib.contextmanager
+def warnings_as_lines() -> Iterator[None]:
+    """Record the warnings raised inside and print each as one line on stderr when the block ends, *also* when it
+    raises: a PrivacyLeakWarning (e.g. classes read from the labels) must reach the user even if loading then
+    fails. Privacy leaks read ``warning: PrivacyLeakWarning: <message>`` (as in :func:`leak_warnings_as_lines`),
+    other warnings ``warning: <message>``."""
+    from privml.exceptions import PrivacyLeakWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            yield
+        finally:
+            for w in caught:
+                prefix = f"{w.category.__name__}: " if issubclass(w.category, PrivacyLeakWarning) else ""
+                print(f"warning: {prefix}{w.message}", file=sys.stderr)
+
+
 def check_output_path(path: str | None, flag: str, *, suffix: str | None = None) -> None:
     """Refuse an output path that cannot be written, before any work is done (or privacy spent)."""
     if path is None:
@@ -137,6 +164,8 @@ def check_output_path(path: str | None, flag: str, *, suffix: str | None = None)
     import os
     from pathlib import Path
 
+    if not path:  # Path("") is ".", a directory: say what is actually wrong
+        raise CliError(f"{flag} is empty; give a file path")
     target = Path(path)
     if target.is_dir():  # before the suffix is added: DIR would otherwise be written as DIR.npz
         raise CliError(f"{flag} {path} is a directory; give a file path")

@@ -17,16 +17,26 @@ from __future__ import annotations
 
 import argparse
 import sys
-import warnings
 
 import numpy as np
 
-from privml._validation import MAX_TRIALS, check_count, check_delta, check_epsilon
+from privml._validation import MAX_TRIALS, check_count, check_n_jobs
 from privml.audit.canaries import CANARIES
 from privml.audit.epsilon_lower_bound import audit_epsilon
 from privml.audit.membership import loss_threshold_attack, roc_curve
-from privml.cli._common import CliError, add_json_flag, check_output_path, emit, finite_float, fmt, integer, table
-from privml.cli.train import BIAS, build_estimator
+from privml.cli._common import (
+    CliError,
+    add_json_flag,
+    check_output_path,
+    emit,
+    finite_float,
+    fmt,
+    integer,
+    seed_integer,
+    table,
+    warnings_as_lines,
+)
+from privml.cli.train import BIAS, build_estimator, check_privacy_options
 from privml.data import load_dataset
 from privml.data.loaders import is_user_data
 
@@ -63,7 +73,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="comma-separated public classes to keep, or 'all' (default: the first two, a binary audit)",
     )
     parser.add_argument("--confidence", type=finite_float, default=0.95, help="confidence of the bound (default 0.95)")
-    parser.add_argument("--seed", type=integer, help="random seed of the whole audit (default: fresh OS entropy)")
+    parser.add_argument("--seed", type=seed_integer, help="random seed of the whole audit (default: fresh OS entropy)")
     parser.add_argument("--n-jobs", type=integer, default=1, help="parallel workers (joblib; -1: every core)")
     parser.add_argument("--plot", help="write the ROC curves (canary test, membership attack) to this PNG")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
@@ -89,28 +99,14 @@ def _select_classes(dataset: str, text: str | None) -> tuple | None:
     return tuple(chosen)
 
 
-def _check_privacy_options(args: argparse.Namespace) -> None:
-    """--epsilon required for a private method, refused (with --delta) for the baseline; --delta defaults to 1e-5."""
-    if args.method != "nonprivate":
-        if args.epsilon is None:
-            raise ValueError(f"--epsilon is required for --method {args.method}")
-        check_epsilon(args.epsilon, "--epsilon")
-    elif args.epsilon is not None or args.delta is not None:
-        # As privml train refuses them: the baseline has no privacy parameters to audit against.
-        raise ValueError("--epsilon and --delta do not apply to --method nonprivate (the baseline is not private)")
-    args.delta = 1e-5 if args.delta is None else args.delta
-    check_delta(args.delta, "--delta")
-
-
 def _audit(args: argparse.Namespace) -> None:
     # Validate everything before loading data or training anything.
-    _check_privacy_options(args)
+    check_privacy_options(args)  # as privml train: delta > 0 for dpsgd and dpcd, nothing for the baseline
     trials = check_count(args.trials, "--trials", minimum=4, maximum=MAX_TRIALS)
     n_train = check_count(args.n_train, "--n-train", minimum=2)
     if not 0 < args.confidence < 1:
         raise ValueError(f"--confidence must be in (0, 1), got {args.confidence!r}")
-    if args.n_jobs == 0:
-        raise ValueError("--n-jobs must be a positive number of workers or -1")
+    check_n_jobs(args.n_jobs, "--n-jobs")
     if is_user_data(args.dataset):
         raise CliError("audit runs on built-in datasets only (see `privml datasets`)")
     check_output_path(args.plot, "--plot")
@@ -122,12 +118,9 @@ def _audit(args: argparse.Namespace) -> None:
         except ImportError as exc:
             raise CliError(f"--plot: {exc}") from None
 
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+    with warnings_as_lines():  # printed even when loading fails (a leak warning must not be lost)
         classes = _select_classes(args.dataset, args.classes)
         data = load_dataset(args.dataset, bias=BIAS, max_train=n_train, classes=classes, random_state=args.seed)
-    for w in caught:
-        print(f"warning: {w.message}", file=sys.stderr)
     info = data.info
     model = build_estimator(
         args.method, n_classes=len(info.classes), epsilon=args.epsilon, delta=args.delta, l2=None, seed=args.seed

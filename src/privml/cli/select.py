@@ -37,13 +37,16 @@ from privml.cli._common import (
     integer,
     nonprivate_block,
     parse_classes,
+    seed_integer,
     table,
+    warnings_as_lines,
 )
 from privml.data import load_dataset
 from privml.selection import AccuracyFirstClassifier, AccuracyFirstWarning
 
 SELECT_METHODS = ("output",)
 BIAS = 0.5  # the public constant feature of `privml train`
+MIN_TRAIN = 3  #: fewest records whose 20% validation part and the rest are both non-empty
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -77,7 +80,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--search", choices=("noise-reduction", "doubling"), default="noise-reduction")
     parser.add_argument("--l2", type=finite_float, help="regularisation lambda (default: auto, public)")
     parser.add_argument("--max-train", type=integer, help="use at most this many training records")
-    parser.add_argument("--seed", type=integer,
+    parser.add_argument("--seed", type=seed_integer,
                         help="random seed, for experiments and tests only (default: fresh OS entropy)")
     parser.add_argument("--plot", help="write a PNG of the trace to this path (needs matplotlib)")
     add_nonprivate_flag(parser)
@@ -104,7 +107,9 @@ def _check_args(args: argparse.Namespace) -> None:
     if args.l2 is not None:
         check_positive(args.l2, "--l2")
     if args.max_train is not None:
-        check_count(args.max_train, "--max-train")
+        # The search holds out round(0.2 n) records (AccuracyFirstClassifier's validation_fraction) and needs both
+        # parts non-empty: n >= 3. Checked here, not after the data are read.
+        check_count(args.max_train, "--max-train", minimum=MIN_TRAIN)
     user = not held_out_is_public(args.dataset)
     if not user and (args.test_path or args.label_column != "label" or args.classes is not None):
         raise ValueError("--test, --label-column and --classes apply to csv:/npz: datasets only")
@@ -119,16 +124,13 @@ def _check_args(args: argparse.Namespace) -> None:
 
 def _select(args: argparse.Namespace) -> None:
     _check_args(args)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+    with warnings_as_lines():  # printed even when loading fails (a leak warning must not be lost)
         user = not held_out_is_public(args.dataset)
         data = load_dataset(
             args.dataset, bias=BIAS, max_train=args.max_train, random_state=args.seed,
             classes=parse_classes(args.classes),
             label_column=args.label_column, test_path=args.test_path if user else None,
         )
-    for w in caught:
-        print(f"warning: {w.message}", file=sys.stderr)
     info = data.info
     model = AccuracyFirstClassifier(
         target=args.target_error,

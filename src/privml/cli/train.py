@@ -29,12 +29,18 @@ import argparse
 import inspect
 import sys
 import time
-import warnings
 from typing import Any
 
 import numpy as np
 
-from privml._validation import check_count, check_delta, check_epsilon, check_positive, check_positive_delta
+from privml._validation import (
+    MAX_COMPOSITIONS,
+    check_count,
+    check_delta,
+    check_epsilon,
+    check_positive,
+    check_positive_delta,
+)
 from privml.cli._common import (
     add_json_flag,
     add_nonprivate_flag,
@@ -46,7 +52,9 @@ from privml.cli._common import (
     integer,
     nonprivate_block,
     parse_classes,
+    seed_integer,
     table,
+    warnings_as_lines,
 )
 from privml.data import load_dataset
 from privml.io import save_model
@@ -59,7 +67,10 @@ TRAIN_METHODS = ("output", "objective", "dpsgd", "dpcd", "nonprivate", "dpsgd-cn
 CNN_ARCHITECTURES: tuple[str, ...] = ("tramer-boneh", "resnet", "wide-resnet")
 #: image datasets that ``--method dpsgd-cnn`` accepts
 CNN_DATASETS = ("mnist", "fashion-mnist")
+#: methods that add Gaussian noise: their guarantee needs delta > 0
+POSITIVE_DELTA_METHODS = ("dpsgd", "dpcd", "dpsgd-cnn")
 BIAS = 0.5  # public constant feature appended to every record (privml.data.add_bias_feature)
+DEFAULT_DELTA = 1e-5  #: --delta of a private method when none is given
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -80,11 +91,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="comma-separated public class set for user data (default: read from the labels, which leaks; warns)",
     )
     parser.add_argument("--epsilon", type=finite_float, help="privacy budget epsilon (required unless nonprivate)")
-    parser.add_argument("--delta", type=finite_float, default=1e-5, help="delta in [0, 1) (default 1e-5)")
+    # Default None, not 1e-5: a value the user gave must be told apart from none, so that it is refused where it
+    # does not apply (nonprivate) rather than silently dropped; DEFAULT_DELTA is filled in otherwise.
+    parser.add_argument("--delta", type=finite_float,
+                        help=f"delta in [0, 1) (default {DEFAULT_DELTA:g}; not for nonprivate)")
     parser.add_argument("--l2", type=finite_float, help="regularisation lambda (default: the method's own default)")
     parser.add_argument("--max-train", type=integer, help="use at most this many training records")
     parser.add_argument(
-        "--seed", type=integer,
+        "--seed", type=seed_integer,
         help="random seed, for experiments and tests only (default: fresh OS entropy); never saved in the model file",
     )
     parser.add_argument("--no-bias", action="store_true", help="do not append the constant bias feature")
@@ -122,6 +136,26 @@ def build_estimator(method: str, *, n_classes: int, epsilon: float | None, delta
     return cls(**{k: v for k, v in kwargs.items() if k in accepted})
 
 
+def check_privacy_options(args: argparse.Namespace) -> None:
+    """--epsilon required for a private method, --epsilon and --delta refused for the baseline; fills in
+    --delta's default (DEFAULT_DELTA), and requires delta > 0 of the methods that add Gaussian noise.
+
+    Shared with ``privml audit``: checked before any data is read or noise drawn.
+    """
+    if args.method == "nonprivate":
+        if args.epsilon is not None or args.delta is not None:
+            raise ValueError("--epsilon and --delta do not apply to --method nonprivate (the baseline is not private)")
+    else:
+        if args.epsilon is None:
+            raise ValueError(f"--epsilon is required for --method {args.method}")
+        check_epsilon(args.epsilon, "--epsilon")
+    args.delta = DEFAULT_DELTA if args.delta is None else args.delta
+    if args.method in POSITIVE_DELTA_METHODS:
+        check_positive_delta(args.delta, "--delta")  # their guarantee is (epsilon, delta) with delta > 0
+    else:
+        check_delta(args.delta, "--delta")
+
+
 def _train(args: argparse.Namespace) -> None:
     if args.method == "dpsgd-cnn":
         _train_cnn(args)
@@ -135,15 +169,9 @@ def _train(args: argparse.Namespace) -> None:
     if cnn_only:
         raise ValueError(f"{', '.join(cnn_only)} appl{'ies' if len(cnn_only) == 1 else 'y'} to --method dpsgd-cnn only")
     # Validate everything before touching data or drawing noise.
-    if args.method == "nonprivate" and args.epsilon is not None:
-        raise ValueError("--epsilon does not apply to --method nonprivate (the baseline is not private)")
+    check_privacy_options(args)
     if args.l2 is not None and "l2" not in inspect.signature(estimator_class(args.method)).parameters:
         raise ValueError(f"--l2 does not apply to --method {args.method} (it has no l2 parameter)")
-    if args.method != "nonprivate":
-        if args.epsilon is None:
-            raise ValueError(f"--epsilon is required for --method {args.method}")
-        check_epsilon(args.epsilon, "--epsilon")
-    check_delta(args.delta, "--delta")
     if args.l2 is not None:
         check_positive(args.l2, "--l2")
     if args.max_train is not None:
@@ -154,8 +182,7 @@ def _train(args: argparse.Namespace) -> None:
     if not user and (args.test_path or args.label_column != "label" or classes is not None):
         raise ValueError("--test, --label-column and --classes apply to csv:/npz: datasets only")
 
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+    with warnings_as_lines():  # printed even when loading fails (a leak warning must not be lost)
         data = load_dataset(
             args.dataset,
             bias=False if args.no_bias else BIAS,
@@ -165,8 +192,6 @@ def _train(args: argparse.Namespace) -> None:
             test_path=args.test_path,
             random_state=args.seed,
         )
-    for w in caught:
-        print(f"warning: {w.message}", file=sys.stderr)
     info = data.info
     model = build_estimator(
         args.method, n_classes=len(info.classes), epsilon=args.epsilon, delta=args.delta, l2=args.l2, seed=args.seed
@@ -205,16 +230,17 @@ def _train(args: argparse.Namespace) -> None:
 
 def _check_cnn_args(args: argparse.Namespace) -> str:
     """Every ``dpsgd-cnn`` option checked before any data is read; returns the dataset's canonical name."""
-    if args.epsilon is None:
-        raise ValueError("--epsilon is required for --method dpsgd-cnn")
-    check_epsilon(args.epsilon, "--epsilon")
-    check_positive_delta(args.delta, "--delta")  # DP-SGD's guarantee is (epsilon, delta) with delta > 0
+    check_privacy_options(args)  # dpsgd-cnn is private: --epsilon required, delta > 0
     dataset = args.dataset.lower().replace("_", "-")
     if dataset not in CNN_DATASETS:
         raise ValueError(f"--method dpsgd-cnn supports --dataset {' or '.join(CNN_DATASETS)}, got {args.dataset!r}")
     for name in ("epochs", "learning_rate", "clip_norm"):
         if getattr(args, name) is not None:
             check_positive(getattr(args, name), f"--{name.replace('_', '-')}")
+    if args.epochs is not None and args.epochs > MAX_COMPOSITIONS:
+        # Every epoch is at least one step (q <= 1): beyond the accountants' cap whatever n is. The exact
+        # step count (epochs / q) is checked at fit, before the model is built or any noise drawn.
+        raise ValueError(f"--epochs {args.epochs:g} exceeds the {MAX_COMPOSITIONS:,} steps the accountants compose")
     for name in ("batch_size", "max_train", "threads"):
         if getattr(args, name) is not None:
             check_count(getattr(args, name), f"--{name.replace('_', '-')}")

@@ -193,6 +193,12 @@ def load_npz(path: Path, *, test_path: Path | None) -> UserSplits:
 
 
 def _read_npz(path: Path) -> dict[str, np.ndarray]:
+    # np.load takes any file that is not a zip or .npy for a pickle and then speaks of pickled object arrays
+    # (e.g. a CSV given as the --test file of npz: data): say plainly that the file is not an .npz.
+    with open(path, "rb") as handle:
+        if handle.read(2) != b"PK":  # every zip (npz) starts so
+            raise ValueError(f"{path} is not an .npz file (a zip of arrays, as numpy.savez writes); "
+                             "npz: data and its test file must both be .npz")
     try:
         with np.load(path, allow_pickle=False) as npz:
             return {key: npz[key] for key in npz.files}
