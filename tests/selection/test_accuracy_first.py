@@ -29,7 +29,10 @@ BASE = {"classes": [0, 1], "l2": 0.01, "at_epsilon": 1.0, "epsilon_min": 0.01, "
 
 
 def fit(**kwargs) -> AccuracyFirstClassifier:
-    return AccuracyFirstClassifier(**{**BASE, **kwargs}).fit(X, Y)
+    settings = {**BASE, **kwargs}
+    if settings.get("search") == "doubling":
+        del settings["n_steps"]  # doubling has no grid: a set n_steps is refused
+    return AccuracyFirstClassifier(**settings).fit(X, Y)
 
 
 # ----------------------------------------------------------------- the ledger
@@ -222,3 +225,17 @@ def test_nonprivate_minimiser_is_shared_with_the_baseline() -> None:
     train = np.sort(order[model.fit_info_["n_val"]:])
     ref = NonPrivateClassifier(l2=0.01, classes=[0, 1]).fit(X[train], Y[train])
     assert np.allclose(model.weights_, ref.weights_, atol=1e-3)
+
+
+def test_doubling_refuses_a_grid_size_it_would_ignore() -> None:
+    # privml select refused --steps with --search doubling; the estimator fitted and ignored n_steps (a review).
+    from privml.selection import AccuracyFirstClassifier
+
+    X = np.random.default_rng(1).normal(size=(50, 2)) / 3
+    rng = np.random.default_rng(0)
+    before = str(rng.bit_generator.state)
+    model = AccuracyFirstClassifier(target=0.3, metric="error", search="doubling", n_steps=5, classes=[0, 1],
+                                    random_state=rng)
+    with pytest.raises(ValueError, match="n_steps sets the noise-reduction grid"):
+        model.fit(X, (X[:, 0] > 0).astype(int))
+    assert str(rng.bit_generator.state) == before

@@ -122,3 +122,18 @@ def test_cnn_teachers_in_subsample_and_aggregate():
     assert list(model.teachers_[0].classes_) == ["a", "b"]  # the public class set was passed in
     answers = model.predict(X[:4].reshape(4, -1))
     assert answers.shape == (4,) and set(answers) <= {"a", "b"}
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [({"batch_size": 10**12}, "exceeds the number of records"),  # was capped at n silently (q = 1)
+     ({"batch_size": 1000, "epsilon": float("inf")}, "exceeds the number of records"),
+     ({"epochs": 1e300}, "accountants compose")],  # an IndexError in the PLD convolution
+)
+def test_batch_and_steps_are_refused_before_the_model_is_built(kwargs, match, monkeypatch):
+    import privml.torch.classifier as module
+
+    X, y = blobs(n=40)
+    monkeypatch.setattr(module, "build_model", lambda *a, **k: pytest.fail("model built before the check"))
+    with pytest.raises(ValueError, match=match):
+        small(**kwargs).fit(X, y)

@@ -41,9 +41,19 @@ from privml.guarantee import PrivacyGuarantee
 from privml.losses import HuberHingeLoss, LogisticLoss, Loss, MultinomialLogisticLoss
 from privml.release import partition_info
 
+#: default ``huber_width`` of every estimator that has one
+DEFAULT_HUBER_WIDTH = 0.5
 
-def make_loss(n_classes: int, name: str = "logistic", *, huber_width: float = 0.5) -> Loss:
-    """The loss for ``n_classes``: binary ``logistic``/``huber``, else multinomial."""
+
+def make_loss(n_classes: int, name: str = "logistic", *, huber_width: float = DEFAULT_HUBER_WIDTH) -> Loss:
+    """The loss for ``n_classes``: binary ``logistic``/``huber``, else multinomial.
+
+    A ``huber_width`` other than the default with a loss that is not Huber's is refused: it would be ignored.
+    (Every estimator calls this at fit, before any randomness is drawn.)
+    """
+    if huber_width != DEFAULT_HUBER_WIDTH and not (n_classes == 2 and name == "huber"):
+        raise ValueError(f"huber_width applies to loss='huber' (two classes) only, got loss={name!r} "
+                         f"with {n_classes} classes")
     if n_classes == 2:
         if name == "logistic":
             return LogisticLoss()

@@ -74,6 +74,8 @@ from privml.linear.dpsgd_noise import _check_budget, _direct_noise, _linear_nois
 from privml.linear.dpsgd_steps import (
     LR_SCHEDULES,
     _Averager,
+    check_averaging,
+    check_steps,
     clipped_gradient_sum,
     fixed_size_sample,
     learning_rate_schedule,
@@ -396,6 +398,7 @@ class DPSGDClassifier(PrivateLinearClassifier):
             check_positive(self.epochs, "epochs")
         if self.steps is not None:
             check_count(self.steps, "steps")
+        check_steps(self.steps or 1 if self.epochs is None else self.epochs, self.epochs)  # steps >= epochs: q <= 1
         if self.design == "direct" and (self.steps is not None or self.epochs not in (None, 1)):
             raise ValueError(
                 "the direct design makes exactly one pass over disjoint batches (n // batch_size steps): "
@@ -405,14 +408,7 @@ class DPSGDClassifier(PrivateLinearClassifier):
         if self.lr_schedule not in LR_SCHEDULES:
             raise ValueError(f"lr_schedule must be one of {', '.join(LR_SCHEDULES)}, got {self.lr_schedule!r}")
         self._check_l2()
-        if self.averaging not in AVERAGING:
-            raise ValueError(f"averaging must be one of {', '.join(AVERAGING)}, got {self.averaging!r}")
-        tail = check_positive(self.tail_fraction, "tail_fraction")
-        if tail > 1:
-            raise ValueError(f"tail_fraction must be in (0, 1], got {tail!r}")
-        decay = check_positive(self.ema_decay, "ema_decay", allow_zero=True)
-        if decay >= 1:
-            raise ValueError(f"ema_decay must be in [0, 1), got {decay!r}")
+        check_averaging(self.averaging, self.tail_fraction, self.ema_decay, AVERAGING)  # refuses ignored settings
         if not isinstance(self.progress, bool):
             raise TypeError(f"progress must be a bool, got {type(self.progress).__name__}")
 
@@ -494,7 +490,7 @@ class DPSGDClassifier(PrivateLinearClassifier):
                 steps = int(self.steps)
             else:
                 epochs = DEFAULT_EPOCHS if self.epochs is None else float(self.epochs)
-                steps = max(1, round(epochs / q))
+                steps = check_steps(max(1, round(epochs / q)), epochs)
             if self.design == "poisson":
                 noise = _poisson_noise(
                     epsilon, delta, self.noise_multiplier, q, steps, self.accountant, neighbouring=relation,

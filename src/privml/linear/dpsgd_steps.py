@@ -17,7 +17,7 @@ import math
 
 import numpy as np
 
-from privml._validation import check_count, check_probability
+from privml._validation import MAX_COMPOSITIONS, check_count, check_positive, check_probability
 from privml.losses import Loss
 
 __all__ = [
@@ -182,6 +182,37 @@ def learning_rate_schedule(schedule: str, learning_rate: float, steps: int) -> n
     if schedule == "step":
         return learning_rate * 0.1 ** ((t >= steps / 2).astype(float) + (t >= 3 * steps / 4))
     return learning_rate / np.sqrt(1.0 + 10.0 * t / steps)
+
+
+#: Defaults of DPSGDClassifier's tail_fraction and ema_decay (a set value the averaging ignores is an error)
+DEFAULT_TAIL_FRACTION = 0.5
+DEFAULT_EMA_DECAY = 0.99
+
+
+def check_averaging(kind: str, tail_fraction: float, ema_decay: float, kinds: tuple[str, ...]) -> None:
+    """Validate the averaging settings; ``tail_fraction`` other than its default is refused unless ``kind`` is
+    "tail", and ``ema_decay`` unless it is "ema": the averaging would silently ignore them."""
+    if kind not in kinds:
+        raise ValueError(f"averaging must be one of {', '.join(kinds)}, got {kind!r}")
+    tail = check_positive(tail_fraction, "tail_fraction")
+    if tail > 1:
+        raise ValueError(f"tail_fraction must be in (0, 1], got {tail!r}")
+    decay = check_positive(ema_decay, "ema_decay", allow_zero=True)
+    if decay >= 1:
+        raise ValueError(f"ema_decay must be in [0, 1), got {decay!r}")
+    if kind != "tail" and tail != DEFAULT_TAIL_FRACTION:
+        raise ValueError(f"tail_fraction applies to averaging='tail' only, got averaging={kind!r}")
+    if kind != "ema" and decay != DEFAULT_EMA_DECAY:
+        raise ValueError(f"ema_decay applies to averaging='ema' only, got averaging={kind!r}")
+
+
+def check_steps(steps: float, epochs: float | None) -> int:
+    """The planned step count, at most MAX_COMPOSITIONS (what the accountants compose): more failed inside the PLD
+    convolution (epochs=1e300) or allocated terabytes (steps=10**12)."""
+    if steps > MAX_COMPOSITIONS:
+        where = f"epochs={epochs:g} gives at least {steps:.3g} steps" if epochs is not None else f"steps={steps:,}"
+        raise ValueError(f"{where}, more than the {MAX_COMPOSITIONS:,} the accountants compose")
+    return int(steps)
 
 
 class _Averager:

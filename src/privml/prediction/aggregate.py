@@ -39,7 +39,7 @@ from joblib import Parallel, delayed
 from sklearn.base import BaseEstimator, clone
 
 from privml._random import RandomState, check_random_state
-from privml._validation import MAX_BUDGET, check_count, check_delta, check_epsilon, check_X, check_y
+from privml._validation import MAX_BUDGET, check_count, check_delta, check_epsilon, check_n_jobs, check_X, check_y
 from privml.data.labels import fit_classes, label_codes
 from privml.guarantee import PrivacyGuarantee
 from privml.ledger import BudgetLedger
@@ -174,7 +174,7 @@ class SubsampleAndAggregate(BudgetedPredictor):
         Where answers are counted (budget must equal ``budget``); default a
         fresh :class:`~privml.ledger.MemoryLedger` at fit.
     n_jobs : int, optional
-        Teachers trained in parallel by joblib (None: one process).
+        Teachers trained in parallel by joblib: a positive count or -1 (every core); None: one process.
     random_state : None, int or numpy Generator, optional
         Drives the partition and the votes; None draws OS entropy.
     **deprecated :
@@ -255,6 +255,9 @@ class SubsampleAndAggregate(BudgetedPredictor):
         check_count(self.n_models, "n_models")
         check_ledger(self.ledger, budget)
         check_random_state(self.random_state)  # type check only
+        if self.n_jobs is not None:
+            # Checked here, before the partition is drawn: joblib would refuse 0 or 'x' only after it.
+            check_n_jobs(self.n_jobs)
         if self.estimator is not None and not isinstance(self.estimator, BaseEstimator):
             raise TypeError(f"estimator must be a scikit-learn estimator, got {type(self.estimator).__name__}")
         return calibrate_vote_epsilon(epsilon, delta, budget, self.accountant)

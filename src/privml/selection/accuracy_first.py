@@ -112,6 +112,10 @@ SEARCHES: tuple[str, ...] = ("noise-reduction", "doubling")
 METRICS: tuple[str, ...] = ("error", "excess_risk")
 
 
+#: default ``n_steps`` (levels of the noise-reduction grid)
+DEFAULT_N_STEPS = 40
+
+
 def epsilon_grid(epsilon_min: float, epsilon_max: float, n_steps: int) -> tuple[float, ...]:
     """``n_steps`` levels spaced geometrically from ``epsilon_min`` to ``epsilon_max``.
 
@@ -391,7 +395,7 @@ class AccuracyFirstClassifier(PrivateLinearClassifier):
         search: Search = "noise-reduction",
         epsilon_min: float = 0.01,
         epsilon_max: float = 10.0,
-        n_steps: int = 40,
+        n_steps: int = DEFAULT_N_STEPS,
         at_epsilon: float = 0.1,
         delta: float = 0.0,
         margin: float = 0.0,
@@ -425,6 +429,10 @@ class AccuracyFirstClassifier(PrivateLinearClassifier):
     # ------------------------------------------------------------ validation
     def _grid(self) -> tuple[float, ...]:
         if self.search == "doubling":
+            # As `privml select` refuses --steps with --search doubling: a set grid size would be ignored.
+            if self.n_steps != DEFAULT_N_STEPS:
+                raise ValueError("n_steps sets the noise-reduction grid; search='doubling' doubles epsilon and has "
+                                 f"no grid: leave n_steps at its default {DEFAULT_N_STEPS}")
             return doubling_grid(self.epsilon_min, self.epsilon_max)
         return epsilon_grid(self.epsilon_min, self.epsilon_max, self.n_steps)
 

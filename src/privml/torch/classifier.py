@@ -8,12 +8,12 @@ import numpy as np
 import torch
 from sklearn.base import BaseEstimator, ClassifierMixin
 
-from privml._validation import check_fitted
+from privml._validation import check_fitted, check_positive
 from privml.data.labels import fit_classes
 from privml.guarantee import PrivacyGuarantee
 from privml.neighbouring import Neighbouring
 from privml.torch.dpsgd import DPSGD
-from privml.torch.dpsgd_setup import check_precisions
+from privml.torch.dpsgd_setup import check_precisions, planned_steps
 from privml.torch.models import IMAGE_ARCHITECTURES, build_model
 
 #: Defaults of Tramer and Boneh (2021), Table 9, for the end-to-end MNIST CNN:
@@ -53,7 +53,7 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         (a :class:`~privml.exceptions.PrivacyLeakWarning` says so).
     epochs, batch_size, learning_rate, momentum, clip_norm:
         DP-SGD hyper-parameters (defaults of Tramer and Boneh 2021 for MNIST);
-        ``batch_size`` is the *expected* Poisson batch size, capped at n.
+        ``batch_size`` is the *expected* Poisson batch size, at most n (a larger one is refused at fit).
     noise_multiplier, accountant, mode, secure_noise:
         As in :class:`~privml.torch.DPSGD`.
     max_physical_batch_size:
@@ -225,6 +225,17 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
                                     or threads < 1):
             raise ValueError(f"threads must be None or a positive integer, got {threads!r}")
 
+    def _check_plan(self, n: int) -> None:
+        """The batch and the step count against n (public), as DPSGDClassifier checks them.
+
+        A batch larger than n was silently capped at n (q = 1), a setting the fit ignored; too many steps failed
+        inside the accountant (or ran for ever) after the model was built.
+        """
+        size = check_positive(self.batch_size, "batch_size")
+        if size > n:
+            raise ValueError(f"batch_size={self.batch_size} exceeds the number of records n={n}")
+        planned_steps(self.epochs, None, size / n)  # the private run's steps, and the baseline's: one cap
+
     # ------------------------------------------------------------ sklearn API
     def fit(self, X: Any, y: Any) -> TorchClassifier:
         """Train a fresh model on (X, y) with DP-SGD; returns ``self``."""
@@ -236,6 +247,7 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         if X_t.shape[0] != y_t.shape[0]:
             raise ValueError(f"X has {X_t.shape[0]} rows but y has {y_t.shape[0]}")
         n = int(X_t.shape[0])
+        self._check_plan(n)  # before the seed is set, the model built or any noise drawn
         seed = self.random_state
         with self._threads():
             if seed is not None:
@@ -254,8 +266,7 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
                     n_samples=n,
                     clip_norm=self.clip_norm,
                     # fixed-size batches hold a whole number of records; Poisson's expected size need not
-                    batch_size=(min(int(self.batch_size), n) if self.sampling == "fixed-size"
-                                else min(float(self.batch_size), float(n))),
+                    batch_size=int(self.batch_size) if self.sampling == "fixed-size" else float(self.batch_size),
                     epochs=self.epochs,
                     noise_multiplier=self.noise_multiplier,
                     target_epsilon=self.epsilon,

@@ -116,7 +116,10 @@ class DPCDClassifier(_DPCDMixin, PrivateLinearClassifier):
     feature_bounds : None, "data" or array_like of shape (d,), default None
         **Public** bounds ``|x_j| <= b_j`` (capped at 1). None: all 1, implied
         by ``||x|| <= 1``. ``"data"`` reads them from the training data and
-        warns (:class:`~privml.exceptions.PrivacyLeakWarning`).
+        warns (:class:`~privml.exceptions.PrivacyLeakWarning`). Features
+        outside the given bounds are clipped to them (after the unit-ball
+        projection, a per-record map: no privacy cost), never refused: an
+        error would reveal that some private record lies outside.
     calibration : {"gdp", "closed_form"}, default "gdp"
         Exact GDP composition, or the paper's Theorem 4.1 (epsilon < 1 only).
     blocks : {"feature", "entry"}, default "feature"

@@ -1,0 +1,73 @@
+"""Settings the chosen configuration would ignore are refused at fit, before any randomness (from a review)."""
+
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+import pytest
+
+from privml.linear.dpcd import DPCDClassifier, DPCDRegressor
+from privml.linear.dpsgd import DPSGDClassifier
+from privml.linear.dpsgd_steps import DEFAULT_EMA_DECAY, DEFAULT_TAIL_FRACTION
+from privml.linear.objective_perturbation import ObjectivePerturbationClassifier
+from privml.linear.output_perturbation import OutputPerturbationClassifier
+from privml.prediction.sensitivity import PredictionSensitivity
+
+X = np.random.default_rng(1).normal(size=(200, 3)) / 3
+Y = (X[:, 0] > 0).astype(int)
+
+
+def _fit_refused(model, match):
+    rng = np.random.default_rng(0)
+    before = str(rng.bit_generator.state)
+    model.set_params(random_state=rng)
+    with pytest.raises(ValueError, match=match):
+        model.fit(X, Y)
+    assert str(rng.bit_generator.state) == before  # refused before any randomness
+
+
+@pytest.mark.parametrize("cls", [OutputPerturbationClassifier, ObjectivePerturbationClassifier])
+def test_huber_width_with_another_loss_is_refused(cls):
+    _fit_refused(cls(epsilon=1, huber_width=0.9, classes=[0, 1]), "huber_width applies to loss='huber'")
+    cls(epsilon=1, loss="huber", huber_width=0.9, classes=[0, 1], random_state=0).fit(X, Y)  # used: fine
+
+
+def test_prediction_sensitivity_refuses_an_ignored_huber_width():
+    _fit_refused(PredictionSensitivity(epsilon=1, budget=10, huber_width=0.9, classes=[0, 1]), "huber_width")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [({"averaging": "tail", "ema_decay": 0.5}, "ema_decay applies"),
+     ({"averaging": "ema", "tail_fraction": 0.3}, "tail_fraction applies"),
+     ({"averaging": "uniform", "tail_fraction": 0.3}, "tail_fraction applies")],
+)
+def test_dpsgd_refuses_averaging_settings_it_ignores(kwargs, match):
+    _fit_refused(DPSGDClassifier(epsilon=1, classes=[0, 1], **kwargs), match)
+
+
+def test_dpsgd_averaging_defaults_are_the_constants():
+    params = inspect.signature(DPSGDClassifier).parameters
+    assert params["tail_fraction"].default == DEFAULT_TAIL_FRACTION
+    assert params["ema_decay"].default == DEFAULT_EMA_DECAY
+
+
+@pytest.mark.parametrize("kwargs", [{"epochs": 1e300}, {"steps": 10**12}, {"epochs": 1e8, "batch_size": 10}])
+def test_dpsgd_caps_the_steps_the_accountants_compose(kwargs):
+    # epochs=1e300 failed with an IndexError inside the PLD convolution; steps=10**12 allocated terabytes.
+    _fit_refused(DPSGDClassifier(epsilon=1, classes=[0, 1], **kwargs), "accountants compose")
+
+
+@pytest.mark.parametrize("cls", [DPCDClassifier, DPCDRegressor])
+def test_dpcd_clips_features_to_the_public_bounds(cls):
+    # Out-of-bound features are clipped (never a data-dependent error): training on X equals training on X
+    # clipped to the bounds beforehand.
+    inside = X / np.linalg.norm(X, axis=1).max()  # in the unit ball: the projection does nothing
+    y = Y if cls is DPCDClassifier else inside[:, 0]
+    extra = {"classes": [0, 1]} if cls is DPCDClassifier else {}
+    bounds = [0.05, 0.05, 0.05]
+    assert np.abs(inside).max() > 0.05
+    a = cls(epsilon=1, feature_bounds=bounds, random_state=0, **extra).fit(inside, y)
+    b = cls(epsilon=1, feature_bounds=bounds, random_state=0, **extra).fit(np.clip(inside, -0.05, 0.05), y)
+    np.testing.assert_array_equal(a.weights_, b.weights_)
