@@ -48,11 +48,12 @@ def test_rerun_skips_finished_runs(tmp_path):
 
 def test_failed_runs_are_stored_with_their_error_and_retried(tmp_path):
     spec = small_spec(defaults={"epsilon": 1.0, "delta": 0.0, "budget": 1, "n": 100_000, "d": 10})
-    outcome = run_study(spec, tmp_path, progress=False, report=False)
+    # check_data=False: the data check now refuses this n before any run; this test is about runs that fail.
+    outcome = run_study(spec, tmp_path, progress=False, report=False, check_data=False)
     assert outcome.failed == outcome.planned and outcome.finished == 0
     errors = ResultStore(outcome.results).records(status="error")
     assert "n = 100000 training records requested" in errors[0]["error"]
-    retry = run_study(spec, tmp_path, progress=False, report=False)
+    retry = run_study(spec, tmp_path, progress=False, report=False, check_data=False)
     assert retry.skipped == 0 and retry.failed == outcome.planned
 
 

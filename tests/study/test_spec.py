@@ -44,7 +44,8 @@ def test_private_training_runs_are_shared_across_budgets():
 
 
 def test_methods_needing_delta_are_left_out_at_delta_zero_with_a_note():
-    spec = spec_from_dict(tiny_spec_dict(methods=["output", "dpsgd"]))
+    # Only the epsilon sweep: neither method takes the budget, so a budget sweep would be refused.
+    spec = spec_from_dict(tiny_spec_dict(methods=["output", "dpsgd"], sweeps=tiny_spec_dict()["sweeps"][:1]))
     jobs, notes = plan(spec)
     assert {j.method for j in jobs} == {"output"}
     assert any("DP-SGD needs delta > 0" in n for n in notes)
@@ -153,9 +154,9 @@ def test_a_grid_may_name_only_what_the_method_reads():
     for grids, message in (({"output": {"clip_norm": [0.1]}}, "output names 'clip_norm'.*it takes l2"),
                            ({"dpsgd": {"l2": [0.1]}}, "it takes clip_norm, learning_rate")):
         with pytest.raises(ValueError, match=message):
-            spec_from_dict(tiny_spec_dict(methods=["output", "dpsgd"], selection={"mode": "validation",
-                                                                                   "grids": grids}))
-    spec = spec_from_dict(tiny_spec_dict(methods=["dpsgd"], selection={
+            spec_from_dict(tiny_spec_dict(methods=["output", "dpsgd"], sweeps=tiny_spec_dict()["sweeps"][:1],
+                                          selection={"mode": "validation", "grids": grids}))
+    spec = spec_from_dict(tiny_spec_dict(methods=["dpsgd"], sweeps=tiny_spec_dict()["sweeps"][:1], selection={
         "mode": "validation", "grids": {"dpsgd": {"clip_norm": [0.1], "learning_rate": [0.5, 1.0]}}}))
     assert spec.selection.grids["dpsgd"]["learning_rate"] == (0.5, 1.0)
 

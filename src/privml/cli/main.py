@@ -118,6 +118,11 @@ def main(argv: list[str] | None = None) -> int:
         # could not be downloaded, or a study's worker was killed. Not the user's input: status 1.
         sys.stderr.write(f"{prog}: error: {_one_line(exc)}\n")
         return EXIT_FAILED
+    except OSError as exc:
+        # After the CLI's own checks (FileNotFoundError is caught above): a file where a folder goes, a full or
+        # read-only disk. The user's environment, not a bug: one line and exit 2, not a traceback.
+        sys.stderr.write(f"{prog}: error: {_one_line(exc)}\n")
+        return EXIT_USAGE
     except KeyboardInterrupt:
         sys.stderr.write(f"{prog}: interrupted (a study keeps its finished runs: run it again to resume)\n")
         return 130

@@ -32,6 +32,7 @@ without CNN methods.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -84,7 +85,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--neighbouring", choices=("replace-one", "add/remove-one", "mixed"),
                      help="the one relation every guarantee holds under (default: the study's, replace-one); "
                           "mixed is the paper's protocol, DP-SGD under add/remove-one, flagged as not like for like")
-    run.add_argument("--repeats", type=integer, help="repeats per point (default: the study's)")
+    run.add_argument("--repeats", type=integer,
+                     help="repeats per point (default: the study's; at most 1000, privml.study.spec.MAX_REPEATS)")
     run.add_argument("--sweeps", nargs="+", metavar="NAME",
                      help="run only these sweeps of the study (e.g. budget-pure budget); finished runs are "
                           "reused by a later full run of the same --out")
@@ -146,9 +148,12 @@ def _run(args: argparse.Namespace) -> int:
 
     if args.label_column and not (args.dataset or "").startswith("csv:"):
         raise ValueError("--label-column applies to --dataset csv:PATH only")
+    check_out_folder(args.out, "--out")  # a file there would end the study in a traceback, after its work
     path = Path(args.study)
     if args.study in preset_names():
         spec = load_preset(args.study)
+    elif path.is_dir():
+        raise ValueError(f"{args.study} is a directory; give a preset name or a spec file")
     elif path.suffix.lower() in (".toml", ".yaml", ".yml") or path.exists():
         spec = load_spec(path)
     else:
@@ -179,6 +184,8 @@ def _run(args: argparse.Namespace) -> int:
         spec = spec.with_overrides(**changes)
     spec = place_study(spec)  # a bad or missing device is refused before any output
     executor = make_executor(args.executor, jobs=args.jobs)  # bad --executor/--jobs: refused before any output
+    if isinstance(executor, DaskExecutor):  # before the "results in" line: an unreachable one is one line, alone
+        executor.check_reachable()
     # A bad or unobtainable dataset is refused before any output too (a missing built-in set is fetched now).
     # The library's PrivacyLeakWarnings, one line each as they come: the class set read from private labels
     # (check_dataset), and the stated exception that a study of the user's own rows is not for publication
@@ -241,6 +248,20 @@ def _render_status(r: dict) -> str:
     return table(rows)
 
 
+def check_out_folder(path: str, flag: str) -> None:
+    """Refuse an output folder that cannot be one (empty, an existing file, under a file, not writable), up front."""
+    if not path:
+        raise ValueError(f"{flag} needs a folder, got an empty path")
+    target = Path(path)
+    if target.exists() and not target.is_dir():
+        raise ValueError(f"{flag} {path} is a file; give a folder")
+    existing = next((p for p in target.parents if p.exists()), Path("."))
+    if not existing.is_dir():
+        raise ValueError(f"{flag} {path}: {existing} is not a directory")
+    if not os.access(existing, os.W_OK):
+        raise ValueError(f"{flag} {path}: {existing} is not writable")
+
+
 def _store(path: str) -> ResultStore:
     from privml.study import ResultStore
     from privml.study.runner import RESULTS_FILE
@@ -250,14 +271,29 @@ def _store(path: str) -> ResultStore:
         p = p / RESULTS_FILE
     if not p.is_file():
         raise FileNotFoundError(f"results store {p} does not exist")
-    return ResultStore(p)
+    return ResultStore(p, read_only=True)  # report and recommend only read it
 
 
 def _report(args: argparse.Namespace) -> None:
     from privml.study import write_report
 
+    check_out_folder(args.out, "--out")
     target = write_report(_store(args.results), args.out, spec_hash=args.spec_hash)
     emit({"report": str(target)}, as_json=args.json, render=lambda r: table([("report", r["report"])]))
+
+
+#: The settings ``recommend`` may be asked about, each with its range: the nearest point is found in log units,
+#: so a value outside it would end in a bare "math domain error" (or a meaningless answer).
+_RANGES = {"epsilon": (0, None, "> 0"), "delta": (0, 1, "in [0, 1)"), "budget": (1, None, ">= 1"),
+           "n": (1, None, ">= 1"), "d": (1, None, ">= 1"), "k": (2, None, ">= 2")}
+
+
+def _check_setting(setting: dict) -> None:
+    for name, value in setting.items():
+        low, high, text = _RANGES[name]
+        bad = value <= low if name == "epsilon" else value < low
+        if bad or (high is not None and value >= high):
+            raise ValueError(f"--{name} must be {text}, got {value:g}")
 
 
 def _recommend(args: argparse.Namespace) -> None:
@@ -265,6 +301,7 @@ def _recommend(args: argparse.Namespace) -> None:
 
     names = ("epsilon", "delta", "budget", "n", "d", "k")
     setting = {k: getattr(args, k) for k in names if getattr(args, k) is not None}
+    _check_setting(setting)
     results = collect(_store(args.results))
     rec, distance = recommend(results, **setting)
     private = not held_out_is_public(results.spec.dataset)

@@ -97,33 +97,23 @@ def _prepare(
         X_test = X_test.reshape(X_test.shape[0], -1) / 255.0
     steps = []
     if k is not None:
-        if not 2 <= k <= n_classes:
-            raise ValueError(f"k = {k} classes requested, the dataset has {n_classes} (k must be in [2, {n_classes}])")
+        _check_k(k, n_classes)
         keep, keep_test = y_train < k, y_test < k
         X_train, y_train, X_test, y_test = X_train[keep], y_train[keep], X_test[keep_test], y_test[keep_test]
         steps.append(f"keep the first {k} of {n_classes} classes")
         n_classes = k
     rng = np.random.default_rng(seed)
     order = rng.permutation(X_train.shape[0])
-    n_public = int(public_size) if public_size >= 1 else int(round(public_size * X_train.shape[0]))
-    n_public = max(n_public, 1)
-    if X_train.shape[0] - n_public < _MIN_PRIVATE:
-        raise ValueError(f"public_size = {public_size:g} leaves {max(X_train.shape[0] - n_public, 0)} of "
-                         f"{X_train.shape[0]} training records private; give a smaller count or a fraction")
+    n_public = _n_public(public_size, X_train.shape[0], n)
     public, private = order[:n_public], order[n_public:]
     if n is not None:
-        if n > private.size:
-            raise ValueError(f"n = {n} training records requested, {private.size} are available after the "
-                             f"{n_public} public records")
         private = private[:n]
     steps.append(f"{n_public} training records set aside as public data (PCA only, never trained on); "
                  f"{private.size} private training records (seeded shuffle by index)")
     Xp, Xtr, ytr = X_train[public], X_train[private], y_train[private]
     Xte = X_test
     if d is not None:
-        if d > min(Xp.shape[0], Xp.shape[1]):
-            raise ValueError(f"d = {d} dimensions requested, PCA on {Xp.shape[0]} public records of "
-                             f"{Xp.shape[1]} features gives at most {min(Xp.shape)}")
+        _check_d(d, Xp.shape[0], Xp.shape[1])
         components, mean = _pca(Xp, d)
         Xtr, Xte = (Xtr - mean) @ components.T, (Xte - mean) @ components.T
         steps.append(f"PCA to d = {d} fitted on the public records only")
@@ -135,6 +125,48 @@ def _prepare(
         steps.append(f"project rows onto the unit ball, append bias feature {BIAS} (per-record maps)")
     return StudyData(X_train=Xtr, y_train=ytr, X_test=Xte, y_test=y_test, n_classes=n_classes, steps=tuple(steps),
                      image_shape=None if image_shape is None else tuple(int(s) for s in image_shape))
+
+
+def check_point(dataset: str, n: int | None, d: int | None, k: int | None, public_size: float,
+                images: bool) -> None:
+    """Refuse a point of a built-in dataset that :func:`prepare` would refuse in every run, from the sizes alone.
+
+    For the public built-in sets only (their sizes are public): a study checks this before it writes
+    anything (:func:`privml.study.runner.check_dataset`). No PCA, no split: just the counts.
+    """
+    X_train, y_train, _, _, n_classes = _load(dataset, "label", images)
+    if images and d is not None:
+        raise ValueError("d (PCA) does not apply to CNN methods, which read the images")
+    if k is not None:
+        _check_k(k, n_classes)
+        y_train = y_train[y_train < k]
+    n_public = _n_public(public_size, int(y_train.shape[0]), n)
+    if d is not None:
+        _check_d(d, n_public, int(np.prod(X_train.shape[1:])))
+
+
+def _check_k(k: int, n_classes: int) -> None:
+    if not 2 <= k <= n_classes:
+        raise ValueError(f"k = {k} classes requested, the dataset has {n_classes} (k must be in [2, {n_classes}])")
+
+
+def _n_public(public_size: float, rows: int, n: int | None) -> int:
+    """The public records of ``rows`` training records; refuses too few private ones, or fewer than ``n``."""
+    n_public = int(public_size) if public_size >= 1 else int(round(public_size * rows))
+    n_public = max(n_public, 1)
+    if rows - n_public < _MIN_PRIVATE:
+        raise ValueError(f"public_size = {public_size:g} leaves {max(rows - n_public, 0)} of "
+                         f"{rows} training records private; give a smaller count or a fraction")
+    if n is not None and n > rows - n_public:
+        raise ValueError(f"n = {n} training records requested, {rows - n_public} are available after the "
+                         f"{n_public} public records")
+    return n_public
+
+
+def _check_d(d: int, n_public: int, n_features: int) -> None:
+    if d > min(n_public, n_features):
+        raise ValueError(f"d = {d} dimensions requested, PCA on {n_public} public records of "
+                         f"{n_features} features gives at most {min(n_public, n_features)}")
 
 
 @functools.lru_cache(maxsize=2)

@@ -76,7 +76,7 @@ def write_report(store: ResultStore | str | Path, out: str | Path, *, spec_hash:
         path = Path(store)
         if not path.is_file():
             raise FileNotFoundError(f"results store {path} does not exist")
-        store = ResultStore(path)
+        store = ResultStore(path, read_only=True)  # a report reads the store: it must not write to it
     results = collect(store, spec_hash)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)

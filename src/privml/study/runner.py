@@ -393,6 +393,7 @@ def check_dataset(spec: StudySpec, *, local: bool = True) -> None:
         canonical_name(spec.dataset)
         if local:
             ensure_dataset(spec.dataset)
+            _check_points(spec)
     elif local:
         with warnings.catch_warnings():
             # Without public classes, load_dataset's PrivacyLeakWarning (the class set read from the labels)
@@ -401,6 +402,26 @@ def check_dataset(spec: StudySpec, *, local: bool = True) -> None:
             warnings.simplefilter("always", PrivacyLeakWarning)
             load_dataset(spec.dataset, label_column=spec.label_column, preprocess=False,
                          classes=None if spec.classes is None else list(spec.classes))
+
+
+def _check_points(spec: StudySpec) -> None:
+    """A built-in set's n, d and k that every run of a point would fail on, refused before anything is written.
+
+    Its sizes are public, so this may look at them (never done for user data: its size is private).
+    """
+    from privml.study.methods import METHODS
+    from privml.study.prepare import check_point
+
+    seen = set()
+    for sweep, setting, method in spec.points():
+        images = METHODS[method].inputs == "images"
+        point = (setting.get("n"), setting.get("d"), setting.get("k"), images)
+        if point not in seen:
+            seen.add(point)
+            try:
+                check_point(spec.dataset, *point[:3], spec.public_size, images)
+            except ValueError as exc:
+                raise ValueError(f"sweep {sweep.name!r} ({method}): {exc}") from None
 
 
 def _context(spec: StudySpec) -> dict[str, Any]:

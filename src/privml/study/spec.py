@@ -47,6 +47,9 @@ DATA_SETTINGS = ("n", "d", "k")
 SELECTION_MODES = ("validation", "private", "public")
 #: How often ``validation`` selection runs: once per run, or once per point for all its repeats.
 SELECTION_SCOPES = ("run", "point")
+#: The most repeats per point a study may ask for: each repeat is a full run of every point, so a typo
+#: (1e9) would otherwise plan runs for ever after creating the results store.
+MAX_REPEATS = 1000
 
 
 @dataclass(frozen=True)
@@ -141,7 +144,8 @@ class StudySpec:
     dataset : str
         Built-in name or ``csv:PATH`` / ``npz:PATH``.
     label_column : str
-        Label column of a CSV.
+        Label column of a ``csv:`` dataset (an error with any other dataset,
+        whose labels are fixed).
     classes : tuple of str, optional
         The public class set of ``csv:``/``npz:`` data (a built-in set's is
         public already). Without it the class set is read from the private
@@ -153,7 +157,7 @@ class StudySpec:
     sweeps : tuple of Sweep
     repeats : int
         Runs per point, seeds ``seed_of(r)`` for ``r < repeats`` (shared by
-        all methods, so comparisons are paired).
+        all methods, so comparisons are paired); at most :data:`MAX_REPEATS`.
     seed : int
         Fixes the data splits (public, training subset, validation) and the
         per-repeat seeds.
@@ -277,6 +281,14 @@ def _classes(raw: Any, dataset: str) -> tuple[str, ...] | None:
     return names
 
 
+def _label_column(raw: Any, dataset: str) -> str:
+    """The label column of a ``csv:`` dataset; with any other one it would be dropped without a word, so an error."""
+    column = _text(raw, "label_column")
+    if column != "label" and not dataset.startswith("csv:"):  # "label" is the default every spec carries
+        raise ValueError(f"label_column applies to csv: datasets only ({dataset} has its own labels)")
+    return column
+
+
 def seed_of(spec: StudySpec, repeat: int) -> int:
     """The seed of repeat ``repeat`` (the same for every method and point)."""
     return int.from_bytes(hashlib.sha256(f"{spec.seed}:{repeat}".encode()).digest()[:4], "little")
@@ -313,6 +325,7 @@ def spec_from_dict(raw: dict[str, Any]) -> StudySpec:
         Naming the first invalid field.
     """
     from privml.study.methods import METHODS  # the registry validates method names
+    from privml.study.spec_checks import check_m_is_known, check_public_records, check_sweeps_matter
 
     known = {"name", "dataset", "methods", "defaults", "sweeps", "description", "label_column", "classes", "repeats",
              "seed", "public_size", "selection", "notes", "neighbouring", "device"}
@@ -330,6 +343,7 @@ def spec_from_dict(raw: dict[str, Any]) -> StudySpec:
         raise ValueError("methods must name at least one method")
     defaults = _settings(raw.get("defaults", {}), "defaults")
     sweeps = tuple(_sweep(s, i, methods) for i, s in enumerate(_list(raw.get("sweeps", []), "sweeps")))
+    check_sweeps_matter(sweeps, methods)
     names = [s.name for s in sweeps]
     if len(set(names)) != len(names):
         raise ValueError(f"sweep names must be distinct, got {names}")
@@ -338,6 +352,8 @@ def spec_from_dict(raw: dict[str, Any]) -> StudySpec:
         if missing:
             raise ValueError(f"sweep {sweep.name!r} leaves {missing[0]} unset: give it in defaults")
     repeats = _count(raw.get("repeats", 3), "repeats")
+    if repeats > MAX_REPEATS:
+        raise ValueError(f"repeats must be at most {MAX_REPEATS}, got {repeats}")
     seed = raw.get("seed", 0)
     if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
         raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
@@ -347,7 +363,8 @@ def spec_from_dict(raw: dict[str, Any]) -> StudySpec:
     if isinstance(public, float) and public >= 1 and not public.is_integer():
         raise ValueError(f"public_size must be a count or a fraction in (0, 1), got {public!r}")
     selection = _selection(raw.get("selection", {}), methods)
-    _check_m_is_known(sweeps, defaults, methods, selection)
+    check_m_is_known(sweeps, defaults, methods, selection)
+    check_public_records(public, defaults, sweeps)
     return StudySpec(
         name=_text(raw["name"], "name"),
         dataset=_text(raw["dataset"], "dataset"),
@@ -355,7 +372,7 @@ def spec_from_dict(raw: dict[str, Any]) -> StudySpec:
         defaults=defaults,
         sweeps=sweeps,
         description=_text(raw.get("description", ""), "description"),
-        label_column=_text(raw.get("label_column", "label"), "label_column"),
+        label_column=_label_column(raw.get("label_column", "label"), _text(raw["dataset"], "dataset")),
         classes=_classes(raw.get("classes"), _text(raw["dataset"], "dataset")),
         repeats=repeats,
         seed=seed,
@@ -365,35 +382,6 @@ def spec_from_dict(raw: dict[str, Any]) -> StudySpec:
         neighbouring=_relation(raw.get("neighbouring", "replace-one")),
         device=_device(raw.get("device", "auto")),
     )
-
-
-def _check_m_is_known(
-    sweeps: tuple[Sweep, ...], defaults: dict[str, Any], methods: tuple[str, ...], selection: Selection
-) -> None:
-    """Refuse a study whose subsample-and-aggregate runs would not know their number of teachers m.
-
-    m is a setting (defaults, a sweep) or chosen by the selection: a one-value
-    grid sets it in every mode, a longer grid only in ``validation`` mode
-    (``public`` takes no candidates, and ``private`` mode has no candidate
-    model to select for a private-prediction method). Otherwise every such
-    run would fail when it starts.
-    """
-    from privml.study.methods import METHODS
-
-    for sweep in sweeps:
-        if {**defaults, **sweep.fixed}.get("m") is not None or sweep.parameter == "m":
-            continue
-        for method in sweep.methods or methods:
-            hyper = METHODS[method].hyper if method in methods else {}
-            if "m" not in hyper:
-                continue
-            grid = selection.grids.get(method, hyper).get("m", ())
-            if len(grid) == 1 or (len(grid) > 1 and selection.mode == "validation"):
-                continue
-            raise ValueError(
-                f"sweep {sweep.name!r} leaves m unset for {method}: give m in defaults or the sweep, or a "
-                f"one-value selection grid (selection mode {selection.mode!r} does not tune it)"
-            )
 
 
 #: The relations a study can state its guarantees under.
@@ -467,7 +455,7 @@ def _selection(raw: Any, methods: tuple[str, ...]) -> Selection:
         if not isinstance(grid, dict):
             raise ValueError(f"selection.grids.{method} must be a table of hyper-parameter lists")
         _check_grid_names(method, grid)
-        grids[method] = {p: tuple(_list(v, f"selection.grids.{method}.{p}")) for p, v in grid.items()}
+        grids[method] = {p: tuple(_grid_values(p, v, f"selection.grids.{method}.{p}")) for p, v in grid.items()}
     return Selection(mode=mode, validation_fraction=float(fraction), stop_probability=float(gamma), grids=grids,
                      scope=scope)
 
@@ -481,6 +469,26 @@ def _check_grid_names(method: str, grid: dict[str, Any]) -> None:
         if name not in allowed:
             takes = ", ".join(allowed) if allowed else "no hyper-parameter"
             raise ValueError(f"selection.grids.{method} names {name!r}, which {method} does not take; it takes {takes}")
+
+
+#: Grid hyper-parameters that count something (the rest are positive reals: l2, clip_norm, learning_rate).
+_GRID_COUNTS = ("m", "epochs")
+
+
+def _grid_values(name: str, raw: Any, where: str) -> list[Any]:
+    """A grid's candidates, each one a method can use: every run would otherwise fail on it (l2 = -1).
+
+    Checked only, not converted: the values as written are part of the spec's hash.
+    """
+    values = _list(raw, where)
+    for value in values:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise ValueError(f"{where}: {name} must be a finite number, got {value!r}")
+        if name in _GRID_COUNTS and (float(value) != int(value) or value < 1):
+            raise ValueError(f"{where}: {name} must be a positive integer, got {value!r}")
+        if not value > 0:
+            raise ValueError(f"{where}: {name} must be > 0, got {value!r}")
+    return values
 
 
 def _settings(raw: Any, where: str) -> dict[str, Any]:
@@ -506,6 +514,8 @@ def _setting(name: str, value: Any, where: str) -> Any:
     if kind == "count":
         if float(value) != int(value) or value < 1:
             raise ValueError(f"{where}: {name} must be a positive integer, got {value!r}")
+        if name == "k" and value < 2:  # a classifier of one class: every run would fail
+            raise ValueError(f"{where}: k must be at least 2 classes, got {value!r}")
         return int(value)
     if kind == "probability":
         if not 0 <= value < 1:

@@ -63,7 +63,7 @@ def study_status(folder: str | Path, *, spec_hash: str | None = None) -> dict[st
     store_path = path if path.is_file() else path / RESULTS_FILE
     if not store_path.is_file():
         raise FileNotFoundError(f"{store_path} does not exist: no study has run in {out}")
-    store = ResultStore(store_path)
+    store = ResultStore(store_path, read_only=True)  # status only reads: a foreign file is left untouched
     specs = store.specs()
     if spec_hash is not None:
         specs = {h: s for h, s in specs.items() if h.startswith(spec_hash)}

@@ -65,6 +65,11 @@ class ResultStore:
     ----------
     path : path
         The database file (created with its folder if missing).
+    read_only : bool
+        Open an existing store for reading only (``status``, ``report``,
+        ``recommend``): nothing is created, neither the folder nor the file
+        nor its tables, and nothing can be written; a file without the
+        store's tables is refused (it is someone else's database, or empty).
 
     Examples
     --------
@@ -74,12 +79,22 @@ class ResultStore:
     set()
     """
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, read_only: bool = False) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.read_only = read_only
+        if read_only and not self.path.is_file():
+            raise FileNotFoundError(f"results store {self.path} does not exist")
+        if not read_only:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
             with self._connect() as db:
-                db.executescript(_SCHEMA)
+                if not read_only:
+                    db.executescript(_SCHEMA)
+                    return
+                # Read-only: the commands that only read must leave a foreign or empty file as they found it.
+                tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if not {"runs", "specs", "notes"} <= tables:
+                raise ValueError(f"{self.path} holds no study (it is not a privml results store)")
         except (sqlite3.DatabaseError, _DamagedStore) as exc:  # a corrupt or foreign file: one line, not a traceback
             cause = exc.__cause__ if isinstance(exc, _DamagedStore) else exc
             raise ValueError(
@@ -90,7 +105,10 @@ class ResultStore:
     def _connect(self) -> Iterator[sqlite3.Connection]:
         # A fresh connection per operation, committed and closed: the store may be used from
         # several threads (dask's callbacks) and must never keep the file open between runs.
-        db = sqlite3.connect(self.path, timeout=60)
+        if self.read_only:  # mode=ro: SQLite itself refuses any write (and never creates the file)
+            db = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", timeout=60, uri=True)
+        else:
+            db = sqlite3.connect(self.path, timeout=60)
         try:
             with db:
                 yield db
