@@ -13,6 +13,7 @@ from privml.io import save_model
 from privml.prediction import SubsampleAndAggregate
 from privml.serve import PredictionService
 from privml.serve.model import open_served_model
+from tests.cli_runner import run
 from tests.serve.cli_process import start_server, stop
 from tests.serve.helpers import breast_cancer_rows, check_response, request, running, small_limits
 
@@ -158,3 +159,51 @@ def test_options_a_file_cannot_use_are_errors(tmp_path, trained):
         open_served_model(trained["nonprivate"], epsilon=1.0, budget=10, ledger_name="prod", require_ledger=False)
     code = main(["serve", "--model", str(trained["output"]), "--delta", "0", "--port", "0"])
     assert code == 2  # refused before the port is opened
+
+
+@pytest.mark.parametrize("server", ["uvicorn", "stdlib"])
+@pytest.mark.parametrize(
+    ("address", "message"),
+    [
+        (["--port", "70000"], "argument --port: not a port in [0, 65535]"),
+        (["--port", "-1"], "argument --port: not a port in [0, 65535]"),
+        (["--host", "999.999.0.1", "--port", "0"], "cannot listen on 999.999.0.1:0"),
+        (["--host", "nonexist.invalid", "--port", "0"], "cannot listen on nonexist.invalid:0"),
+    ],
+)
+def test_an_address_that_cannot_be_listened_on_binds_no_budget(tmp_path, trained, capsys, server, address, message):
+    # The service (which opens the ledger and binds its budget) was built before the socket was bound.
+    ledger = tmp_path / "l.sqlite"
+    code, out, err = run(capsys, "serve", "--model", str(trained["nonprivate"]), "--epsilon", "1", "--budget", "10",
+                         "--ledger", str(ledger), "--server", server, *address)
+    assert code == 2 and out == "" and message in err and err.count("\n") == 1, err
+    assert not ledger.exists()
+
+
+def test_a_busy_port_binds_no_budget(tmp_path, trained, capsys):
+    ledger = tmp_path / "l.sqlite"
+    with running(PredictionService(open_served_model(trained["output"]).predictor)) as server:
+        port = str(server.server_address[1])
+        code, _, err = run(capsys, "serve", "--model", str(trained["nonprivate"]), "--epsilon", "1", "--budget",
+                           "10", "--ledger", str(ledger), "--port", port)
+    assert code == 2 and "cannot listen on 127.0.0.1:" in err and err.count("\n") == 1, err
+    assert not ledger.exists()
+
+
+def test_the_socket_bound_first_is_closed_when_the_service_is_refused(trained, capsys, monkeypatch):
+    import privml.serve.asgi_server as asgi_server
+
+    bound = []
+    bind = asgi_server.bind_socket
+    monkeypatch.setattr(asgi_server, "bind_socket", lambda host, port: bound.append(bind(host, port)) or bound[-1])
+    code, _, err = run(capsys, "serve", "--model", str(trained["output"]), "--delta", "0", "--port", "0")
+    assert code == 2 and "delta" in err, err
+    assert len(bound) == 1 and bound[0].fileno() == -1  # closed, not left listening
+
+
+def test_an_empty_ledger_name_is_refused_before_the_ledger_is_opened(tmp_path, trained):
+    # It was read as 'default' (privml serve and predict pass --ledger-name through open_served_model).
+    ledger = tmp_path / "l.sqlite"
+    with pytest.raises(ValueError, match="ledger name must be a non-empty string"):
+        open_served_model(trained["nonprivate"], epsilon=1.0, budget=10, ledger=ledger, ledger_name="")
+    assert not ledger.exists()

@@ -74,3 +74,9 @@ def test_quotas_beyond_the_budget_are_refused() -> None:
     with pytest.raises(ValueError, match="sum to 12 answers, more than the budget of 10"):
         PredictionService(Answers(), api_keys={"a": 6, "b": 6})
     assert Answers.ledger_.keys() == {}  # nothing was set
+
+
+def test_a_directory_is_named_as_such(tmp_path):
+    # It was reported as "API key file not found", which sent the user looking for a file that is there.
+    with pytest.raises(ValueError, match="is a directory, not a JSON file"):
+        load_api_keys(tmp_path)

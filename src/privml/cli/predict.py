@@ -12,7 +12,9 @@ data-independent pipeline and it is applied here). For a CNN file
 levels (0-255) of each image, row by row, standardised here by the dataset's
 public constants, and the CNN runs on ``--device`` (``auto``, the default:
 CUDA when available; ``cpu``, ``cuda`` or ``cuda:N``), an option that is an
-error for any other file. A label column, if present, is used to report accuracy.
+error for any other file. A label column (``--label-column``; without it, a
+column named ``label`` if there is one) is used to report accuracy. The rows
+are read and checked (cells, width, ``--proba``) before any ledger is opened.
 
 A model trained privately is a post-processing of its release, so predicting
 costs no further privacy, and the privacy options are refused for it. A
@@ -38,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -71,7 +74,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--model", required=True, help="model .npz written by privml train --out")
     parser.add_argument("--input", required=True, help="CSV with a header row and the model's feature columns")
-    parser.add_argument("--label-column", default="label", help="optional label column used to report accuracy")
+    parser.add_argument("--label-column",
+                        help="label column used to report accuracy; must be in the header (default: 'label', if there)")
     parser.add_argument("--proba", action="store_true", help="also output class probabilities")
     parser.add_argument("--device", help=DEVICE_HELP)
     private = parser.add_argument_group(
@@ -99,7 +103,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=_predict, prog=parser.prog)
 
 
-def _read_rows(path: Path, label_column: str) -> tuple[np.ndarray, list[str] | None]:
+def _read_rows(path: Path, label_column: str | None) -> tuple[np.ndarray, list[str] | None, list[str]]:
+    """Feature values, labels (or None) and the feature column names of ``path``."""
+    if label_column == "":
+        raise CliError("--label-column must name a column of the input (drop it to use a column named 'label')")
     if not path.is_file():
         raise CliError(f"input file not found: {path}")
     try:
@@ -114,18 +121,24 @@ def _read_rows(path: Path, label_column: str) -> tuple[np.ndarray, list[str] | N
         raise CliError(f"{path} is not a readable CSV file ({str(exc).splitlines()[0]})") from None
     if not rows:
         raise CliError(f"{path} has a header but no rows")
+    if label_column is not None and label_column not in header:
+        # Ignored, a misspelt name would silently report no accuracy (or read the label as a feature).
+        raise CliError(f"--label-column {label_column!r} is not a column of {path} (its header: {', '.join(header)})")
+    label_column = "label" if label_column is None else label_column
     label_at = header.index(label_column) if label_column in header else None
-    labels = [row[label_at].strip() for row in rows] if label_at is not None else None
-    values = []
+    values, labels = [], []
     for line, row in enumerate(rows, start=2):
-        if len(row) != len(header):
+        if len(row) != len(header):  # before the row is indexed: a short row has no label cell
             raise CliError(f"{path}:{line}: expected {len(header)} cells, got {len(row)}")
+        if label_at is not None:
+            labels.append(row[label_at].strip())
         cells = [c for i, c in enumerate(row) if i != label_at]
         try:
             values.append([float(c) for c in cells])
         except ValueError:
             raise CliError(f"{path}:{line}: non-numeric feature value") from None
-    return np.asarray(values, dtype=np.float64), labels
+    names = [name for i, name in enumerate(header) if i != label_at]
+    return np.asarray(values, dtype=np.float64), (labels if label_at is not None else None), names
 
 
 class _Answering(Protocol):
@@ -159,6 +172,12 @@ def _predict(args: argparse.Namespace) -> None:
         # Dropped, it would leave each run a fresh in-memory budget under a name that suggests a shared one.
         raise CliError("--ledger-name names a budget inside --ledger: give --ledger too (without it the budget "
                        "covers this run only)")
+    # The rows are read and preprocessed before any ledger is opened: opening one binds its budget for good,
+    # so input refused afterwards would leave a budget the corrected command cannot use.
+    X, labels, names = _read_rows(Path(args.input), args.label_column)
+    preprocess, class_names = model_pipeline(metadata)
+    X = _features(args, X, names, preprocess)
+    check = functools.partial(_check_rows, args, X, names, class_names)
     private_options = (args.method, args.epsilon, args.budget, args.ledger)
     if metadata.get("method") == "nonprivate" and all(option is None for option in private_options):
         _refuse_unused(args)
@@ -166,7 +185,7 @@ def _predict(args: argparse.Namespace) -> None:
         print("warning: PrivacyLeakWarning: this is the non-private baseline (epsilon = inf): its answers are not "
               "covered by any guarantee; serve it privately with --epsilon and --budget", file=sys.stderr)
         predictor = load_model(args.model)
-        preprocess, class_names = model_pipeline(metadata)
+        check(predictor)
     else:
         served = open_served_model(
             args.model,
@@ -180,13 +199,63 @@ def _predict(args: argparse.Namespace) -> None:
             random_state=args.seed,
             require_ledger=False,
             device=args.device,
+            check=check,  # on a probe counting in memory, before --ledger is opened
         )
-        predictor, preprocess, class_names = served.predictor, served.preprocess, served.class_names
+        predictor = served.predictor
     try:
-        _predict_rows(args, metadata, predictor, preprocess, class_names)
+        _predict_rows(args, metadata, predictor, X, labels, class_names)
     finally:
         if getattr(predictor, "ledger_", None) is not None:
             predictor.ledger_.close()
+
+
+def _features(
+    args: argparse.Namespace, X: np.ndarray, names: list[str], preprocess: Callable[[np.ndarray], np.ndarray] | None
+) -> np.ndarray:
+    """The model's input: ``X`` through the file's data-independent pipeline, refused in one line if it cannot be."""
+    if not np.all(np.isfinite(X)):
+        raise CliError(f"{args.input} contains NaN or infinite values")
+    if preprocess is None:
+        return X
+    try:
+        return preprocess(X)
+    except ValueError as exc:  # a dataset pipeline given the wrong number of columns: numpy's message names none
+        raise CliError(f"{_columns(args, names)}, which the model's preprocessing does not accept "
+                       f"({str(exc).splitlines()[0]})") from None
+
+
+def _columns(args: argparse.Namespace, names: list[str]) -> str:
+    """What was read as features, with the label column that was left out (the usual cause of a wrong width)."""
+    label = f"--label-column {args.label_column!r}" if args.label_column is not None else "no --label-column"
+    shown = ", ".join(names[:8]) + (", ..." if len(names) > 8 else "")
+    return f"{args.input} gives {len(names)} feature columns ({shown}; {label})"
+
+
+def _check_rows(
+    args: argparse.Namespace, X: np.ndarray, names: list[str], class_names: list | None, predictor: Any
+) -> None:
+    """Everything about the input that ``predictor`` would refuse only after a ledger had been opened."""
+    if X.shape[1] != predictor.n_features_in_:
+        raise CliError(f"{_columns(args, names)}: {X.shape[1]} features after preprocessing; the model expects "
+                       f"{predictor.n_features_in_}")
+    classes = np.asarray(predictor.classes_).tolist()
+    if class_names is not None and len(class_names) != len(classes):
+        # Checked before answering (an answer is charged): names pair with classes_ one to one, as in serve.
+        raise CliError(f"{args.model} names {len(class_names)} classes but its model has {len(classes)}")
+    ledger = getattr(predictor, "ledger_", None)
+    if args.proba and ledger is not None:  # a model without a ledger (privately trained) gives probabilities
+        try:
+            # Labels-only predictors refuse predict_proba before looking at X or charging (privml.prediction.loading);
+            # the others refuse zero rows. Only probes and in-memory ledgers get here, never a persistent one.
+            predictor.predict_proba(X[:0])
+        except NotImplementedError as exc:
+            raise CliError(f"--proba is not available: {exc}") from None
+        except ValueError:
+            pass
+    if ledger is not None and X.shape[0] > ledger.budget:
+        # A batch no ledger of this budget could answer: refused before a persistent one is created and bound.
+        raise CliError(f"privacy budget exhausted: {X.shape[0]} rows need {X.shape[0]} answers, more than the whole "
+                       f"budget of {ledger.budget}; nothing was answered")
 
 
 def _refuse_unused(args: argparse.Namespace) -> None:
@@ -202,21 +271,11 @@ def _predict_rows(
     args: argparse.Namespace,
     metadata: dict,
     predictor: Any,
-    preprocess: Callable[[np.ndarray], np.ndarray] | None,
+    X: np.ndarray,
+    labels: list[str] | None,
     class_names: list | None,
 ) -> None:
-    X, labels = _read_rows(Path(args.input), args.label_column)
-    if not np.all(np.isfinite(X)):
-        raise CliError(f"{args.input} contains NaN or infinite values")
-    if preprocess is not None:
-        X = preprocess(X)
-    if X.shape[1] != predictor.n_features_in_:
-        raise CliError(f"{args.input} gives {X.shape[1]} features after preprocessing; the model expects "
-                       f"{predictor.n_features_in_}")
     classes = np.asarray(predictor.classes_).tolist()
-    if class_names is not None and len(class_names) != len(classes):
-        # Checked before answering (an answer is charged): names pair with classes_ one to one, as in serve.
-        raise CliError(f"{args.model} names {len(class_names)} classes but its model has {len(classes)}")
     public = list(class_names) if class_names else classes
     label_of = dict(zip(classes, public))
     raw, probabilities = _answer(predictor, X, args.proba)

@@ -69,7 +69,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--ledger", help="SQLite file or postgresql:// URL counting the answers")
     parser.add_argument("--ledger-name", help="budget name inside --ledger, which it needs (default: default)")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    parser.add_argument("--port", type=integer, default=8000, help="port (0 picks a free one; default 8000)")
+    parser.add_argument("--port", type=_port, default=8000, help="port (0 picks a free one; default 8000)")
     parser.add_argument("--api-keys", help="JSON file {key: quota}; requests then need an X-API-Key header")
     parser.add_argument("--workers", type=integer, default=1,
                         help="server processes sharing the socket and the ledger (default 1)")
@@ -102,6 +102,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=_serve, prog=parser.prog)
 
 
+def _port(text: str) -> int:
+    """argparse type: a TCP port, 0 to 65535 (refused at parse time, before any ledger is opened)."""
+    value = integer(text)
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"not a port in [0, 65535]: {text!r}")
+    return value
+
+
 def _require_extra() -> None:
     """The ``serve`` extra, or a one-line error that says how to install it."""
     try:
@@ -112,7 +120,7 @@ def _require_extra() -> None:
 
 
 def _serve(args: argparse.Namespace) -> None:
-    # Everything that can be wrong is checked before the port is opened.
+    # Everything that can be wrong is checked before the ledger is opened (the port is bound just before it).
     _require_extra()
     from privml.serve.workers import build_service, serve_workers
 
@@ -124,27 +132,33 @@ def _serve(args: argparse.Namespace) -> None:
         raise CliError("a seed would give every worker the same noise, so answers could be averaged: "
                        "--seed (for tests only) needs --workers 1")
     spec = _spec(args)
-    # The supervisor opens everything once too, so a bad model, ledger or key file is refused
-    # here, in one line, before any worker starts.
-    served, service = build_service(spec)
+    from privml.serve.asgi_server import AsgiPredictionServer, bind_socket
+
+    # The socket first: building the service opens the ledger, which binds its budget for good, so an
+    # address that cannot be listened on (bad host, busy port) must be refused before it.
+    sock = bind_socket(args.host, args.port)
     server: PredictionServer | AsgiPredictionServer | None
+    try:
+        # The supervisor opens everything once too, so a bad model, ledger or key file is refused
+        # here, in one line, before any worker starts.
+        served, service = build_service(spec)
+    except BaseException:
+        sock.close()
+        raise
     try:
         budget = service.budget()
         if args.server == "stdlib":
-            server = PredictionServer(service, host=args.host, port=args.port, verbose=args.verbose)
+            server = PredictionServer(service, sock=sock, verbose=args.verbose)
+        elif args.workers == 1:
+            server = AsgiPredictionServer(service, sock=sock, verbose=args.verbose)
         else:
-            from privml.serve.asgi_server import AsgiPredictionServer, bind_socket
-
-            sock = bind_socket(args.host, args.port)
-            if args.workers == 1:
-                server = AsgiPredictionServer(service, sock=sock, verbose=args.verbose)
-            else:
-                server = None
-                if served.ledger is not None:
-                    served.ledger.close()  # each worker opens its own
+            server = None
+            if served.ledger is not None:
+                served.ledger.close()  # each worker opens its own
     except BaseException:
         if served.ledger is not None:
             served.ledger.close()
+        sock.close()
         raise
     started = {
         "url": server.url if server is not None else _url(sock),

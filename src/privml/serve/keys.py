@@ -33,6 +33,8 @@ def check_api_keys(keys: object, where: str = "api keys") -> dict[str, int]:
 def load_api_keys(path: str | Path) -> dict[str, int]:
     """Read an API-key file: a JSON object mapping each key to its quota."""
     path = Path(path)
+    if path.is_dir():  # "not found" would send the user looking for a file that is there
+        raise ValueError(f"API key file {path} is a directory, not a JSON file")
     if not path.is_file():
         raise FileNotFoundError(f"API key file not found: {path}")
     try:

@@ -133,6 +133,7 @@ def open_served_model(
     random_state: Any = None,
     require_ledger: bool = True,
     device: str | None = None,
+    check: Callable[[Any], None] | None = None,
 ) -> ServedModel:
     """Load ``path`` for serving, bound to the persistent ledger ``ledger``.
 
@@ -158,6 +159,10 @@ def open_served_model(
     device:
         For a CNN file only: ``"auto"`` (the default: CUDA when available),
         ``"cpu"``, ``"cuda"`` or ``"cuda:N"`` (:func:`model_device`).
+    check:
+        Called with the loaded predictor before ``ledger`` is opened (with a
+        ledger: the calibration probe, which counts in memory and is never
+        charged), so that input it raises on binds no budget in the ledger.
 
     Raises
     ------
@@ -169,6 +174,9 @@ def open_served_model(
     from privml.prediction import load_predictor
     from privml.prediction.loading import PRIVATE_TRAINING_METHODS
 
+    if ledger_name is not None and (not isinstance(ledger_name, str) or not ledger_name):
+        # Not read as "default": an empty name is a mistake, refused like any other invalid one, before anything opens.
+        raise ValueError(f"ledger name must be a non-empty string, got {ledger_name!r}")
     path = Path(path)
     metadata = read_model_metadata(path)  # the weights are read once, by load_predictor
     device = model_device(path, metadata, device)  # before any ledger is opened
@@ -182,6 +190,8 @@ def open_served_model(
             )
         predictor = _place(load_predictor(path, method=method, epsilon=epsilon, delta=delta, budget=budget,
                                           accounting=accounting, random_state=random_state), device)
+        if check is not None:
+            check(predictor)
         return ServedModel(predictor, preprocess, class_names, stored)
     load = functools.partial(
         load_predictor, path, method=method, epsilon=epsilon, delta=delta, budget=budget, accounting=accounting
@@ -191,6 +201,8 @@ def open_served_model(
         raise ValueError(f"ledger name {ledger_name!r} names a budget inside a ledger, but no ledger was given")
     if ledger is None and not require_ledger:
         predictor = load(random_state=random_state)
+        if check is not None:
+            check(predictor)
         return ServedModel(predictor, preprocess, class_names, predictor.method)
     if ledger is None:
         raise ValueError(
@@ -200,6 +212,8 @@ def open_served_model(
     # Calibrate once without a ledger to learn the budget and the guarantee
     # the ledger is bound to, then load again charging the persistent one.
     probe = load(random_state=random_state)
+    if check is not None:
+        check(probe)
     # The calibration only: a hash of the model file would put a fingerprint of the training data into a ledger
     # that may be shared (a prediction-sensitivity file holds the non-private weights; see LEGACY_CONTEXT_KEYS).
     context = {

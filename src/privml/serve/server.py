@@ -43,6 +43,10 @@ class PredictionServer(ThreadingHTTPServer):
         What to serve (its ``limits`` bound requests and connections).
     host, port:
         Where to listen; ``port=0`` picks a free port (see :attr:`url`).
+        Ignored when ``sock`` is given.
+    sock:
+        A listening socket to serve on instead (``privml serve`` binds it
+        before it opens the ledger); closed with the server.
     verbose:
         Log every request on stderr.
 
@@ -56,10 +60,13 @@ class PredictionServer(ThreadingHTTPServer):
     allow_reuse_address = True
 
     def __init__(
-        self, service: PredictionService, *, host: str = "127.0.0.1", port: int = 8000, verbose: bool = False
+        self, service: PredictionService, *, host: str = "127.0.0.1", port: int = 8000, verbose: bool = False,
+        sock: socket.socket | None = None,
     ) -> None:
         if not isinstance(port, int) or isinstance(port, bool) or not 0 <= port <= 65535:
             raise ValueError(f"port must be an integer in [0, 65535], got {port!r}")
+        if sock is not None:
+            host, port = sock.getsockname()[:2]
         if ":" in host:
             self.address_family = socket.AF_INET6
         self.service = service
@@ -70,6 +77,14 @@ class PredictionServer(ThreadingHTTPServer):
         self._in_flight = 0
         self.stopping = False  # set on shutdown: late requests on open connections get 503
         self._idle = threading.Condition()
+        if sock is not None:
+            # Bound by the caller (privml serve binds before it opens the ledger): adopt it instead of binding.
+            super().__init__((host, port), PredictionHandler, bind_and_activate=False)
+            self.socket.close()
+            self.socket = sock
+            self.server_address = sock.getsockname()
+            self.server_name, self.server_port = socket.getfqdn(str(host)), int(port)  # as server_bind sets them
+            return
         try:
             super().__init__((host, port), PredictionHandler)
         except OSError as exc:
