@@ -68,7 +68,7 @@ def check_classes(classes: Sequence[Any] | np.ndarray, *, what: str = "classes")
     out = tuple(c.item() if isinstance(c, np.generic) else c for c in classes)
     if len(out) < 2:
         # The count only: the set may have been read from private labels (user data without --classes).
-        raise ValueError(f"{what} must list at least 2 classes, got {len(out)}")
+        raise ValueError(f"{what} must list at least 2 classes, got {len(out)} class(es)")
     keys = [label_key(c) for c in out]
     if any(isinstance(k, float) and math.isnan(k) for k in keys):
         raise ValueError(f"{what} contains NaN: {out!r}")
