@@ -153,3 +153,24 @@ def test_a_read_only_store_cannot_write(tmp_path):
 ])
 def test_recommend_checks_its_options(capsys, tmp_path, tiny_study, option, value, message):
     assert message in _refused(capsys, tmp_path, "recommend", str(tiny_study[2]), option, value)
+
+
+def test_a_read_only_store_recovers_from_a_run_killed_inside_a_transaction(tmp_path):
+    # A writer killed mid-transaction leaves a hot journal that a mode=ro connection cannot roll back ("attempt to
+    # write a readonly database", reported as "not a privml results store ... move it away", which would lose the
+    # journal): status, report and recommend must still read the last committed state.
+    import subprocess
+    import sys
+
+    path = tmp_path / "results.sqlite"
+    ResultStore(path)
+    crash = (
+        "import sqlite3, os\n"
+        f"c = sqlite3.connect({str(path)!r}, isolation_level=None)\n"
+        "c.execute('pragma cache_size=1'); c.execute('BEGIN IMMEDIATE'); c.execute('CREATE TABLE junk(x)')\n"
+        "for i in range(2000): c.execute('INSERT INTO junk VALUES (?)', ('x' * 1000,))\n"
+        "os._exit(9)\n"
+    )
+    subprocess.run([sys.executable, "-c", crash], check=False, timeout=60)
+    assert (tmp_path / "results.sqlite-journal").stat().st_size > 0  # the hot journal the crash left
+    assert ResultStore(path, read_only=True).finished_keys() == set()

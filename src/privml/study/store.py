@@ -95,6 +95,8 @@ class ResultStore:
                 tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
             if not {"runs", "specs", "notes"} <= tables:
                 raise ValueError(f"{self.path} holds no study (it is not a privml results store)")
+        except sqlite3.OperationalError as exc:  # locked, read-only, full: the file is fine, say what is wrong
+            raise ValueError(f"{self.path}: {exc}") from None
         except (sqlite3.DatabaseError, _DamagedStore) as exc:  # a corrupt or foreign file: one line, not a traceback
             cause = exc.__cause__ if isinstance(exc, _DamagedStore) else exc
             raise ValueError(
@@ -105,8 +107,13 @@ class ResultStore:
     def _connect(self) -> Iterator[sqlite3.Connection]:
         # A fresh connection per operation, committed and closed: the store may be used from
         # several threads (dask's callbacks) and must never keep the file open between runs.
-        if self.read_only:  # mode=ro: SQLite itself refuses any write (and never creates the file)
-            db = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", timeout=60, uri=True)
+        if self.read_only:
+            # mode=ro: SQLite itself refuses any write (and never creates the file). A run killed inside a
+            # transaction leaves a hot journal that only a writable connection can roll back: then mode=rw, which
+            # still never creates the file (this object only reads; the rollback restores the last commit).
+            hot = Path(f"{self.path}-journal")
+            mode = "rw" if hot.is_file() and hot.stat().st_size > 0 else "ro"
+            db = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode={mode}", timeout=60, uri=True)
         else:
             db = sqlite3.connect(self.path, timeout=60)
         try:
