@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
 import sys
 import warnings
 
@@ -70,14 +71,17 @@ def check_positive(value: object, name: str, *, allow_zero: bool = False) -> flo
 
 
 def check_n_jobs(value: object, name: str = "n_jobs") -> int:
-    """Return a joblib worker count: a positive int, or -1 (every core). Other negative counts (joblib's
-    ``cpu_count + 1 + n_jobs``) are refused: they depend on the machine, and a mistyped -100 would fail (or run
-    serially) deep inside joblib instead of saying which argument is wrong."""
+    """Return a joblib worker count: a positive int, or -k for every core but k - 1 (joblib's
+    ``cpu_count + 1 + n_jobs``; -1 is every core, -2 all but one), down to -cpu_count. 0, and a negative count
+    beyond the machine's cores (a mistyped -100), are refused here rather than failing, or running serially,
+    deep inside joblib."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise TypeError(f"{name} must be a positive integer or -1 (every core), got {type(value).__name__} {value!r}")
     count = int(value)
-    if not (count >= 1 or count == -1):
-        raise ValueError(f"{name} must be a positive integer or -1 (every core), got {value!r}")
+    cores = os.cpu_count() or 1
+    if count == 0 or count < -cores:
+        raise ValueError(f"{name} must be a positive integer, or from -1 (every core) to -{cores} (one), "
+                         f"got {value!r}")
     return count
 
 

@@ -71,3 +71,28 @@ def test_dpcd_clips_features_to_the_public_bounds(cls):
     a = cls(epsilon=1, feature_bounds=bounds, random_state=0, **extra).fit(inside, y)
     b = cls(epsilon=1, feature_bounds=bounds, random_state=0, **extra).fit(np.clip(inside, -0.05, 0.05), y)
     np.testing.assert_array_equal(a.weights_, b.weights_)
+
+
+def test_dpcd_predicts_on_rows_clipped_as_its_training_rows_were(tmp_path):
+    # DP-CD clips features to the public bounds before training; predictions must see the same map, also after a
+    # model file round trip (a review measured 0.33 against 0.92 accuracy on iris when they did not).
+    from sklearn.datasets import load_iris
+
+    from privml.data.preprocessing import project_to_unit_ball
+    from privml.io import load_model, save_model
+
+    X, y = load_iris(return_X_y=True)
+    X = X / np.abs(X).max()
+    model = DPCDClassifier(epsilon=50.0, feature_bounds=[0.2] * 4, classes=[0, 1, 2], random_state=0).fit(X, y)
+    clipped = np.clip(project_to_unit_ball(X), -0.2, 0.2)
+    np.testing.assert_allclose(model.decision_function(X), clipped @ model.weights_)
+    loaded = load_model(save_model(model, tmp_path / "dpcd.npz"))
+    np.testing.assert_allclose(loaded.decision_function(X), model.decision_function(X))
+
+
+def test_the_default_averaging_settings_in_another_precision_are_not_settings_of_their_own():
+    # np.float32(0.99) is the default ema_decay as float32 stores it (a review found it refused).
+    X = np.random.default_rng(0).normal(size=(40, 3)) / 3
+    y = (X[:, 0] > 0).astype(int)
+    DPSGDClassifier(epsilon=1.0, ema_decay=np.float32(DEFAULT_EMA_DECAY), tail_fraction=np.float32(0.5),
+                    classes=[0, 1], random_state=0).fit(X, y)

@@ -200,9 +200,11 @@ def check_averaging(kind: str, tail_fraction: float, ema_decay: float, kinds: tu
     decay = check_positive(ema_decay, "ema_decay", allow_zero=True)
     if decay >= 1:
         raise ValueError(f"ema_decay must be in [0, 1), got {decay!r}")
-    if kind != "tail" and tail != DEFAULT_TAIL_FRACTION:
+    # Compared as float32 would store them: the default given in another precision (np.float32(0.99)) is not a
+    # setting of its own.
+    if kind != "tail" and not math.isclose(tail, DEFAULT_TAIL_FRACTION, rel_tol=1e-6):
         raise ValueError(f"tail_fraction applies to averaging='tail' only, got averaging={kind!r}")
-    if kind != "ema" and decay != DEFAULT_EMA_DECAY:
+    if kind != "ema" and not math.isclose(decay, DEFAULT_EMA_DECAY, rel_tol=1e-6):
         raise ValueError(f"ema_decay applies to averaging='ema' only, got averaging={kind!r}")
 
 
