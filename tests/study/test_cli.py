@@ -126,3 +126,24 @@ def test_errors_are_one_line_with_status_2(capsys, argv, message):
     code, out, err = run(capsys, *argv)
     assert code == 2 and out == ""
     assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_the_readmes_own_data_command_runs_on_a_csv(capsys, tmp_path):
+    # README and guide: `privml study run own-data --dataset csv:mydata.csv --label-column label --classes no,yes`.
+    # Its earlier form with quick failed every run (quick's k = 10 is MNIST's); it is now refused in one line.
+    from sklearn.datasets import load_breast_cancer
+
+    data = load_breast_cancer()
+    path = tmp_path / "mydata.csv"
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow([f"f{i}" for i in range(data.data.shape[1])] + ["label"])
+        for x, y in zip(data.data, data.target, strict=True):
+            writer.writerow([*x.tolist(), ("no", "yes")[y]])
+    common = ["--dataset", f"csv:{path}", "--label-column", "label", "--classes", "no,yes", "--no-progress"]
+    code, _, err = run(capsys, "study", "run", "quick", *common, "--out", str(tmp_path / "quick"))
+    assert code == 2 and "k = 10 classes, but the class set has 2" in err and "own-data" in err
+    assert not (tmp_path / "quick").exists()
+    r = run_json(capsys, "study", "run", "own-data", *common, "--repeats", "1", "--sweeps", "epsilon", "budget",
+                 "--out", str(tmp_path / "mine"))
+    assert r["failed"] == 0 and r["finished"] == r["planned"] > 0

@@ -151,7 +151,8 @@ def test_run_study_itself_warns_that_a_study_of_user_data_is_not_for_publication
         writer = csv.writer(handle)
         writer.writerow(["a", "b", "label"])
         writer.writerows([[float(rng.normal()), float(rng.normal()), i % 2] for i in range(40)])
-    spec = spec_from_dict(tiny_spec_dict(dataset=f"csv:{path}", classes=["0", "1"]))
+    two_classes = {**tiny_spec_dict()["defaults"], "k": 2}  # k may not exceed the public class set
+    spec = spec_from_dict(tiny_spec_dict(dataset=f"csv:{path}", classes=["0", "1"], defaults=two_classes))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:

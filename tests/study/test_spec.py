@@ -162,7 +162,10 @@ def test_a_grid_may_name_only_what_the_method_reads():
 
 
 def test_a_public_class_set_is_part_of_a_user_data_spec_only():
-    spec = spec_from_dict(tiny_spec_dict(dataset="csv:mine.csv", classes=["no", "yes"]))
+    two_classes = {**tiny_spec_dict()["defaults"], "k": 2}  # k may not exceed the public class set
+    spec = spec_from_dict(tiny_spec_dict(dataset="csv:mine.csv", classes=["no", "yes"], defaults=two_classes))
+    with pytest.raises(ValueError, match="k = 10 classes, but the class set has 2"):
+        spec_from_dict(tiny_spec_dict(dataset="csv:mine.csv", classes=["no", "yes"]))
     assert spec.classes == ("no", "yes") and spec.run_context["classes"] == ["no", "yes"]
     assert spec_from_dict(spec.to_dict()).classes == ("no", "yes")
     plain = spec_from_dict(tiny_spec_dict(dataset="csv:mine.csv"))

@@ -325,7 +325,12 @@ def spec_from_dict(raw: dict[str, Any]) -> StudySpec:
         Naming the first invalid field.
     """
     from privml.study.methods import METHODS  # the registry validates method names
-    from privml.study.spec_checks import check_m_is_known, check_public_records, check_sweeps_matter
+    from privml.study.spec_checks import (
+        check_classes_cover_k,
+        check_m_is_known,
+        check_public_records,
+        check_sweeps_matter,
+    )
 
     known = {"name", "dataset", "methods", "defaults", "sweeps", "description", "label_column", "classes", "repeats",
              "seed", "public_size", "selection", "notes", "neighbouring", "device"}
@@ -365,6 +370,8 @@ def spec_from_dict(raw: dict[str, Any]) -> StudySpec:
     selection = _selection(raw.get("selection", {}), methods)
     check_m_is_known(sweeps, defaults, methods, selection)
     check_public_records(public, defaults, sweeps)
+    classes = _classes(raw.get("classes"), _text(raw["dataset"], "dataset"))
+    check_classes_cover_k(classes, defaults, sweeps)
     return StudySpec(
         name=_text(raw["name"], "name"),
         dataset=_text(raw["dataset"], "dataset"),
@@ -373,7 +380,7 @@ def spec_from_dict(raw: dict[str, Any]) -> StudySpec:
         sweeps=sweeps,
         description=_text(raw.get("description", ""), "description"),
         label_column=_label_column(raw.get("label_column", "label"), _text(raw["dataset"], "dataset")),
-        classes=_classes(raw.get("classes"), _text(raw["dataset"], "dataset")),
+        classes=classes,
         repeats=repeats,
         seed=seed,
         public_size=float(public),

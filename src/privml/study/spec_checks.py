@@ -71,3 +71,21 @@ def check_public_records(public: Any, defaults: dict[str, Any], sweeps: tuple[Sw
             if d is not None and d > int(public):
                 raise ValueError(f"sweep {sweep.name!r}: d = {d} needs at least {d} public records for PCA, "
                                  f"public_size = {public:g} sets aside {int(public)}")
+
+
+def check_classes_cover_k(classes: Any, defaults: dict[str, Any], sweeps: tuple[Sweep, ...]) -> None:
+    """A point keeping more classes (k) than the public class set holds can never run.
+
+    The class set is public (given), so this is known before any run. It is what ``privml study run quick
+    --dataset csv:... --classes no,yes`` ran into: quick's k = 10 is MNIST's; the ``own-data`` preset sets no k.
+    """
+    if classes is None:
+        return
+    points = [("defaults", defaults.get("k"))] + [
+        (f"sweep {sweep.name!r}", {**defaults, **sweep.fixed, sweep.parameter: value}.get("k"))
+        for sweep in sweeps for value in sweep.values
+    ]
+    for where, k in points:
+        if k is not None and k > len(classes):
+            raise ValueError(f"{where}: k = {k} classes, but the class set has {len(classes)}; leave k out (every "
+                             "class), or use the own-data preset, which sets no n, d or k")

@@ -2,7 +2,8 @@
 
 ``quick`` is the demo (every linear and private-prediction method, a few
 points per figure, under 10 minutes on 2 cores); ``quick-ci`` is the same on
-scikit-learn's digits (no download); ``paper-mnist-linear`` reproduces
+scikit-learn's digits (no download); ``own-data`` is for a user's CSV (every
+record, feature and class; sweeps over the privacy settings only); ``paper-mnist-linear`` reproduces
 Figures 1-6 of van der Maaten & Hannun (2020); ``paper-cnn`` and
 ``paper-cnn-fashion`` compare DP-SGD with subsample-and-aggregate for small
 CNNs on MNIST and Fashion-MNIST (their Section 4.3; hours on a CPU, so the
