@@ -37,3 +37,10 @@ def test_falls_back_without_tqdm(monkeypatch, capsys):
     bar.update(3)
     bar.close()
     assert "3/3 pass" in capsys.readouterr().err
+
+
+def test_no_bar_for_no_work(capsys):
+    # A study whose runs are all done drew "0/1 run ... ~nans left".
+    with progress_bar(0, desc="study", unit="run") as bar:
+        bar.update(0)
+    assert capsys.readouterr().err == ""

@@ -82,7 +82,7 @@ def progress_bar(total: int, *, desc: str, unit: str = "it", enabled: bool = Tru
 
     Use as a context manager so the bar is closed on errors too.
     """
-    if not enabled:
+    if not enabled or total <= 0:  # nothing to do (a study whose runs are all done): no "0/1, ~nan s left" bar
         return _NoBar()
     try:
         from tqdm import tqdm
