@@ -174,3 +174,9 @@ def test_a_read_only_store_recovers_from_a_run_killed_inside_a_transaction(tmp_p
     subprocess.run([sys.executable, "-c", crash], check=False, timeout=60)
     assert (tmp_path / "results.sqlite-journal").stat().st_size > 0  # the hot journal the crash left
     assert ResultStore(path, read_only=True).finished_keys() == set()
+
+
+def test_status_of_a_missing_results_file_names_that_file(capsys, tmp_path):
+    # It said ".../results.sqlite/results.sqlite does not exist" (a review).
+    code, _, err = run(capsys, "study", "status", str(tmp_path / "none" / "results.sqlite"))
+    assert code == 2 and "results.sqlite/results.sqlite" not in err and "no study has run in" in err

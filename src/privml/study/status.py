@@ -59,8 +59,10 @@ def study_status(folder: str | Path, *, spec_hash: str | None = None) -> dict[st
     # long-function: one pass over the planned jobs that fills every counter of the report; the pieces share the job
     # states and records.
     path = Path(folder)
-    out = path.parent if path.is_file() else path
-    store_path = path if path.is_file() else path / RESULTS_FILE
+    # A results file named directly (existing or not, as in a typo) is that file, not a folder holding one.
+    as_file = path.is_file() or (not path.exists() and path.suffix == Path(RESULTS_FILE).suffix)
+    out = path.parent if as_file else path
+    store_path = path if as_file else path / RESULTS_FILE
     if not store_path.is_file():
         raise FileNotFoundError(f"{store_path} does not exist: no study has run in {out}")
     store = ResultStore(store_path, read_only=True)  # status only reads: a foreign file is left untouched
