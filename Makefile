@@ -65,6 +65,7 @@ bench: $(PEERS_STAMP) $(STAMP)
 	$(PEERS)/bin/python benchmarks/torch_dpsgd.py speed --rounds 10 --steps-per-round 4
 	$(PEERS)/bin/python benchmarks/torch_cpu_models.py
 	$(PEERS)/bin/python benchmarks/torch_memory.py
+	$(PEERS)/bin/python benchmarks/torch_ops.py
 	$(PY) benchmarks/prediction.py --seeds 3 --out benchmarks/results/prediction.json
 	$(PY) benchmarks/serve.py --clients 4 --duration 4 --rounds 7
 	$(PY) benchmarks/accuracy_first.py

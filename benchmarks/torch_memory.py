@@ -47,16 +47,18 @@ def peak_mib(step) -> float:  # noqa: ANN001
     return sum(device["Total"] for device in tracker.get_tracker_snapshot("peak").values()) / 2**20
 
 
-def run(rows: list[str], variants: list[str]) -> dict[str, Any]:
-    import torch_gpu
+def use_gpu_code_paths() -> None:
+    """Make the CPU take the GPU's code paths, so a measurement on the CPU stands for the GPU's.
+
+    The CPU takes four of its own: the pool's channels-last copies, per-example convolution gradients by a
+    grouped kernel rather than patches, book-kept convolution sums by the backward kernel, and no floor under
+    a layer's chunks. Each switch is applied only where the checkout has it (``--src`` of an older commit).
+    """
     from torch import nn
 
     from privml.torch.ghost import base, conv
     from privml.torch.models import tramer_boneh
 
-    # The GPU's code paths: this proxy stands for the GPU's memory, and the CPU takes four of its own (the pool's
-    # channels-last copies, per-example convolution gradients by a grouped kernel rather than patches, book-kept
-    # convolution sums by the backward kernel, and no floor under a layer's chunks).
     if hasattr(tramer_boneh, "ChannelsLastMaxPool2d"):
         tramer_boneh.ChannelsLastMaxPool2d.forward = nn.MaxPool2d.forward  # type: ignore[method-assign]
     if hasattr(conv, "GROUPED_INSTANTIATION"):
@@ -65,6 +67,12 @@ def run(rows: list[str], variants: list[str]) -> dict[str, Any]:
         conv.KERNEL_SUMS["cpu"] = conv.KERNEL_SUMS.get("cuda", False)
     if hasattr(base, "CHUNK_FLOOR"):  # a layer's chunks take at least this many numbers on a GPU
         base.CHUNK_FLOOR["cpu"] = base.CHUNK_FLOOR.get("cuda", 0)
+
+
+def run(rows: list[str], variants: list[str]) -> dict[str, Any]:
+    import torch_gpu
+
+    use_gpu_code_paths()  # this proxy stands for the GPU's memory
     out: dict[str, Any] = {}
     for row in rows:
         model_name, size = torch_gpu.ROWS[row]
