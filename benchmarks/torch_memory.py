@@ -24,6 +24,7 @@ import argparse
 import gc
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -169,20 +170,23 @@ def render(data: dict) -> str:
     return "\n".join(out)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def proxy_main(argv: list[str] | None, *, doc: str, variants: tuple[str, ...], result: Path,
+               run: Callable[[list[str], list[str]], dict[str, Any]], render: Callable[[dict], str]) -> int:
+    """The command line of a CPU proxy of the GPU table (this script, ``torch_ops.py``): rows, variants, and a
+    ``now`` or ``before`` run (``--src``: another checkout's privml) stored side by side in ``result``."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     parser.add_argument("--rows", nargs="+", default=None, help="default: every row of torch_gpu.py")
-    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
+    parser.add_argument("--variants", nargs="+", default=list(variants), choices=list(variants))
     parser.add_argument("--label", default="now", choices=["now", "before"])
     parser.add_argument("--src", default=None, help="import privml from this source directory")
-    parser.add_argument("--out", default=str(RESULT))
+    parser.add_argument("--out", default=str(result))
     args = parser.parse_args(argv)
     if args.src:
         sys.path.insert(0, str(Path(args.src).resolve()))
     try:
         import torch
     except ImportError:
-        print("torch_memory: torch is not installed; nothing to measure", file=sys.stderr)
+        print(f"{result.stem}: torch is not installed; nothing to measure", file=sys.stderr)
         return 0
     import torch_gpu
 
@@ -197,6 +201,10 @@ def main(argv: list[str] | None = None) -> int:
     write_json(path, data)
     print(render(data))
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return proxy_main(argv, doc=__doc__, variants=VARIANTS, result=RESULT, run=run, render=render)
 
 
 def _commit_of(src: Path) -> str:

@@ -18,15 +18,12 @@ checkout's privml (a before/after pair)::
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _common import machine, write_json  # noqa: E402
 
 RESULT = HERE / "results" / "torch_ops.json"
 VARIANTS = ("nonprivate", "privml-ghost", "opacus-hooks")
@@ -109,33 +106,9 @@ def render(data: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import torch_gpu
+    from torch_memory import proxy_main
 
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rows", nargs="+", default=list(torch_gpu.ROWS), choices=list(torch_gpu.ROWS))
-    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
-    parser.add_argument("--label", default="now", choices=["now", "before"])
-    parser.add_argument("--src", default=None, help="import privml from this source directory")
-    parser.add_argument("--out", default=str(RESULT))
-    args = parser.parse_args(argv)
-    if args.src:
-        sys.path.insert(0, str(Path(args.src).resolve()))
-    try:
-        import torch
-    except ImportError:
-        print("torch_ops: torch is not installed; nothing to count", file=sys.stderr)
-        return 0
-    from torch_memory import _commit_of
-
-    record: dict[str, Any] = {"machine": machine(), "torch": torch.__version__, "rows": run(args.rows, args.variants)}
-    if args.src:  # the commit measured is the source checkout's
-        record["machine"]["commit"] = _commit_of(Path(args.src))
-    path = Path(args.out)
-    data = json.loads(path.read_text()) if path.exists() else {}
-    data.setdefault("runs", {})[args.label] = record
-    write_json(path, data)
-    print(render(data))
-    return 0
+    return proxy_main(argv, doc=__doc__, variants=VARIANTS, result=RESULT, run=run, render=render)
 
 
 if __name__ == "__main__":

@@ -85,6 +85,22 @@ def check_n_jobs(value: object, name: str = "n_jobs") -> int:
     return count
 
 
+def check_port(value: object, name: str = "port") -> int:
+    """Return a TCP port number, 0 to 65535 (0: the system picks a free one)."""
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= 65535:
+        raise ValueError(f"{name} must be an integer in [0, 65535], got {value!r}")
+    return value
+
+
+def check_planned_steps(steps: float, epochs: float | None) -> int:
+    """The planned step count of a DP-SGD run, at most MAX_COMPOSITIONS (what the accountants compose): more
+    failed inside the PLD convolution (epochs=1e300) or allocated terabytes (steps=10**12)."""
+    if steps > MAX_COMPOSITIONS:
+        where = f"epochs={epochs:g} gives at least {steps:.3g} steps" if epochs is not None else f"steps={steps:,}"
+        raise ValueError(f"{where}, more than the {MAX_COMPOSITIONS:,} the accountants compose")
+    return int(steps)
+
+
 def check_finite(value: object, name: str) -> float:
     """Return a finite float (any sign)."""
     v = _as_real(value, name)

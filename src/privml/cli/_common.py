@@ -14,9 +14,11 @@ import argparse
 import contextlib
 import json
 import math
+import os
 import sys
 import warnings
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 from privml.release import reveal_nonprivate
@@ -119,6 +121,14 @@ def nonprivate_block(args: argparse.Namespace, values: dict[str, Any], *, what: 
     return {"nonprivate": shown}
 
 
+def _warning_line(category: type[Warning], message: Warning | str) -> str:
+    """The CLI's one line for a warning: ``warning: PrivacyLeakWarning: <message>``, or ``warning: <message>``."""
+    from privml.exceptions import PrivacyLeakWarning
+
+    prefix = f"{category.__name__}: " if issubclass(category, PrivacyLeakWarning) else ""
+    return f"warning: {prefix}{message}"
+
+
 @contextlib.contextmanager
 def leak_warnings_as_lines() -> Iterator[None]:
     """Inside, each PrivacyLeakWarning is printed at once on stderr as one line, ``warning: <category>: <message>``
@@ -129,7 +139,7 @@ def leak_warnings_as_lines() -> Iterator[None]:
 
     def show(message: Warning | str, category: type[Warning], *args: Any, **kwargs: Any) -> None:
         if issubclass(category, PrivacyLeakWarning):
-            print(f"warning: {category.__name__}: {message}", file=sys.stderr)
+            print(_warning_line(category, message), file=sys.stderr)
         else:
             shown(message, category, *args, **kwargs)
 
@@ -143,27 +153,34 @@ def leak_warnings_as_lines() -> Iterator[None]:
 def warnings_as_lines() -> Iterator[None]:
     """Record the warnings raised inside and print each as one line on stderr when the block ends, *also* when it
     raises: a PrivacyLeakWarning (e.g. classes read from the labels) must reach the user even if loading then
-    fails. Privacy leaks read ``warning: PrivacyLeakWarning: <message>`` (as in :func:`leak_warnings_as_lines`),
-    other warnings ``warning: <message>``."""
-    from privml.exceptions import PrivacyLeakWarning
-
+    fails (:func:`_warning_line`, as in :func:`leak_warnings_as_lines`)."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
             yield
         finally:
             for w in caught:
-                prefix = f"{w.category.__name__}: " if issubclass(w.category, PrivacyLeakWarning) else ""
-                print(f"warning: {prefix}{w.message}", file=sys.stderr)
+                print(_warning_line(w.category, w.message), file=sys.stderr)
+
+
+def check_out_folder(path: str, flag: str) -> None:
+    """Refuse an output folder that cannot be one (empty, an existing file, under a file, not writable), up front."""
+    if not path:
+        raise CliError(f"{flag} needs a folder, got an empty path")
+    target = Path(path)
+    if target.exists() and not target.is_dir():
+        raise CliError(f"{flag} {path} is a file; give a folder")
+    existing = next((p for p in target.parents if p.exists()), Path("."))
+    if not existing.is_dir():
+        raise CliError(f"{flag} {path}: {existing} is not a directory")
+    if not os.access(existing, os.W_OK):
+        raise CliError(f"{flag} {path}: {existing} is not writable")
 
 
 def check_output_path(path: str | None, flag: str, *, suffix: str | None = None) -> None:
     """Refuse an output path that cannot be written, before any work is done (or privacy spent)."""
     if path is None:
         return
-    import os
-    from pathlib import Path
-
     if not path:  # Path("") is ".", a directory: say what is actually wrong
         raise CliError(f"{flag} is empty; give a file path")
     target = Path(path)

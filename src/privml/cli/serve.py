@@ -23,6 +23,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
+from privml._validation import check_port
 from privml.cli._common import (
     DEVICE_HELP,
     CliError,
@@ -104,10 +105,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _port(text: str) -> int:
     """argparse type: a TCP port, 0 to 65535 (refused at parse time, before any ledger is opened)."""
-    value = integer(text)
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"not a port in [0, 65535]: {text!r}")
-    return value
+    try:
+        return check_port(integer(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port in [0, 65535]: {text!r}") from None
 
 
 def _require_extra() -> None:

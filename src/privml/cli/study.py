@@ -32,13 +32,14 @@ without CNN methods.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from privml._validation import check_count, check_delta, check_epsilon
 from privml.cli._common import (
     add_json_flag,
+    check_out_folder,
     emit,
     finite_float,
     held_out_is_public,
@@ -248,20 +249,6 @@ def _render_status(r: dict) -> str:
     return table(rows)
 
 
-def check_out_folder(path: str, flag: str) -> None:
-    """Refuse an output folder that cannot be one (empty, an existing file, under a file, not writable), up front."""
-    if not path:
-        raise ValueError(f"{flag} needs a folder, got an empty path")
-    target = Path(path)
-    if target.exists() and not target.is_dir():
-        raise ValueError(f"{flag} {path} is a file; give a folder")
-    existing = next((p for p in target.parents if p.exists()), Path("."))
-    if not existing.is_dir():
-        raise ValueError(f"{flag} {path}: {existing} is not a directory")
-    if not os.access(existing, os.W_OK):
-        raise ValueError(f"{flag} {path}: {existing} is not writable")
-
-
 def _store(path: str) -> ResultStore:
     from privml.study import ResultStore
     from privml.study.runner import RESULTS_FILE
@@ -269,9 +256,7 @@ def _store(path: str) -> ResultStore:
     p = Path(path)
     if p.is_dir():
         p = p / RESULTS_FILE
-    if not p.is_file():
-        raise FileNotFoundError(f"results store {p} does not exist")
-    return ResultStore(p, read_only=True)  # report and recommend only read it
+    return ResultStore(p, read_only=True)  # report and recommend only read it (a missing file: FileNotFoundError)
 
 
 def _report(args: argparse.Namespace) -> None:
@@ -282,18 +267,16 @@ def _report(args: argparse.Namespace) -> None:
     emit({"report": str(target)}, as_json=args.json, render=lambda r: table([("report", r["report"])]))
 
 
-#: The settings ``recommend`` may be asked about, each with its range: the nearest point is found in log units,
-#: so a value outside it would end in a bare "math domain error" (or a meaningless answer).
-_RANGES = {"epsilon": (0, None, "> 0"), "delta": (0, 1, "in [0, 1)"), "budget": (1, None, ">= 1"),
-           "n": (1, None, ">= 1"), "d": (1, None, ">= 1"), "k": (2, None, ">= 2")}
-
-
 def _check_setting(setting: dict) -> None:
-    for name, value in setting.items():
-        low, high, text = _RANGES[name]
-        bad = value <= low if name == "epsilon" else value < low
-        if bad or (high is not None and value >= high):
-            raise ValueError(f"--{name} must be {text}, got {value:g}")
+    """The settings ``recommend`` is asked about, each in its range: the nearest point is found in log units, so a
+    value outside it would end in a bare "math domain error" (or a meaningless answer)."""
+    if "epsilon" in setting:
+        check_epsilon(setting["epsilon"], "--epsilon")
+    if "delta" in setting:
+        check_delta(setting["delta"], "--delta")
+    for name in ("budget", "n", "d", "k"):
+        if name in setting:
+            check_count(setting[name], f"--{name}", minimum=2 if name == "k" else 1)
 
 
 def _recommend(args: argparse.Namespace) -> None:

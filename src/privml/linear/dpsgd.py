@@ -62,6 +62,7 @@ from privml._validation import (
     check_count,
     check_delta,
     check_epsilon,
+    check_planned_steps,
     check_positive,
     check_positive_delta,
     check_probability,
@@ -75,7 +76,6 @@ from privml.linear.dpsgd_steps import (
     LR_SCHEDULES,
     _Averager,
     check_averaging,
-    check_steps,
     clipped_gradient_sum,
     fixed_size_sample,
     learning_rate_schedule,
@@ -398,7 +398,8 @@ class DPSGDClassifier(PrivateLinearClassifier):
             check_positive(self.epochs, "epochs")
         if self.steps is not None:
             check_count(self.steps, "steps")
-        check_steps(self.steps or 1 if self.epochs is None else self.epochs, self.epochs)  # steps >= epochs: q <= 1
+        # At least the epochs (q <= 1), checked before the data give q.
+        check_planned_steps(self.steps or 1 if self.epochs is None else self.epochs, self.epochs)
         if self.design == "direct" and (self.steps is not None or self.epochs not in (None, 1)):
             raise ValueError(
                 "the direct design makes exactly one pass over disjoint batches (n // batch_size steps): "
@@ -490,7 +491,7 @@ class DPSGDClassifier(PrivateLinearClassifier):
                 steps = int(self.steps)
             else:
                 epochs = DEFAULT_EPOCHS if self.epochs is None else float(self.epochs)
-                steps = check_steps(max(1, round(epochs / q)), epochs)
+                steps = check_planned_steps(max(1, round(epochs / q)), epochs)
             if self.design == "poisson":
                 noise = _poisson_noise(
                     epsilon, delta, self.noise_multiplier, q, steps, self.accountant, neighbouring=relation,

@@ -17,7 +17,7 @@ import math
 
 import numpy as np
 
-from privml._validation import MAX_COMPOSITIONS, check_count, check_positive, check_probability
+from privml._validation import check_count, check_positive, check_probability
 from privml.losses import Loss
 
 __all__ = [
@@ -206,15 +206,6 @@ def check_averaging(kind: str, tail_fraction: float, ema_decay: float, kinds: tu
         raise ValueError(f"tail_fraction applies to averaging='tail' only, got averaging={kind!r}")
     if kind != "ema" and not math.isclose(decay, DEFAULT_EMA_DECAY, rel_tol=1e-6):
         raise ValueError(f"ema_decay applies to averaging='ema' only, got averaging={kind!r}")
-
-
-def check_steps(steps: float, epochs: float | None) -> int:
-    """The planned step count, at most MAX_COMPOSITIONS (what the accountants compose): more failed inside the PLD
-    convolution (epochs=1e300) or allocated terabytes (steps=10**12)."""
-    if steps > MAX_COMPOSITIONS:
-        where = f"epochs={epochs:g} gives at least {steps:.3g} steps" if epochs is not None else f"steps={steps:,}"
-        raise ValueError(f"{where}, more than the {MAX_COMPOSITIONS:,} the accountants compose")
-    return int(steps)
 
 
 class _Averager:

@@ -36,6 +36,7 @@ import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from privml import __version__
+from privml._validation import check_port
 from privml.serve.asgi import PEER_KEY, create_app
 from privml.serve.limits import ASGI_MAX_CONNECTIONS, ServeLimits
 from privml.serve.service import PredictionService
@@ -294,8 +295,7 @@ class PrivmlH11Protocol(H11Protocol):
 
 def bind_socket(host: str, port: int) -> socket.socket:
     """A listening TCP socket on ``host:port`` (``ValueError`` when that is impossible)."""
-    if not isinstance(port, int) or isinstance(port, bool) or not 0 <= port <= 65535:
-        raise ValueError(f"port must be an integer in [0, 65535], got {port!r}")
+    check_port(port)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     # proto=IPPROTO_TCP: asyncio disables Nagle's algorithm only on sockets that say they are TCP;
     # with it on, a response's head and body (two writes) wait for the client's delayed ACK (~40 ms).

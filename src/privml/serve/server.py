@@ -18,6 +18,7 @@ import time
 from http.server import ThreadingHTTPServer
 from typing import Any
 
+from privml._validation import check_port
 from privml.serve.handler import PredictionHandler
 from privml.serve.limits import STDLIB_MAX_CONNECTIONS
 from privml.serve.openapi import openapi_schema
@@ -63,8 +64,7 @@ class PredictionServer(ThreadingHTTPServer):
         self, service: PredictionService, *, host: str = "127.0.0.1", port: int = 8000, verbose: bool = False,
         sock: socket.socket | None = None,
     ) -> None:
-        if not isinstance(port, int) or isinstance(port, bool) or not 0 <= port <= 65535:
-            raise ValueError(f"port must be an integer in [0, 65535], got {port!r}")
+        check_port(port)
         if sock is not None:
             host, port = sock.getsockname()[:2]
         if ":" in host:

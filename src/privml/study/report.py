@@ -73,10 +73,8 @@ def write_report(store: ResultStore | str | Path, out: str | Path, *, spec_hash:
         If the store holds no such study.
     """
     if not isinstance(store, ResultStore):
-        path = Path(store)
-        if not path.is_file():
-            raise FileNotFoundError(f"results store {path} does not exist")
-        store = ResultStore(path, read_only=True)  # a report reads the store: it must not write to it
+        # A report reads the store: it must not write to it (and a missing file is a FileNotFoundError).
+        store = ResultStore(Path(store), read_only=True)
     results = collect(store, spec_hash)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)

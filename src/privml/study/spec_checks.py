@@ -6,12 +6,20 @@ would be ignored without a word.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from privml.study.methods import METHODS
 
 if TYPE_CHECKING:
     from privml.study.spec import Selection, Sweep
+
+
+def _points(defaults: dict[str, Any], sweeps: tuple[Sweep, ...]) -> Iterator[tuple[Sweep, dict[str, Any]]]:
+    """Each sweep value's settings (defaults, then the sweep's fixed ones, then the swept value)."""
+    for sweep in sweeps:
+        for value in sweep.values:
+            yield sweep, {**defaults, **sweep.fixed, sweep.parameter: value}
 
 
 def check_m_is_known(
@@ -65,12 +73,11 @@ def check_public_records(public: Any, defaults: dict[str, Any], sweeps: tuple[Sw
     """
     if public < 1:
         return
-    for sweep in sweeps:
-        for value in sweep.values:
-            d = {**defaults, **sweep.fixed, sweep.parameter: value}.get("d")
-            if d is not None and d > int(public):
-                raise ValueError(f"sweep {sweep.name!r}: d = {d} needs at least {d} public records for PCA, "
-                                 f"public_size = {public:g} sets aside {int(public)}")
+    for sweep, setting in _points(defaults, sweeps):
+        d = setting.get("d")
+        if d is not None and d > int(public):
+            raise ValueError(f"sweep {sweep.name!r}: d = {d} needs at least {d} public records for PCA, "
+                             f"public_size = {public:g} sets aside {int(public)}")
 
 
 def check_classes_cover_k(classes: Any, defaults: dict[str, Any], sweeps: tuple[Sweep, ...]) -> None:
@@ -82,8 +89,7 @@ def check_classes_cover_k(classes: Any, defaults: dict[str, Any], sweeps: tuple[
     if classes is None:
         return
     points = [("defaults", defaults.get("k"))] + [
-        (f"sweep {sweep.name!r}", {**defaults, **sweep.fixed, sweep.parameter: value}.get("k"))
-        for sweep in sweeps for value in sweep.values
+        (f"sweep {sweep.name!r}", setting.get("k")) for sweep, setting in _points(defaults, sweeps)
     ]
     for where, k in points:
         if k is not None and k > len(classes):

@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from privml._validation import MAX_COMPOSITIONS, check_count, check_positive, check_probability
+from privml._validation import MAX_COMPOSITIONS, check_count, check_planned_steps, check_positive, check_probability
 from privml.accounting.calibration import DPSGD_METHODS
 from privml.neighbouring import Neighbouring
 from privml.torch.ghost.engine import ghost_modules
@@ -81,11 +81,7 @@ def planned_steps(epochs: float | None, steps: int | None, sample_rate: float) -
     if epochs is not None:
         # The accountants compose at most MAX_COMPOSITIONS steps (as linear DP-SGD and `privml account` cap
         # them): more would fail inside the PLD convolution (epochs=1e300) or run for ever (1e7 epochs).
-        planned = max(1, round(check_positive(epochs, "epochs") / sample_rate))
-        if planned > MAX_COMPOSITIONS:
-            raise ValueError(f"epochs={epochs:g} at sample rate {sample_rate:.3g} is {planned:.3g} steps, more than "
-                             f"the {MAX_COMPOSITIONS:,} the accountants compose")
-        return planned
+        return check_planned_steps(max(1, round(check_positive(epochs, "epochs") / sample_rate)), epochs)
     return None
 
 
