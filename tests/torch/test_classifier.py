@@ -137,3 +137,14 @@ def test_batch_and_steps_are_refused_before_the_model_is_built(kwargs, match, mo
     monkeypatch.setattr(module, "build_model", lambda *a, **k: pytest.fail("model built before the check"))
     with pytest.raises(ValueError, match=match):
         small(**kwargs).fit(X, y)
+
+
+def test_the_default_batch_is_capped_at_a_small_n_as_the_linear_estimators_is():
+    # A study's CNN runs name no batch: with n < 512 (a subsample-and-aggregate teacher's share, a small
+    # study) every run was refused once an explicit oversize batch was (the GPU study test caught it).
+    X, y = blobs(n=40)
+    model = small(batch_size=None, epochs=1).fit(X, y)
+    assert model.fit_info_["expected_batch_size"] == pytest.approx(40.0)
+    baseline = small(batch_size=None, epochs=1, epsilon=float("inf")).fit(X, y)
+    assert baseline.predict(X[:2]).shape == (2,)
+    assert TorchClassifier(epsilon=1.0).batch_size is None  # the default, a function of the public n at fit

@@ -105,7 +105,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", help="write the model to this .npz file")
     cnn = parser.add_argument_group("dpsgd-cnn options (defaults: Tramer & Boneh 2021 for MNIST)")
     cnn.add_argument("--epochs", type=finite_float, help="epochs (default 40)")
-    cnn.add_argument("--batch-size", type=integer, help="expected Poisson batch size (default 512)")
+    cnn.add_argument("--batch-size", type=integer, help="expected Poisson batch size (default 512, at most n)")
     cnn.add_argument("--learning-rate", type=finite_float, help="SGD learning rate, momentum 0.9 (default 0.5)")
     cnn.add_argument("--clip-norm", type=finite_float, help="clip norm C of each example's gradient (default 0.1)")
     cnn.add_argument("--architecture", choices=CNN_ARCHITECTURES, default="tramer-boneh")

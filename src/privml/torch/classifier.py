@@ -53,7 +53,8 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         (a :class:`~privml.exceptions.PrivacyLeakWarning` says so).
     epochs, batch_size, learning_rate, momentum, clip_norm:
         DP-SGD hyper-parameters (defaults of Tramer and Boneh 2021 for MNIST);
-        ``batch_size`` is the *expected* Poisson batch size, at most n (a larger one is refused at fit).
+        ``batch_size`` is the *expected* Poisson batch size, at most n (a larger one is refused at fit);
+        None (default) is 512, or n when n is smaller (n is public to DP-SGD, as its sampling rate b / n is).
     noise_multiplier, accountant, mode, secure_noise:
         As in :class:`~privml.torch.DPSGD`.
     max_physical_batch_size:
@@ -130,7 +131,7 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         input_shape: tuple[int, ...] = (1, 28, 28),
         classes: Any = None,
         epochs: float = DEFAULT_EPOCHS,
-        batch_size: int = DEFAULT_BATCH_SIZE,
+        batch_size: int | None = None,
         learning_rate: float = DEFAULT_LEARNING_RATE,
         momentum: float = DEFAULT_MOMENTUM,
         clip_norm: float = DEFAULT_CLIP_NORM,
@@ -231,10 +232,17 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         A batch larger than n was silently capped at n (q = 1), a setting the fit ignored; too many steps failed
         inside the accountant (or ran for ever) after the model was built.
         """
+        size = self._batch(n)
+        planned_steps(self.epochs, None, size / n)  # the private run's steps, and the baseline's: one cap
+
+    def _batch(self, n: int) -> float:
+        """The expected batch: the one given (at most n), or the default capped at n, as DPSGDClassifier's."""
+        if self.batch_size is None:
+            return float(min(DEFAULT_BATCH_SIZE, n))
         size = check_positive(self.batch_size, "batch_size")
         if size > n:
             raise ValueError(f"batch_size={self.batch_size} exceeds the number of records n={n}")
-        planned_steps(self.epochs, None, size / n)  # the private run's steps, and the baseline's: one cap
+        return float(size)
 
     # ------------------------------------------------------------ sklearn API
     def fit(self, X: Any, y: Any) -> TorchClassifier:
@@ -266,7 +274,7 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
                     n_samples=n,
                     clip_norm=self.clip_norm,
                     # fixed-size batches hold a whole number of records; Poisson's expected size need not
-                    batch_size=int(self.batch_size) if self.sampling == "fixed-size" else float(self.batch_size),
+                    batch_size=int(self._batch(n)) if self.sampling == "fixed-size" else self._batch(n),
                     epochs=self.epochs,
                     noise_multiplier=self.noise_multiplier,
                     target_epsilon=self.epsilon,
@@ -298,7 +306,7 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         """Shuffled fixed-size mini-batches, no clipping, no noise: the baseline."""
         generator = torch.Generator(device=X.device)
         generator.manual_seed(0 if self.random_state is None else int(self.random_state))
-        batch = int(min(self.batch_size, n))
+        batch = int(self._batch(n))
         steps = max(1, round(self.epochs * n / batch))
         module.train()
         for step in range(steps):
