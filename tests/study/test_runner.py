@@ -176,3 +176,31 @@ def test_private_selection_does_not_count_its_candidates_in_the_cache_statistics
     assert outcome.finished == 2
     (row,) = [r for r in outcome.cache if r["method"] == "output"]
     assert row["hits"] == 0 and row["misses"] == 0 and row["seconds_computed"] == 0
+
+
+def test_private_selection_stores_no_time_that_counts_its_candidates(tmp_path, monkeypatch):
+    # Each candidate of random stopping took about one fit's time, and the row stored their sum (train_seconds)
+    # and the run's wall time and finishing second: the number of runs, which Liu-Talwar's bound needs hidden,
+    # was read off them (a review). Every fit here reports 1 s: a stored time above that counts candidates.
+    import dataclasses
+
+    from privml.study.methods import Method
+    from privml.study.store import ResultStore
+
+    fits = []
+    original = Method.fit
+
+    def one_second(self, *args, **kwargs):
+        fits.append(1)
+        return dataclasses.replace(original(self, *args, **kwargs), train_seconds=1.0)
+
+    monkeypatch.setattr(Method, "fit", one_second)
+    spec = spec_from_dict(tiny_spec_dict(
+        methods=["output"], repeats=1, selection={"mode": "private", "stop_probability": 0.05,
+                                                 "grids": {"output": {"l2": [1e-3, 1e-2, 1e-1]}}},
+        sweeps=[{"name": "epsilon", "parameter": "epsilon", "values": [30.0]}]))
+    outcome = run_study(spec, tmp_path / "study", jobs=1, progress=False, cache=False)
+    assert outcome.finished == 1 and len(fits) > 1  # several candidates ran (stopping probability 0.05)
+    (row,) = ResultStore(tmp_path / "study" / "results.sqlite", read_only=True).records()
+    assert row["train_seconds"] == 1.0  # the released candidate's own fit, not the sum over the candidates
+    assert row["wall_seconds"] is None and len(row["finished"]) == 10  # no run time; the day only
