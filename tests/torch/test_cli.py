@@ -26,6 +26,9 @@ def test_train_dpsgd_cnn_json(image_cache, capsys, tmp_path):
     assert 0.0 <= result["test_accuracy"] <= 1.0
     assert "eps=" in captured.err  # the progress bar reports the epsilon spent
     assert out.exists()
+    # --no-progress: no bar, so no timing on stderr (docs/releases.md, "Timing").
+    assert main([*argv[:-3], "--no-progress"]) == 0
+    assert "eps=" not in capsys.readouterr().err
 
 
 def test_dpsgd_cnn_rejects_tabular_data_and_missing_epsilon(capsys):
@@ -53,6 +56,8 @@ def test_cnn_options_are_refused_for_linear_methods(capsys):
     assert main(["train", "--method", "output", "--dataset", "iris", "--epsilon", "1", "--clip-precision",
                  "tf32"]) == 2
     assert "--clip-precision applies to --method dpsgd-cnn only" in capsys.readouterr().err
+    assert main(["train", "--method", "dpsgd", "--dataset", "iris", "--epsilon", "1", "--no-progress"]) == 2
+    assert "--no-progress applies to --method dpsgd-cnn only" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

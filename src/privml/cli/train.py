@@ -116,6 +116,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     cnn.add_argument("--clip-precision", choices=("fp32", "tf32"),
                      help="arithmetic of the per-example norms and clipped sum: fp32 (default), or tf32 (operands "
                           "rounded to TF32 by privml, rounding bounded inside C; faster on GPUs with TF32 cores)")
+    cnn.add_argument("--no-progress", action="store_true",
+                     help="no progress bar on stderr (it shows the steps done, elapsed time and time left)")
     add_nonprivate_flag(parser)
     add_json_flag(parser)
     parser.set_defaults(handler=_train, prog=parser.prog)
@@ -166,6 +168,8 @@ def _train(args: argparse.Namespace) -> None:
                 if getattr(args, k) is not None]
     if args.architecture != "tramer-boneh":
         cnn_only.append("--architecture")
+    if args.no_progress:  # the other methods draw no bar
+        cnn_only.append("--no-progress")
     if cnn_only:
         raise ValueError(f"{', '.join(cnn_only)} appl{'ies' if len(cnn_only) == 1 else 'y'} to --method dpsgd-cnn only")
     # Validate everything before touching data or drawing noise.
@@ -279,7 +283,7 @@ def _train_cnn(args: argparse.Namespace) -> None:
         model=args.architecture,
         classes=data.classes,
         random_state=args.seed,
-        progress=True,
+        progress=not args.no_progress,
         device=str(device),
         **settings,
     )
