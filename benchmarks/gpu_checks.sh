@@ -16,7 +16,7 @@
 #          for some rows only; a later call adds the rest to the same JSON when the one returned earlier was
 #          copied to .gpu/torch_gpu.json and carried)
 #   mnist  the end-to-end MNIST run (epsilon 3, 40 epochs)
-#   profile  where a step's GPU time goes on the rows that miss the step-time target (kernels by privml
+#   profile  where a step's GPU time goes on the rows that miss the step-time target (ROWS to choose; kernels by privml
 #          phase and by TF32 / float32 arithmetic, for clip_precision "fp32" and "tf32"), and diagnostic
 #          step times (grouped per-example convolution gradients, graphs over fixed-size batches,
 #          torch.compile). Run it first in a GPU session: it says where the time goes.
@@ -53,7 +53,8 @@ for part in "${parts[@]}"; do
             || status=1 ;;
     profile)
         # The rows that miss the step-time target; each row is written as soon as it is measured.
-        python3 -W ignore benchmarks/torch_gpu.py profile --rows resnet-256 wrn-256 transformer-256 \
+        # shellcheck disable=SC2086
+        python3 -W ignore benchmarks/torch_gpu.py profile --rows ${ROWS:-resnet-256 wrn-256 transformer-256} \
             --out "$out/torch_gpu.json" || status=1 ;;
     study)
         dir=/tmp/privml-study-paper-cnn
