@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import csv
 import fnmatch
+import functools
 import json
 import sqlite3
 import sys
@@ -47,15 +48,20 @@ def _neighbours(seed: int = 0, regression: bool = False) -> tuple[np.ndarray, np
     return X, y, X2, y2
 
 
-def _images() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    rng = np.random.default_rng(0)
+def _images(seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Flattened 16x16 blobs (class 0 top left, class 1 bottom right) and a neighbour with the last record replaced.
+
+    Not the first: with ``SEED`` DP-SGD's Poisson sampling never draws record 0 here, so the two fits were
+    identical and the CNN's check vacuous (test_model_files_release_only_declared_dp_fields now says so).
+    """
+    rng = np.random.default_rng(seed)
     y = rng.integers(0, 2, 60)
     X = rng.normal(0, 0.3, (60, 1, 16, 16)).astype(np.float32)
     X[y == 0, :, :8, :8] += 1.5
     X[y == 1, :, 8:, 8:] += 1.5
     X2, y2 = X.copy(), y.copy()
-    X2[0] = rng.normal(0, 1.0, (1, 16, 16)).astype(np.float32)
-    y2[0] = 1 - y[0]
+    X2[-1] = rng.normal(0, 1.0, (1, 16, 16)).astype(np.float32)
+    y2[-1] = 1 - y[-1]
     return X.reshape(60, -1), y, X2.reshape(60, -1), y2
 
 
@@ -171,6 +177,9 @@ def test_model_files_release_only_declared_dp_fields(name: str, tmp_path: Path) 
     undeclared, seeds = model_file_violations(name, tmp_path)
     assert undeclared == [], f"{name} writes data-dependent fields outside its DP outputs: {undeclared}"
     assert seeds == [], f"{name} stores a seed, which lets its noise be replayed: {seeds}"
+    # Not vacuous: the replaced record reached the fit, so its DP (or secret) output tells D from D'.
+    changed = differing(file_fields(tmp_path / f"{name}-d.npz"), file_fields(tmp_path / f"{name}-d2.npz"))
+    assert changed, f"{name} wrote the same file for D and D': the neighbours never reached the fit"
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
@@ -256,10 +265,10 @@ def _study_row(selected: Any) -> dict[str, str]:
 STUDY_DP_FIELDS = {"accuracy", "chosen", "candidates"}
 
 
-@pytest.mark.filterwarnings("ignore::UserWarning")
-@pytest.mark.parametrize("mode", ["public", "private"])
-@pytest.mark.parametrize("method", ["output", "objective", "dpsgd", "prediction-sensitivity"])
-def test_study_rows_release_only_dp_fields(mode: str, method: str) -> None:
+def _study_rows(method: str, mode: str, neighbours: tuple[np.ndarray, ...], test: tuple[np.ndarray, ...],
+                grids: dict[str, tuple[Any, ...]], params: dict[str, Any],
+                image_shape: tuple[int, ...] | None = None) -> list[dict[str, str]]:
+    """The study rows of ``method`` run on D and D' with one seed and one study (so one secret key)."""
     from privml.study.cache import StudyCache
     from privml.study.methods import get_method
     from privml.study.prepare import StudyData
@@ -268,21 +277,45 @@ def test_study_rows_release_only_dp_fields(mode: str, method: str) -> None:
 
     # The same randomness for both: one study, so one secret key of private selection (StudyCache.selection_key).
     point = PointSelection(seed=SEED, key="point", cache=StudyCache(None))
-    X, y, X2, y2 = _neighbours()
-    test = _neighbours(seed=1)
-    selection = Selection(mode=mode, grids={method: {"l2": (1e-2, 1e-1)}} if method != "dpsgd" else {})
-    params = {"epsilon": 1.0, "delta": 1e-5, "l2": None, "budget": 10}
+    X, y, X2, y2 = neighbours
+    selection = Selection(mode=mode, grids={method: grids} if grids else {})
     rows = []
     for features, labels in ((X, y), (X2, y2)):
-        data = StudyData(features, labels, test[0], test[1], n_classes=2, steps=())
+        data = StudyData(features, labels, test[0], test[1], n_classes=2, steps=(), image_shape=image_shape)
         rows.append(_study_row(select_and_run(get_method(method), data, dict(params), seed=SEED,
                                               selection=selection, point=point)))
     assert violations(differing(*rows), STUDY_DP_FIELDS) == []
-    if mode == "private" and method != "prediction-sensitivity":
+    if mode == "private" and get_method(method).kind == "training":
         # Liu & Talwar's theorem covers the chosen candidate (and its noisy score) only.
         for row in rows:
             kept = json.loads(row["candidates"])
             assert len(kept) == 1 and kept[0]["params"] == json.loads(row["chosen"])
+    return rows
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize("mode", ["public", "private"])
+@pytest.mark.parametrize("method", ["output", "objective", "dpsgd", "prediction-sensitivity"])
+def test_study_rows_release_only_dp_fields(mode: str, method: str) -> None:
+    grids = {"l2": (1e-2, 1e-1)} if method != "dpsgd" else {}
+    params = {"epsilon": 1.0, "delta": 1e-5, "l2": None, "budget": 10}
+    _study_rows(method, mode, _neighbours(), _neighbours(seed=1), grids, params)
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize(("method", "mode"), [("dpsgd-cnn", "public"), ("dpsgd-cnn", "private"),
+                                              ("nonprivate-cnn", "public"), ("subsample-aggregate-cnn", "public")])
+def test_cnn_study_rows_release_only_dp_fields(method: str, mode: str) -> None:
+    # The torch methods, on 16x16 neighbouring images, one epoch (private selection sends the baseline to
+    # validation tuning and a private predictor to public defaults, so their private rows are the public ones).
+    pytest.importorskip("torch")
+    # Private selection tunes the learning rate, which no info field states: every info field must then be
+    # identical. (A clip-norm grid would let info/clip_norm differ with the choice, a function of a DP output.)
+    grids = {"epochs": (1.0,), **({"learning_rate": (0.1, 0.5)} if mode == "private" else {})}
+    params = {"epsilon": 8.0, "delta": 1e-5, "budget": 10, "m": 2}
+    rows = _study_rows(method, mode, _images(), _images(seed=1)[:2], grids, params, image_shape=(16, 16))
+    assert json.loads(rows[0]["mode"]) == mode
+    assert "info/steps" in rows[0] or "info/n_models" in rows[0]
 
 
 # ----------------------------------------------------------------- CLI subcommands
@@ -330,6 +363,58 @@ def test_cli_train(capsys, tmp_path: Path, method: str) -> None:
     assert _cli_violations(capsys, argv, pair, set()) == []
 
 
+#: Training records of the neighbouring MNIST-shaped caches below (all of them trained on: a subsample could drop
+#: the replaced record and make the check vacuous).
+N_IMAGES = 60
+
+
+def _mnist_caches(tmp_path: Path) -> tuple[Path, Path]:
+    """Two ``$PRIVML_DATA`` folders whose ``mnist`` differs in training record 0 (pixels inverted, label moved)."""
+    from privml.data.cache import cache_file, write_cache
+    from privml.data.dataset import RawSplits
+
+    rng = np.random.default_rng(4)
+    X = rng.integers(0, 256, size=(N_IMAGES, 28, 28), dtype=np.uint8)
+    y = np.arange(N_IMAGES, dtype=np.uint8) % 10
+    X_test = rng.integers(0, 256, size=(40, 28, 28), dtype=np.uint8)
+    y_test = np.arange(40, dtype=np.uint8) % 10
+    X2, y2 = X.copy(), y.copy()
+    X2[0], y2[0] = 255 - X[0], (y[0] + 3) % 10
+    roots = []
+    for tag, (images, labels) in (("d", (X, y)), ("d2", (X2, y2))):
+        raw = RawSplits(X_train=images, y_train=labels, X_test=X_test, y_test=y_test,
+                        source="synthetic mnist-shaped neighbours")
+        write_cache(cache_file(tmp_path / tag, "mnist"), raw)
+        roots.append(tmp_path / tag)
+    return roots[0], roots[1]
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_cli_train_dpsgd_cnn(capsys, tmp_path: Path, monkeypatch) -> None:
+    # stdout (--json), stderr and the model file of `privml train --method dpsgd-cnn` on neighbouring MNIST
+    # caches with one seed: only the test accuracy (on the published test split) and the weights may differ.
+    pytest.importorskip("torch")
+    released = []
+    for cache in _mnist_caches(tmp_path):
+        monkeypatch.setenv("PRIVML_DATA", str(cache))
+        out = cache / "model.npz"
+        code, stdout, err = run(capsys, "train", "--method", "dpsgd-cnn", "--dataset", "mnist", "--epsilon", "4",
+                                "--max-train", str(N_IMAGES), "--epochs", "1", "--batch-size", "20", "--seed", "0",
+                                "--threads", "1", "--device", "cpu", "--no-progress", "--out", str(out), "--json")
+        assert code == 0, err
+        fields = {f"stdout/{k}": json.dumps(v, sort_keys=True).replace(str(cache), "CACHE")
+                  for k, v in json.loads(stdout).items()}
+        fields["stderr"] = err.replace(str(cache), "CACHE")
+        fields.update({f"file/{k}": v for k, v in file_fields(out).items()})
+        assert stored_seeds(read_model_file(out)[1]) == []
+        released.append(fields)
+    assert "stdout/model" in released[0] and "stdout/nonprivate" not in released[0]
+    dp = {"stdout/test_accuracy"} | {f"file/{p}" for p in registry.get_spec("dpsgd-cnn").dp_fields}
+    changed = differing(*released)
+    assert violations(changed, dp) == []
+    assert any(f.startswith("file/arrays/state.") for f in changed), "the replaced record was not trained on"
+
+
 def test_cli_select(capsys, tmp_path: Path) -> None:
     pair = _csv_pair(tmp_path, n=400)
     argv = lambda path: ["select", "--dataset", f"csv:{path}", "--classes", "no,yes", "--target-error",  # noqa: E731
@@ -339,37 +424,58 @@ def test_cli_select(capsys, tmp_path: Path) -> None:
     assert _cli_violations(capsys, argv, pair, dp) == []
 
 
+@functools.cache
+def _fitted_pair(method: str) -> tuple[Any, Any]:
+    """``method`` fitted on D and on D' with one seed, once per session (the CNN's fits dominate the suite)."""
+    X, y, X2, y2 = _data_for(method)
+    return _make(method, SEED).fit(X, y), _make(method, SEED).fit(X2, y2)
+
+
 def _model_pair(tmp_path: Path, method: str) -> tuple[Path, Path]:
-    X, y, X2, y2 = _neighbours()
-    out = []
-    for tag, (a, b) in (("d", (X, y)), ("d2", (X2, y2))):
-        out.append(save_model(_make(method, SEED).fit(a, b), tmp_path / tag / "model.npz"))
-    return out[0], out[1]
+    models = _fitted_pair(method)
+    return save_model(models[0], tmp_path / "d" / "model.npz"), save_model(models[1], tmp_path / "d2" / "model.npz")
 
 
-@pytest.mark.parametrize("method", ["nonprivate", "prediction-sensitivity", "output"])
+#: Methods whose model file is a DP release: `predict` and `serve` answer from it without noise, budget or seed.
+PRIVATE_FILES = ("output", "dpsgd-cnn")
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize("method", ["nonprivate", "prediction-sensitivity", "output", "dpsgd-cnn"])
 def test_cli_predict(capsys, tmp_path: Path, method: str) -> None:
     pair = _model_pair(tmp_path, method)
-    rows = _write_csv(tmp_path / "rows.csv", *_neighbours(seed=2)[:2])
-    private = ["--budget", "500"] + (["--epsilon", "1"] if method == "nonprivate" else []) if method != "output" else []
-    seed = [] if method == "output" else ["--seed", "0"]
+    if method == "dpsgd-cnn":  # 16x16 pixels, labels named as the file's classes (0, 1)
+        X, y = _images(seed=2)[:2]
+        rows = tmp_path / "rows.csv"
+        with rows.open("w", newline="") as handle:
+            writer = csv.writer(handle)
+            writer.writerow([f"p{i}" for i in range(X.shape[1])] + ["label"])
+            writer.writerows([*r.tolist(), int(t)] for r, t in zip(X[:10], y[:10]))
+    else:
+        rows = _write_csv(tmp_path / "rows.csv", *_neighbours(seed=2)[:2])
+    private = ["--budget", "500"] + (["--epsilon", "1"] if method == "nonprivate" else [])
+    private = [] if method in PRIVATE_FILES else private
+    seed = [] if method in PRIVATE_FILES else ["--seed", "0"]
+    proba = ["--proba"] if method == "dpsgd-cnn" else []
     argv = lambda path: ["predict", "--model", str(path), "--input", str(rows), "--label-column", "label",  # noqa: E731
-                         *private, *seed]
+                         *private, *seed, *proba]
     dp = {"labels", "probabilities", "accuracy"}  # the noisy answers, and their agreement with the querier's labels
     assert _cli_violations(capsys, argv, pair, dp) == []
 
 
-@pytest.mark.parametrize("method", ["prediction-sensitivity", "subsample-aggregate", "output"])
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize("method", ["prediction-sensitivity", "subsample-aggregate", "output", "dpsgd-cnn"])
 def test_http_answers(tmp_path: Path, method: str) -> None:
     from privml.serve.model import open_served_model
     from privml.serve.service import PredictionService
 
     pair = _model_pair(tmp_path, method)
-    body = json.dumps({"rows": _neighbours(seed=2)[0][:5].tolist()}).encode()
+    queries = _images(seed=2)[0] if method == "dpsgd-cnn" else _neighbours(seed=2)[0]
+    body = json.dumps({"rows": queries[:5].tolist()}).encode()
     documents = []
     for path in pair:
         # A privately trained file draws no noise: a seed (like a ledger) is an error for it.
-        ledger, seed = (None, None) if method == "output" else (str(path.parent / "ledger.sqlite"), SEED)
+        ledger, seed = (None, None) if method in PRIVATE_FILES else (str(path.parent / "ledger.sqlite"), SEED)
         served = open_served_model(path, ledger=ledger, random_state=seed)
         service = PredictionService(served.predictor, preprocess=served.preprocess, class_names=served.class_names)
         document = {"predict": service.predict(body), "budget": service.budget(), "health": service.health()}
@@ -388,7 +494,7 @@ def test_http_answers(tmp_path: Path, method: str) -> None:
 
 #: How each CLI subcommand is covered: a test above, or why it touches no private data.
 CLI_COVERAGE = {
-    "train": "test_cli_train",
+    "train": "test_cli_train, test_cli_train_dpsgd_cnn",
     "select": "test_cli_select",
     "predict": "test_cli_predict",
     "serve": "test_http_answers (the server's documents, in process)",
