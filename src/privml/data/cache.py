@@ -10,6 +10,7 @@ loading a pickle can run arbitrary code.
 from __future__ import annotations
 
 import os
+import tarfile
 import tempfile
 import warnings
 import zipfile
@@ -140,6 +141,7 @@ def load_or_convert(
     find_source: Callable[[Path], Path | None],
     convert: Callable[[Path], RawSplits],
     not_found: Callable[[Path], DatasetNotAvailable],
+    replace: str | None = None,
 ) -> RawSplits:
     """Return a dataset's arrays from the cache, converting a local source once.
 
@@ -155,6 +157,10 @@ def load_or_convert(
         Reads a source into :class:`RawSplits`.
     not_found : callable
         Builds the error raised when neither the cache nor a source exists.
+    replace : str, optional
+        How to get an intact copy of a damaged source, for a dataset that is
+        not fetched (CIFAR-10, Fashion-MNIST). ``None``: the dataset is
+        fetched on first use, so deleting the source is enough.
 
     Raises
     ------
@@ -171,8 +177,9 @@ def load_or_convert(
         raise not_found(cache_dir)
     try:
         raw = convert(source)
-    except (EOFError, zipfile.BadZipFile, zlib.error) as exc:  # a partial or damaged copy: one line, not a traceback
-        raise ValueError(f"{source} is damaged ({exc}); delete it and load again (it is fetched anew)") from exc
+    except (EOFError, zipfile.BadZipFile, zlib.error, tarfile.TarError) as exc:  # partial or damaged: one line
+        advice = "delete it and load again (it is fetched anew)" if replace is None else f"replace it: {replace}"
+        raise ValueError(f"{source} is damaged ({exc}); {advice}") from exc
     try:
         write_cache(path, raw)
     except OSError as exc:

@@ -38,6 +38,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 import zipfile
@@ -241,7 +242,8 @@ def _convert(spec: CachedSet, source: Path, target: Path, log: _Log) -> None:
     start = time.perf_counter()
     try:
         raw = spec.source_module.convert(source)
-    except (ValueError, ImportError, OSError, KeyError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
+    except (ValueError, ImportError, OSError, KeyError, EOFError, zipfile.BadZipFile, zlib.error,
+            tarfile.TarError) as exc:
         raise DatasetFetchError(f"could not convert {spec.title} from {source}: {_first_line(exc)}") from exc
     try:
         write_cache(target, raw)
