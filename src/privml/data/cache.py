@@ -92,7 +92,8 @@ def read_cache(path: Path) -> RawSplits | None:
     Raises
     ------
     ValueError
-        If the file is not a privml cache file (missing arrays, object arrays).
+        If the file is not a privml cache file (missing arrays, object arrays,
+        labels that are not one per record).
     """
     try:
         with np.load(path, allow_pickle=False) as npz:
@@ -100,6 +101,10 @@ def read_cache(path: Path) -> RawSplits | None:
                 return None
             arrays = {key: npz[key] for key in _ARRAYS}
             origin = str(npz["source"])
+            for split in ("train", "test"):  # a record per label, or loading indexes out of bounds
+                X, y = arrays[f"X_{split}"], arrays[f"y_{split}"]
+                if X.ndim < 1 or y.ndim != 1 or len(X) != len(y):
+                    raise ValueError(f"X_{split} of shape {X.shape} does not match y_{split} of shape {y.shape}")
     except (KeyError, ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error) as exc:  # damaged: one line
         raise ValueError(f"{path} is not a valid privml cache file ({exc}); delete it and load again") from exc
     return RawSplits(**arrays, source=f"{path} (converted from {origin})")
