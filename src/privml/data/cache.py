@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from privml.data.dataset import RawSplits
-from privml.data.errors import DatasetNotAvailable
+from privml.data.errors import CacheLocationError, DatasetNotAvailable
 
 #: Environment variable naming the cache directory.
 CACHE_ENV = "PRIVML_DATA"
@@ -84,6 +84,21 @@ def is_current(path: Path) -> bool:
 def cache_file(cache_dir: Path, name: str) -> Path:
     """Path of the normalised cache file of dataset ``name``."""
     return cache_dir / f"{name}.npz"
+
+
+def check_cache_target(path: Path) -> None:
+    """Refuse a folder (or anything but a file) standing where a cache file goes, before fetching into it.
+
+    Raises
+    ------
+    CacheLocationError
+        Naming the path.
+    """
+    if path.exists() and not path.is_file():
+        raise CacheLocationError(
+            f"{path} is in the way of the {path.stem} cache file: it is not a file; remove it, or set {CACHE_ENV} "
+            "to another folder"
+        )
 
 
 def read_cache(path: Path) -> RawSplits | None:
@@ -179,6 +194,7 @@ def load_or_convert(
             return cached
     source = find_source(cache_dir)
     if source is None:
+        check_cache_target(path)  # not "not found" (nor a download, then a failed write) when a folder is in the way
         raise not_found(cache_dir)
     try:
         raw = convert(source)
