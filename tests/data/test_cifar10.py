@@ -128,3 +128,13 @@ def test_fetch_reports_a_garbage_archive_as_a_fetch_error(cache_dir):
     (cache_dir / "cifar-10-python.tar.gz").write_bytes(b"garbage" * 100)
     with pytest.raises(DatasetFetchError, match="could not convert CIFAR-10"):
         fetch("cifar10", quiet=True)
+
+
+def test_batches_re_pickled_by_python3_at_protocol_2_load(cache_dir):
+    # From a review: these were refused with "refusing to load _codecs.encode".
+    folder = cache_dir / "cifar-10-batches-py"
+    folder.mkdir(parents=True)
+    for name, (data, labels) in cifar_batches(n_per_batch=1).items():
+        batch = {b"batch_label": name.encode(), b"labels": labels, b"data": data, b"filenames": [b"a.png"]}
+        (folder / name).write_bytes(pickle.dumps(batch, protocol=2))
+    assert load_dataset("cifar10").info.n_train == 5
