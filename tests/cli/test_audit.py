@@ -83,3 +83,33 @@ def test_privacy_options_for_the_nonprivate_baseline_are_refused(capsys):
     for extra in (("--epsilon", "1"), ("--delta", "0.3")):
         code, out, err = run(capsys, "audit", "--method", "nonprivate", "--dataset", "iris", "--trials", "4", *extra)
         assert code == 2 and out == "" and "do not apply to --method nonprivate" in err
+
+
+def test_an_unwritable_plot_format_is_refused_before_any_training(capsys, monkeypatch, tmp_path):
+    # From a review: --plot x.txt was refused by savefig only after all 2 x trials models were trained.
+    import privml.cli.audit as audit_cli
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("the audit ran before --plot was checked")
+
+    monkeypatch.setattr(audit_cli, "audit_epsilon", no_training)
+    code, out, err = run(
+        capsys, "audit", "--method", "output", "--dataset", "iris", "--epsilon", "1", "--trials", "10",
+        "--plot", str(tmp_path / "x.txt"), "--no-progress",
+    )
+    assert code == 2 and out == ""
+    assert "--plot: format 'txt'" in err and "png" in err and len(err.strip().splitlines()) == 1
+
+
+def test_plot_formats_without_matplotlib_is_a_fixed_list(monkeypatch):
+    import importlib.util
+
+    from privml.audit import plotting
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real(name, *a))
+    assert plotting.plot_formats() == plotting.BASIC_FORMATS
+    with pytest.raises(ValueError, match="format 'txt'"):
+        plotting.check_plot_path("roc.txt")
+    plotting.check_plot_path("roc.PDF")
+    plotting.check_plot_path("roc")  # no suffix: matplotlib's default format

@@ -103,3 +103,18 @@ def test_a_partial_wheel_in_the_cache_is_one_line(cache_dir):
     (cache_dir / ADULT_WHEEL).write_bytes(b"PK\x03\x04 truncated")
     with pytest.raises(ValueError, match="is damaged"):
         load_dataset("adult")
+    # Adult is fetched on first use: deleting the partial copy is enough.
+    with pytest.raises(ValueError, match=r"delete it and load again \(it is fetched anew\)"):
+        load_dataset("adult")
+
+
+@pytest.mark.parametrize(("y_train", "y_test"), [(np.zeros(200), np.zeros(50)), (np.zeros(300), np.zeros((50, 1)))])
+def test_labels_not_one_per_record_are_not_a_valid_cache_file(cache_dir, y_train, y_test):
+    # From a review: 300 images and 200 labels in mnist.npz crashed later with an IndexError traceback.
+    cache_dir.mkdir()
+    np.savez(cache_dir / "mnist.npz", X_train=np.zeros((300, 784), np.uint8), y_train=y_train,
+             X_test=np.zeros((50, 784), np.uint8), y_test=y_test, source=np.array("x"), format=np.array(CACHE_FORMAT))  # fmt: skip
+    with pytest.raises(ValueError, match=r"mnist\.npz is not a valid privml cache file \(X_t.* does not match y_t"):
+        read_cache(cache_dir / "mnist.npz")
+    with pytest.raises(ValueError, match="not a valid privml cache file"):
+        load_dataset("mnist", max_train=100, offline=True)

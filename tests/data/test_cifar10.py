@@ -107,3 +107,34 @@ def test_missing_member_and_links_are_not_followed(cache_dir):
 def test_not_available(cache_dir):
     with pytest.raises(DatasetNotAvailable, match=r"CIFAR-10 not found in .*; download cifar-10-python.tar.gz"):
         load_dataset("cifar10")
+
+
+def test_a_garbage_archive_is_one_line_saying_how_to_replace_it(cache_dir):
+    # From a review: tarfile.ReadError escaped as a traceback, and the advice said the archive "is fetched anew",
+    # which privml cannot do for CIFAR-10.
+    cache_dir.mkdir()
+    (cache_dir / "cifar-10-python.tar.gz").write_bytes(b"garbage" * 100)
+    with pytest.raises(ValueError, match=r"is damaged \(.*\); replace it: download cifar-10-python.tar.gz") as err:
+        load_dataset("cifar10")
+    assert "fetched anew" not in str(err.value)
+    assert not (cache_dir / "cifar10.npz").exists()
+
+
+def test_fetch_reports_a_garbage_archive_as_a_fetch_error(cache_dir):
+    from privml.data import DatasetFetchError
+    from privml.data.fetch import fetch
+
+    cache_dir.mkdir()
+    (cache_dir / "cifar-10-python.tar.gz").write_bytes(b"garbage" * 100)
+    with pytest.raises(DatasetFetchError, match="could not convert CIFAR-10"):
+        fetch("cifar10", quiet=True)
+
+
+def test_batches_re_pickled_by_python3_at_protocol_2_load(cache_dir):
+    # From a review: these were refused with "refusing to load _codecs.encode".
+    folder = cache_dir / "cifar-10-batches-py"
+    folder.mkdir(parents=True)
+    for name, (data, labels) in cifar_batches(n_per_batch=1).items():
+        batch = {b"batch_label": name.encode(), b"labels": labels, b"data": data, b"filenames": [b"a.png"]}
+        (folder / name).write_bytes(pickle.dumps(batch, protocol=2))
+    assert load_dataset("cifar10").info.n_train == 5

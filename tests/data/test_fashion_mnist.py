@@ -72,3 +72,13 @@ def test_label_count_must_match_images(cache_dir):
     write_idx_dir(cache_dir / "fashion-mnist", X_train, y_train[:4], X_test, y_test)
     with pytest.raises(ValueError, match="train has 5 images but labels of shape"):
         load_dataset("fashion-mnist")
+
+
+def test_a_damaged_hand_placed_folder_is_not_said_to_be_fetched_anew(cache_dir):
+    # From a review: the advice "delete it and load again (it is fetched anew)" is wrong for Fashion-MNIST.
+    folder = write_idx_dir(cache_dir / "fashion-mnist", *_tiny())
+    labels = folder / "t10k-labels-idx1-ubyte.gz"
+    labels.write_bytes(labels.read_bytes()[:12])  # a partial copy
+    with pytest.raises(ValueError, match=r"is damaged .*; replace it: run `apt-get install") as err:
+        load_dataset("fashion-mnist")
+    assert "fetched anew" not in str(err.value)

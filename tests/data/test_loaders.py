@@ -187,6 +187,25 @@ class TestCsv:
         with pytest.warns(PrivacyLeakWarning):
             assert load_dataset(f"csv:{path}").info.classes == (0, 1, 2)
 
+    @pytest.mark.parametrize("cell", ["", "  "])
+    def test_an_empty_label_is_refused_naming_the_line(self, tmp_path, cell):
+        # From a review: a blank label cell was trained as a class ''.
+        path = _write_csv(tmp_path / "d.csv", f"a,b,label\n1,2,0\n3,4,1\n5,6,0\n7,8,1\n1,1,{cell}\n")
+        with pytest.raises(ValueError, match=r"d\.csv line 6: empty label in column 'label'$"):
+            load_dataset(f"csv:{path}", classes=(0, 1))
+
+    def test_a_mixed_label_set_keeps_the_labels_text(self, tmp_path):
+        # From a review: one non-numeric label renamed '0' to '0.0' and merged '01' with '1'.
+        path = _write_csv(tmp_path / "d.csv", "a,label\n1,0\n2,1\n3,x\n4,1\n5,0\n6,01\n")
+        with pytest.warns(PrivacyLeakWarning):
+            data = load_dataset(f"csv:{path}", preprocess=False, test_path=path)
+        assert data.info.classes == ("0", "01", "1", "x")
+        assert sorted(data.y_train.tolist()) == [0, 0, 1, 2, 2, 3]
+        given = load_dataset(f"csv:{path}", preprocess=False, test_path=path, classes=(0, 1, "01", "x"))
+        assert sorted(given.y_train.tolist()) == [0, 0, 1, 1, 2, 3]
+        with pytest.raises(ValueError, match="line 7 is not in the public class set"):  # "01" is not 1 here
+            load_dataset(f"csv:{path}", test_path=path, classes=(0, 1, "x"))
+
     def test_label_outside_classes_names_the_line(self, tmp_path):
         path = _write_csv(tmp_path / "d.csv", "x,label\n1,a\n2,b\n3,c\n4,a\n5,b\n")
         # The place, not the private value (a record's label).

@@ -42,10 +42,36 @@ def test_python3_numpy_arrays_are_read(protocol):
     assert out["n"] == [1, (1.5, None)]
 
 
-def test_python3_protocol2_bytes_need_a_codec_call_and_are_refused():
-    # Python 3 writes bytes at protocol 2 as _codecs.encode(...): not on the allow-list.
-    with pytest.raises(UnsafePickleError, match=r"_codecs\.encode"):
-        load_restricted(pickle.dumps(b"raw", protocol=2))
+@pytest.mark.parametrize("protocol", [0, 1, 2])
+def test_python3_low_protocol_bytes_are_read(protocol):
+    # From a review: Python 3 writes bytes at protocols 0-2 as _codecs.encode(str, "latin1") (b"" as bytes()),
+    # and such re-pickled CIFAR batches were refused with "refusing to load _codecs.encode".
+    arr = np.arange(6, dtype=np.uint8).reshape(2, 3)
+    batch = {b"data": arr, b"labels": [1, 2], b"raw": bytes(range(256)), b"empty": b"", b"none": np.zeros(0)}
+    out = load_restricted(pickle.dumps(batch, protocol=protocol))
+    np.testing.assert_array_equal(out[b"data"], arr)
+    assert out[b"labels"] == [1, 2] and out[b"raw"] == bytes(range(256)) and out[b"empty"] == b""
+    assert out[b"none"].shape == (0,)
+
+
+class _OtherCodec:
+    def __reduce__(self):
+        import codecs
+
+        return (codecs.encode, ("payload", "rot13"))
+
+
+class _SizedBytes:
+    def __reduce__(self):
+        return (bytes, (10**9,))
+
+
+@pytest.mark.parametrize(("obj", "message"), [(_OtherCodec(), r"_codecs\.encode with arguments of types \(str, str\)"),
+                                              (_SizedBytes(), r"builtins\.bytes with arguments")])  # fmt: skip
+def test_codec_and_bytes_stubs_accept_only_what_python_writes(obj, message):
+    for protocol in (2, 4):
+        with pytest.raises(UnsafePickleError, match=message):
+            load_restricted(pickle.dumps(obj, protocol=protocol))
 
 
 def test_command_in_pickle_is_rejected_not_run(tmp_path):

@@ -8,6 +8,34 @@ from pathlib import Path
 
 import numpy as np
 
+#: Formats assumed when matplotlib is not installed (any matplotlib writes these).
+BASIC_FORMATS = ("eps", "pdf", "png", "ps", "svg")
+
+
+def plot_formats() -> tuple[str, ...]:
+    """The file suffixes :func:`plot_roc` can write: matplotlib's own list, or :data:`BASIC_FORMATS` without it."""
+    import importlib.util
+
+    if importlib.util.find_spec("matplotlib") is None:
+        return BASIC_FORMATS
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    return tuple(sorted(FigureCanvasBase.get_supported_filetypes()))
+
+
+def check_plot_path(path: str | os.PathLike[str]) -> None:
+    """Refuse a plot path whose suffix names a format matplotlib cannot write (check before long work).
+
+    Raises
+    ------
+    ValueError
+        Naming the format and the supported ones.
+    """
+    suffix = Path(path).suffix.lower().lstrip(".")
+    formats = plot_formats()
+    if suffix and suffix not in formats:
+        raise ValueError(f"format {suffix!r} of {path} is not supported; use one of {', '.join(formats)}")
+
 
 def require_matplotlib() -> None:
     """Raise an ImportError with an install hint if matplotlib is missing (check before long work)."""

@@ -111,11 +111,12 @@ def _audit(args: argparse.Namespace) -> None:
         raise CliError("audit runs on built-in datasets only (see `privml datasets`)")
     check_output_path(args.plot, "--plot")
     if args.plot:
-        from privml.audit.plotting import require_matplotlib
+        from privml.audit.plotting import check_plot_path, require_matplotlib
 
-        try:
-            require_matplotlib()  # fail now, not after the trials
-        except ImportError as exc:
+        try:  # fail now, not after the trials
+            check_plot_path(args.plot)
+            require_matplotlib()
+        except (ImportError, ValueError) as exc:
             raise CliError(f"--plot: {exc}") from None
 
     with warnings_as_lines():  # printed even when loading fails (a leak warning must not be lost)

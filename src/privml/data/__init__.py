@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from privml.data.dataset import Dataset, DatasetInfo
-from privml.data.errors import DatasetFetchError, DatasetNotAvailable
+from privml.data.errors import CacheLocationError, DatasetFetchError, DatasetNotAvailable
 from privml.data.loaders import list_datasets, load_dataset, preprocess_features
 from privml.data.preprocessing import (
     add_bias_feature,
@@ -34,6 +34,7 @@ from privml.data.preprocessing import (
 
 __all__ = [
     "Dataset",
+    "CacheLocationError",
     "DatasetFetchError",
     "DatasetInfo",
     "DatasetNotAvailable",

