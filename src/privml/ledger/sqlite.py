@@ -22,6 +22,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -101,6 +102,25 @@ class _GroupCommit:
 
 
 
+def _check_plain_path(text: str) -> None:
+    """Refuse what SQLite would not read as a file: ``:memory:`` and ``file:`` URIs (with their parameters).
+
+    An in-memory database restarts at zero in every process, and a URI may
+    carry parameters such as ``nolock=1`` that turn off the locking between
+    processes: either would let the answers exceed the budget.
+    """
+    if text == ":memory:" or text.lower().startswith("file:"):
+        raise ValueError(
+            f"ledger {text!r} (--ledger) is an SQLite in-memory name or URI, not a file path: a ledger must be a "
+            "plain file path so that its count persists and is locked across processes"
+        )
+
+
+def _file_uri(path: Path) -> str:
+    """The read-write URI of ``path``, resolved and quoted, so nothing of the name reaches SQLite as a parameter."""
+    return "file:" + urllib.parse.quote(str(path.resolve())) + "?mode=rwc"
+
+
 class SQLiteLedger(SQLLedger):
     """A persistent ledger in the SQLite file ``path`` (created if missing).
 
@@ -154,6 +174,7 @@ class SQLiteLedger(SQLLedger):
         self.context = canonical_context(context)
         self.timeout = check_positive(timeout, "timeout")
         self.retries = check_count(retries, "retries", minimum=0)
+        _check_plain_path(str(path))
         if self.path.is_dir():
             raise ValueError(f"ledger path {self.path} is a directory, expected a database file")
         if not self.path.parent.is_dir():
@@ -165,12 +186,16 @@ class SQLiteLedger(SQLLedger):
         self._group = _GroupCommit(self._commit_batch)
         try:
             self._conn: sqlite3.Connection | None = sqlite3.connect(
-                str(self.path), timeout=self.timeout, isolation_level=None, check_same_thread=False
+                _file_uri(self.path), timeout=self.timeout, isolation_level=None, check_same_thread=False, uri=True
             )
         except sqlite3.Error as exc:
             raise ValueError(f"cannot open ledger file {self.path}: {exc}") from None
         try:
-            self._conn.execute("PRAGMA journal_mode=WAL")
+            mode = self._conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                # WAL is what lets processes share the count safely; a database that cannot use it
+                # (in memory, or a file system without shared memory) must not count a budget.
+                raise ValueError(f"ledger file {self.path} cannot use write-ahead logging (journal mode {mode})")
             # FULL: the commit is on disk before spend() returns, so an answer
             # is never released on the strength of a charge a crash could undo.
             self._conn.execute("PRAGMA synchronous=FULL")
