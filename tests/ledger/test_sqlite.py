@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 
@@ -229,3 +230,25 @@ def test_a_database_without_wal_is_refused(tmp_path, monkeypatch):
     monkeypatch.setattr(module.sqlite3, "connect", lambda *a, **k: _NoWal(real(*a, **k)))
     with pytest.raises(ValueError, match="cannot use write-ahead logging"):
         SQLiteLedger(tmp_path / "b.sqlite", budget=3)
+
+
+def test_a_hard_linked_ledger_is_refused(tmp_path):
+    # From a review: SQLite names -wal/-shm after the opened path, so two hard links to one ledger were two
+    # unlocked budgets (240 answers for a budget of 120). A file with more than one name is refused on open.
+    path = tmp_path / "a.sqlite"
+    SQLiteLedger(path, budget=3).close()
+    os.link(path, tmp_path / "b.sqlite")
+    for name in ("a.sqlite", "b.sqlite"):
+        with pytest.raises(ValueError, match="2 hard links"):
+            SQLiteLedger(tmp_path / name, budget=3)
+
+
+def test_a_hard_link_made_after_opening_stops_spending(tmp_path):
+    path = tmp_path / "a.sqlite"
+    with SQLiteLedger(path, budget=3) as ledger:
+        ledger.spend(1)
+        os.link(path, tmp_path / "b.sqlite")
+        with pytest.raises(ValueError, match="hard links"):
+            ledger.spend(1)
+        os.unlink(tmp_path / "b.sqlite")
+        assert ledger.spend(1).spent == 2

@@ -19,6 +19,7 @@ API keys are stored as their SHA-256 digests, never in the clear.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 import time
@@ -116,6 +117,22 @@ def _check_plain_path(text: str) -> None:
         )
 
 
+def _check_one_name(path: Path) -> None:
+    """Refuse a ledger file with more than one name (hard links).
+
+    SQLite names its write-ahead log and lock index (``-wal``, ``-shm``)
+    after the path it opened, so two hard links to one file would be two
+    ledgers that neither lock nor see each other: two budgets, one count.
+    Symbolic links are safe (the path is resolved first).
+    """
+    links = os.stat(path.resolve()).st_nlink
+    if links != 1:
+        raise ValueError(
+            f"ledger file {path} has {links} hard links: SQLite locks a ledger by the name it was opened by, so "
+            "processes opening it by different names would each spend the whole budget; give it one name"
+        )
+
+
 def _file_uri(path: Path) -> str:
     """The read-write URI of ``path``, resolved and quoted, so nothing of the name reaches SQLite as a parameter."""
     return "file:" + urllib.parse.quote(str(path.resolve())) + "?mode=rwc"
@@ -198,6 +215,7 @@ class SQLiteLedger(SQLLedger):
                 raise ValueError(f"ledger file {self.path} cannot use write-ahead logging (journal mode {mode})")
             # FULL: the commit is on disk before spend() returns, so an answer
             # is never released on the strength of a charge a crash could undo.
+            _check_one_name(self.path)
             self._conn.execute("PRAGMA synchronous=FULL")
             self._conn.execute("PRAGMA foreign_keys=ON")
             self._transaction(self._bind)
@@ -263,6 +281,7 @@ class SQLiteLedger(SQLLedger):
         """Charge a batch of spends in one transaction, each all or nothing, in arrival order."""
 
         def body(conn: sqlite3.Connection) -> list[str | None]:
+            _check_one_name(self.path)  # one stat per batch (an fsync costs far more): a link made since opening
             budget, spent = conn.execute(SELECT_BUDGET, (self.name,)).fetchone()
             quotas: dict[str, list[int] | None] = {}  # digest -> [quota, used], read once per batch
             charged: dict[str, int] = {}
