@@ -8,6 +8,7 @@ import sqlite3
 import numpy as np
 import pytest
 
+from privml.exceptions import LedgerUnavailable
 from privml.ledger import MemoryLedger
 from privml.serve import PredictionService, RequestError, ServeLimits
 from tests.serve.helpers import BudgetedDouble
@@ -142,6 +143,28 @@ class BrokenLedger(MemoryLedger):
 
 def test_a_failing_ledger_is_503_and_nothing_is_computed(rows):
     double = BudgetedDouble(BrokenLedger(10))
+    service = PredictionService(double)
+    with pytest.raises(RequestError, match="ledger is unavailable; nothing was answered") as info:
+        service.predict(body(rows[:2]))
+    assert info.value.status == 503 and double.computed == 0
+    with pytest.raises(RequestError, match="ledger is unavailable") as info:
+        service.budget()
+    assert info.value.status == 503
+
+
+class UnreachableLedger(MemoryLedger):
+    """A ledger whose database cannot be reached again (a PostgreSQL restart): LedgerUnavailable."""
+
+    def _try_spend(self, count, key):
+        raise LedgerUnavailable("cannot connect to ledger database postgresql://u@db/x: connection refused")
+
+    def state(self, key=None):
+        raise LedgerUnavailable("cannot connect to ledger database postgresql://u@db/x: connection refused")
+
+
+def test_an_unreachable_ledger_is_503_not_500(rows):
+    # From a review: PostgresLedger's failed reconnection was a ValueError, which the server answered with 500.
+    double = BudgetedDouble(UnreachableLedger(10))
     service = PredictionService(double)
     with pytest.raises(RequestError, match="ledger is unavailable; nothing was answered") as info:
         service.predict(body(rows[:2]))

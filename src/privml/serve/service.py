@@ -16,7 +16,7 @@ from typing import Any, Protocol, TypeGuard
 
 import numpy as np
 
-from privml.exceptions import BudgetExhausted
+from privml.exceptions import BudgetExhausted, LedgerUnavailable
 from privml.ledger import BudgetLedger, key_digest
 from privml.serve.limits import ServeLimits
 from privml.serve.requests import RequestError, parse_predict_body
@@ -56,11 +56,12 @@ def _gives_probabilities(predictor: Predictor) -> TypeGuard[_ProbabilityPredicto
 
 
 def _ledger_errors() -> tuple[type[BaseException], ...]:
+    """What a ledger raises when its database is unavailable (503, nothing answered), not a bug (500)."""
     try:
         import psycopg
     except ImportError:  # pragma: no cover - psycopg is optional
-        return (sqlite3.Error,)
-    return (sqlite3.Error, psycopg.Error)
+        return (sqlite3.Error, LedgerUnavailable)
+    return (sqlite3.Error, psycopg.Error, LedgerUnavailable)
 
 
 _LEDGER_ERRORS = _ledger_errors()
