@@ -66,6 +66,20 @@ def test_a_width_error_names_the_raw_width_the_preprocessing_takes(rows, width):
     assert double.ledger_.spent == 0 and double.computed == 0
 
 
+@pytest.mark.parametrize("width", [28, 30])
+def test_a_width_error_comes_before_a_per_column_preprocessing(rows, width):
+    # From a review: a built-in dataset's preprocessing scales per column, so a wrong width failed inside it with
+    # numpy's broadcast message; the raw width is now checked first.
+    mean = np.linspace(-1.0, 1.0, 29)
+    double = BudgetedDouble(MemoryLedger(10))
+    service = PredictionService(double, preprocess=lambda X: np.hstack([X - mean, np.full((len(X), 1), 0.5)]))
+    with pytest.raises(RequestError) as info:
+        service.predict(body(np.zeros((2, width))))
+    assert info.value.status == 422
+    assert info.value.message == f"rows have {width} values; the model expects 29 (30 after preprocessing)"
+    assert double.ledger_.spent == 0 and double.computed == 0
+
+
 def test_exhausted_budget_is_429(rows):
     double = BudgetedDouble(MemoryLedger(3))
     service = PredictionService(double)
@@ -97,7 +111,8 @@ def test_class_names_and_preprocessing(private_model, rows):
     expected = np.array(["malignant", "benign"])[private_model.predict(rows[:4])]
     assert out["labels"] == expected.tolist()
     assert out["classes"] == ["malignant", "benign"]
-    with pytest.raises(RequestError, match="do not fit the model's preprocessing: need 31 columns"):
+    # The raw width is checked before the preprocessing runs (its own message would be less clear).
+    with pytest.raises(RequestError, match=r"rows have 30 values; the model expects 31 \(30 after preprocessing\)"):
         service.predict(body(rows[:4]))
     with pytest.raises(ValueError, match="class_names has 3 names for 2 classes"):
         PredictionService(private_model, class_names=["a", "b", "c"])
