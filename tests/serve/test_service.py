@@ -202,3 +202,15 @@ def test_only_classifiers_are_served():
 
     with pytest.raises(ValueError, match="Regressor has no classes_: only classifiers can be served"):
         PredictionService(Regressor())
+
+
+def test_the_docs_say_the_ledger_is_bound_to_the_calibration_only():
+    # From a review: these still said the ledger was bound to the model file's SHA-256 (and refused a worker whose
+    # model differs); since the hash was dropped (LEGACY_CONTEXT_KEYS) it records the calibration only.
+    import privml.ledger.base
+    import privml.serve.workers
+    from privml.serve.model import open_served_model
+
+    for doc in (open_served_model.__doc__, privml.serve.workers.__doc__, privml.ledger.base.LedgerMismatch.__doc__):
+        assert "SHA-256" not in doc and "model or calibration" not in doc and "model differs" not in doc
+        assert "calibration" in doc

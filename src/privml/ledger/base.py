@@ -43,7 +43,7 @@ class LedgerMismatch(ValueError):
     """A persistent ledger was reopened with another budget or context.
 
     One count must protect one guarantee: continuing a ledger written for a
-    different budget, model or calibration would mix two guarantees.
+    different budget or calibration would mix two guarantees.
     """
 
 

@@ -147,8 +147,10 @@ def open_served_model(
     ledger:
         SQLite file or ``postgresql://`` URL counting the answers; required
         for private-prediction models, refused for privately trained ones.
-        The ledger is bound to the model file's SHA-256 and the guarantee,
-        so it cannot be continued by another model or calibration.
+        The ledger is bound to the calibration (method, epsilon, delta,
+        accountant: :func:`~privml.ledger.calibration_context`), so it cannot
+        be continued under another one; it records nothing of the model file
+        (two models of one calibration may share a budget name).
     ledger_name:
         Which budget of the ledger store to use (default ``"default"``);
         an error without ``ledger``, which it would not name anything in.
