@@ -11,6 +11,14 @@ class BudgetExhausted(RuntimeError):
     """A privacy budget is spent: the query was refused and nothing was released."""
 
 
+class LedgerUnavailable(ValueError):
+    """A persistent ledger's database cannot be reached (refused, down, unreachable): nothing was charged.
+
+    A ``ValueError`` for the command line (one line, exit 2, when it cannot
+    connect at start); ``privml serve`` answers 503 when a reconnection fails.
+    """
+
+
 class UnsupportedEventError(ValueError):
     """An accountant was asked to compose a privacy event it cannot account for."""
 

@@ -115,3 +115,13 @@ def test_an_empty_ledger_name_is_refused_before_the_ledger_is_opened(capsys, fil
     expect_error(capsys, "predict", "--model", files["nonprivate"], "--input", files["good"], "--epsilon", "1",
                  "--budget", "5", "--ledger", str(ledger), "--ledger-name", "", match="ledger name must be a non-empty")
     assert not ledger.exists()
+
+
+@pytest.mark.parametrize("ledger", [":memory:", "file:led.sqlite?nolock=1"])
+def test_an_in_memory_or_uri_ledger_is_one_line(capsys, files, tmp_path, monkeypatch, ledger):
+    # From a review: these opened an SQLite in-memory database (restarting at zero every run) or a URI without
+    # locking, reported as a budget "shared across runs and servers".
+    monkeypatch.chdir(tmp_path)
+    expect_error(capsys, "predict", "--model", files["nonprivate"], "--input", files["good"], "--epsilon", "1",
+                 "--budget", "5", "--ledger", ledger, match="--ledger")
+    assert list(tmp_path.iterdir()) == []

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import pytest
 
+from privml.exceptions import LedgerUnavailable
 from privml.ledger import PostgresLedger, SQLiteLedger, open_ledger
 
 
@@ -23,8 +24,26 @@ def test_a_postgres_url_opens_postgres(postgres_url):
 
 
 def test_unreachable_postgres_is_one_clear_error():
-    with pytest.raises(ValueError, match="cannot connect to ledger database postgresql://u@127.0.0.1:9/db"):
+    # LedgerUnavailable is a ValueError: the command line reports it in one line (exit 2).
+    with pytest.raises(LedgerUnavailable, match="cannot connect to ledger database postgresql://u@127.0.0.1:9/db"):
         PostgresLedger("postgresql://u:hunter2@127.0.0.1:9/db", budget=1, connect_timeout=2)
+
+
+def test_a_failed_reconnection_is_ledger_unavailable():
+    # From a review: after a PostgreSQL restart the reconnection's failure was a plain ValueError, which the
+    # server answered with 500 and a traceback instead of 503.
+    import threading
+
+    import psycopg
+
+    class _Broken:
+        broken = True
+
+    ledger = PostgresLedger.__new__(PostgresLedger)
+    ledger.url, ledger._dsn, ledger._psycopg = "postgresql://u@127.0.0.1:9/db", "postgresql://u@127.0.0.1:9/db", psycopg
+    ledger._connect_timeout, ledger._lock, ledger._conn = 2, threading.Lock(), _Broken()
+    with pytest.raises(LedgerUnavailable, match="cannot connect to ledger database"):
+        ledger.spend(1)
 
 
 @pytest.mark.parametrize(

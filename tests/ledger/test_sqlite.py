@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 
@@ -185,3 +186,69 @@ def test_a_stored_model_hash_is_rewritten_out_of_the_file(tmp_path):
         assert raw.execute("SELECT context FROM privml_budgets").fetchall() == [('{"epsilon":1.0}',)]
     finally:
         raw.close()
+
+
+@pytest.mark.parametrize("name", [":memory:", "file::memory:", "file:x?mode=memory", "FILE:led.sqlite?nolock=1"])
+def test_in_memory_names_and_uris_are_refused(tmp_path, monkeypatch, name):
+    # From a review: ":memory:" and file: URIs reached sqlite3.connect, so a "persistent" ledger restarted at
+    # zero in every process (or ran with nolock=1, without locking between processes).
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match=r"--ledger.*not a file path"):
+        SQLiteLedger(name, budget=3)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_uri_characters_in_a_file_name_are_not_parameters(tmp_path):
+    # From a review: the name is opened as a quoted file URI, so "?" and "#" are part of the file name.
+    path = tmp_path / "led?nolock=1#x.sqlite"
+    with SQLiteLedger(path, budget=3) as ledger:
+        ledger.spend(2)
+    assert path.is_file()
+    with SQLiteLedger(path, budget=3) as again:
+        assert again.spent == 2
+
+
+def test_a_database_without_wal_is_refused(tmp_path, monkeypatch):
+    # From a review: journal_mode=WAL was set without checking that SQLite kept it (an in-memory database answers
+    # "memory"); a ledger whose journal is not WAL is refused.
+    import privml.ledger.sqlite as module
+
+    real = module.sqlite3.connect
+
+    class _NoWal:
+        def __init__(self, conn):
+            self._conn = conn
+
+        def execute(self, sql, *args):
+            if sql.upper().startswith("PRAGMA JOURNAL_MODE"):
+                return self._conn.execute("SELECT 'delete'")
+            return self._conn.execute(sql, *args)
+
+        def __getattr__(self, name):
+            return getattr(self._conn, name)
+
+    monkeypatch.setattr(module.sqlite3, "connect", lambda *a, **k: _NoWal(real(*a, **k)))
+    with pytest.raises(ValueError, match="cannot use write-ahead logging"):
+        SQLiteLedger(tmp_path / "b.sqlite", budget=3)
+
+
+def test_a_hard_linked_ledger_is_refused(tmp_path):
+    # From a review: SQLite names -wal/-shm after the opened path, so two hard links to one ledger were two
+    # unlocked budgets (240 answers for a budget of 120). A file with more than one name is refused on open.
+    path = tmp_path / "a.sqlite"
+    SQLiteLedger(path, budget=3).close()
+    os.link(path, tmp_path / "b.sqlite")
+    for name in ("a.sqlite", "b.sqlite"):
+        with pytest.raises(ValueError, match="2 hard links"):
+            SQLiteLedger(tmp_path / name, budget=3)
+
+
+def test_a_hard_link_made_after_opening_stops_spending(tmp_path):
+    path = tmp_path / "a.sqlite"
+    with SQLiteLedger(path, budget=3) as ledger:
+        ledger.spend(1)
+        os.link(path, tmp_path / "b.sqlite")
+        with pytest.raises(ValueError, match="hard links"):
+            ledger.spend(1)
+        os.unlink(tmp_path / "b.sqlite")
+        assert ledger.spend(1).spent == 2

@@ -40,3 +40,26 @@ def test_refit_with_a_shared_ledger_keeps_counting(kind: str) -> None:
     model.predict(X[:4])
     model.fit(X, y)
     assert model.remaining() == 6
+
+
+@pytest.mark.parametrize("kind", ["sensitivity", "aggregate"])
+def test_a_ledger_bound_to_another_calibration_is_refused(kind: str, tmp_path) -> None:
+    # From a review: check_ledger compared only the budget, so a ledger privml serve had bound to epsilon=1 was
+    # charged by a predictor calibrated for epsilon=50 (and the two sides built their records with other keys).
+    from privml.ledger import LedgerMismatch, SQLiteLedger
+
+    X, y = _data()
+    fitted = _make(kind).fit(X, y)
+    privacy = fitted.privacy_  # the record privml serve binds a ledger to
+    same = {"method": fitted.method, "epsilon": privacy.epsilon, "delta": privacy.delta,
+            "accountant": privacy.accountant}
+    other = {**same, "epsilon": 50.0}
+    with SQLiteLedger(tmp_path / "other.sqlite", budget=10, context=other) as ledger:
+        with pytest.raises(LedgerMismatch, match="another calibration"):
+            _make(kind, ledger=ledger).fit(X, y)
+        assert ledger.spent == 0
+    legacy = {**same, "model_sha256": "0" * 64}  # contexts of earlier versions still match without the old key
+    for context in (same, legacy, None):
+        with SQLiteLedger(tmp_path / f"{len(context or {})}.sqlite", budget=10, context=context) as ledger:
+            _make(kind, ledger=ledger).fit(X, y).predict(X[:2])
+            assert ledger.spent == 2

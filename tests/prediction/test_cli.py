@@ -74,13 +74,22 @@ def test_a_batch_over_the_budget_is_refused_whole(capsys, files):
 def test_a_ledger_bounds_the_budget_across_runs(capsys, files, tmp_path):
     ledger = str(tmp_path / "budget.sqlite")
     argv = ("predict", "--model", files["base"], "--input", files["rows"], "--epsilon", "1", "--delta", "1e-5",
-            "--budget", "100", "--ledger", ledger, "--seed", "0")
+            "--budget", "100", "--ledger", ledger)
     assert run_json(capsys, *argv)["budget"] == {"budget": 100, "spent": 40, "remaining": 60}
     assert run_json(capsys, *argv)["budget"] == {"budget": 100, "spent": 80, "remaining": 20}
     # The third run of 40 rows would overspend the shared budget: refused whole.
     expect_error(capsys, *argv, match="budget exhausted")
     # The same ledger cannot be continued under another calibration.
-    expect_error(capsys, *argv[:-2], "--epsilon", "2", match="ledger")
+    expect_error(capsys, *argv, "--epsilon", "2", match="ledger")
+
+
+def test_a_seed_with_a_ledger_is_refused_before_anything_is_charged(capsys, files, tmp_path):
+    # From a review: two seeded runs sharing a ledger drew the same noise, so the difference of their answers was
+    # noise-free (a handful of runs recovered the non-private weights).
+    ledger = tmp_path / "budget.sqlite"
+    expect_error(capsys, "predict", "--model", files["base"], "--input", files["rows"], "--epsilon", "1",
+                 "--budget", "100", "--ledger", str(ledger), "--seed", "0", match="cannot be used with --ledger")
+    assert not ledger.exists()
 
 
 def test_subsample_and_aggregate_file(capsys, files):

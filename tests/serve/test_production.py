@@ -382,6 +382,8 @@ def _stored_spent(path: str, name: str | None = None) -> int:
     ("extra", "message"),
     [
         (["--workers", "2", "--seed", "0"], "--seed (for tests only) needs --workers 1"),
+        # From a review: a fixed seed replayed the noise across restarts sharing the ledger's budget.
+        (["--seed", "0"], "--seed (for tests only) cannot be used with --ledger"),
         (["--workers", "2", "--server", "stdlib"], "--workers needs --server uvicorn"),
         (["--workers", "0"], "--workers must be >= 1"),
         (["--threads", "0"], "threads must be >= 1"),

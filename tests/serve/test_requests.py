@@ -51,6 +51,9 @@ def test_a_valid_body():
         ({"rows": [[1]], "probabilities": "yes"}, "'probabilities' must be true or false"),
         ({"rows": [[1]], "probabilities": 1}, "'probabilities' must be true or false"),
         ({"rows": [[1.0]] * 11}, "too many rows: 11 > 10"),
+        # From a review: a repeated key was accepted and the last one won (a proxy may have checked the first).
+        (b'{"rows": [[1]], "rows": [[2]]}', "duplicate key 'rows'"),
+        (b'{"rows": [[1]], "probabilities": false, "probabilities": true}', "duplicate key 'probabilities'"),
     ],
 )
 def test_malformed_bodies_are_422(body, match):

@@ -8,6 +8,7 @@ import sqlite3
 import numpy as np
 import pytest
 
+from privml.exceptions import LedgerUnavailable
 from privml.ledger import MemoryLedger
 from privml.serve import PredictionService, RequestError, ServeLimits
 from tests.serve.helpers import BudgetedDouble
@@ -65,6 +66,20 @@ def test_a_width_error_names_the_raw_width_the_preprocessing_takes(rows, width):
     assert double.ledger_.spent == 0 and double.computed == 0
 
 
+@pytest.mark.parametrize("width", [28, 30])
+def test_a_width_error_comes_before_a_per_column_preprocessing(rows, width):
+    # From a review: a built-in dataset's preprocessing scales per column, so a wrong width failed inside it with
+    # numpy's broadcast message; the raw width is now checked first.
+    mean = np.linspace(-1.0, 1.0, 29)
+    double = BudgetedDouble(MemoryLedger(10))
+    service = PredictionService(double, preprocess=lambda X: np.hstack([X - mean, np.full((len(X), 1), 0.5)]))
+    with pytest.raises(RequestError) as info:
+        service.predict(body(np.zeros((2, width))))
+    assert info.value.status == 422
+    assert info.value.message == f"rows have {width} values; the model expects 29 (30 after preprocessing)"
+    assert double.ledger_.spent == 0 and double.computed == 0
+
+
 def test_exhausted_budget_is_429(rows):
     double = BudgetedDouble(MemoryLedger(3))
     service = PredictionService(double)
@@ -96,7 +111,8 @@ def test_class_names_and_preprocessing(private_model, rows):
     expected = np.array(["malignant", "benign"])[private_model.predict(rows[:4])]
     assert out["labels"] == expected.tolist()
     assert out["classes"] == ["malignant", "benign"]
-    with pytest.raises(RequestError, match="do not fit the model's preprocessing: need 31 columns"):
+    # The raw width is checked before the preprocessing runs (its own message would be less clear).
+    with pytest.raises(RequestError, match=r"rows have 30 values; the model expects 31 \(30 after preprocessing\)"):
         service.predict(body(rows[:4]))
     with pytest.raises(ValueError, match="class_names has 3 names for 2 classes"):
         PredictionService(private_model, class_names=["a", "b", "c"])
@@ -151,6 +167,28 @@ def test_a_failing_ledger_is_503_and_nothing_is_computed(rows):
     assert info.value.status == 503
 
 
+class UnreachableLedger(MemoryLedger):
+    """A ledger whose database cannot be reached again (a PostgreSQL restart): LedgerUnavailable."""
+
+    def _try_spend(self, count, key):
+        raise LedgerUnavailable("cannot connect to ledger database postgresql://u@db/x: connection refused")
+
+    def state(self, key=None):
+        raise LedgerUnavailable("cannot connect to ledger database postgresql://u@db/x: connection refused")
+
+
+def test_an_unreachable_ledger_is_503_not_500(rows):
+    # From a review: PostgresLedger's failed reconnection was a ValueError, which the server answered with 500.
+    double = BudgetedDouble(UnreachableLedger(10))
+    service = PredictionService(double)
+    with pytest.raises(RequestError, match="ledger is unavailable; nothing was answered") as info:
+        service.predict(body(rows[:2]))
+    assert info.value.status == 503 and double.computed == 0
+    with pytest.raises(RequestError, match="ledger is unavailable") as info:
+        service.budget()
+    assert info.value.status == 503
+
+
 def test_values_that_overflow_the_preprocessing_are_422(private_model):
     service = PredictionService(private_model, preprocess=lambda X: X * 1e300)
     with pytest.raises(RequestError, match="too large for the model's preprocessing") as info:
@@ -164,3 +202,15 @@ def test_only_classifiers_are_served():
 
     with pytest.raises(ValueError, match="Regressor has no classes_: only classifiers can be served"):
         PredictionService(Regressor())
+
+
+def test_the_docs_say_the_ledger_is_bound_to_the_calibration_only():
+    # From a review: these still said the ledger was bound to the model file's SHA-256 (and refused a worker whose
+    # model differs); since the hash was dropped (LEGACY_CONTEXT_KEYS) it records the calibration only.
+    import privml.ledger.base
+    import privml.serve.workers
+    from privml.serve.model import open_served_model
+
+    for doc in (open_served_model.__doc__, privml.serve.workers.__doc__, privml.ledger.base.LedgerMismatch.__doc__):
+        assert "SHA-256" not in doc and "model or calibration" not in doc and "model differs" not in doc
+        assert "calibration" in doc

@@ -95,6 +95,17 @@ def seed_integer(text: str) -> int:
     return value
 
 
+def refuse_seed_with_ledger(seed: int | None, ledger: str | None) -> None:
+    """``--seed`` with ``--ledger``: refused before anything opens or is charged.
+
+    Runs (and restarts) that share a persistent budget would draw the same
+    noise, so subtracting the answers of two of them cancels it.
+    """
+    if seed is not None and ledger is not None:
+        raise CliError("a fixed --seed replays the same noise in every run that shares --ledger's budget, so "
+                       "differences of answers would cancel it: --seed (for tests only) cannot be used with --ledger")
+
+
 def add_json_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object on stdout")
 

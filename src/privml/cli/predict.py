@@ -29,7 +29,8 @@ is shared across runs and with a server on the same ledger; without it the
 count lives in memory for this one invocation, so each run is a fresh
 deployment of its own budget and repeated runs compose their guarantees
 (the output says which: ``budget_scope``). ``--ledger-name`` needs
-``--ledger``. ``--delta`` and ``--accountant`` default to the file's settings;
+``--ledger``; ``--seed`` (for tests) is refused with it, since runs sharing
+one budget would replay the same noise. ``--delta`` and ``--accountant`` default to the file's settings;
 an explicit ``--delta 0`` asks for pure DP. Without any of ``--method``,
 ``--epsilon``, ``--budget`` or ``--ledger`` a non-private model file answers
 without privacy, as the baseline it is (its guarantee reads epsilon = inf),
@@ -57,6 +58,7 @@ from privml.cli._common import (
     emit,
     finite_float,
     integer,
+    refuse_seed_with_ledger,
     table,
 )
 from privml.exceptions import BudgetExhausted
@@ -97,7 +99,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     private.add_argument(
         "--seed", type=integer,
         help="noise seed, for tests only: a known seed lets anyone replay the noise "
-             "(default: fresh OS entropy on every run; never read from the model file)",
+             "(default: fresh OS entropy on every run; never read from the model file; not with --ledger)",
     )
     add_json_flag(parser)
     parser.set_defaults(handler=_predict, prog=parser.prog)
@@ -166,6 +168,7 @@ def _answer(predictor: _Answering, X: np.ndarray, proba: bool) -> tuple[np.ndarr
 
 
 def _predict(args: argparse.Namespace) -> None:
+    refuse_seed_with_ledger(args.seed, args.ledger)
     metadata = read_model_metadata(args.model)  # the weights are read once, by the loader
     model_device(args.model, metadata, args.device)  # a wrong --device is refused before any budget is charged
     if args.ledger_name is not None and args.ledger is None:

@@ -33,6 +33,7 @@ from privml.cli._common import (
     finite_float,
     fmt,
     integer,
+    refuse_seed_with_ledger,
 )
 from privml.prediction.calibration import ACCOUNTANTS
 from privml.prediction.loading import PREDICTION_METHODS
@@ -95,7 +96,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--seed", type=integer,
         help="noise seed, for tests only: a known seed lets anyone replay the noise (default: fresh OS entropy on "
-             "every start and in every worker; never read from the model file; needs --workers 1)",
+             "every start and in every worker; never read from the model file; needs --workers 1 and "
+             "no --ledger)",
     )
     parser.add_argument("--device", help=DEVICE_HELP)
     parser.add_argument("--verbose", action="store_true", help="log every request on stderr")
@@ -132,6 +134,7 @@ def _serve(args: argparse.Namespace) -> None:
     if args.seed is not None and args.workers != 1:
         raise CliError("a seed would give every worker the same noise, so answers could be averaged: "
                        "--seed (for tests only) needs --workers 1")
+    refuse_seed_with_ledger(args.seed, args.ledger)
     spec = _spec(args)
     from privml.serve.asgi_server import AsgiPredictionServer, bind_socket
 

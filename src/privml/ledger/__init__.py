@@ -17,6 +17,7 @@ from privml.ledger.base import (
     LedgerMismatch,
     LedgerState,
     MemoryLedger,
+    calibration_context,
     canonical_context,
     key_digest,
 )
@@ -30,6 +31,7 @@ __all__ = [
     "MemoryLedger",
     "PostgresLedger",
     "SQLiteLedger",
+    "calibration_context",
     "canonical_context",
     "key_digest",
     "open_ledger",

@@ -28,8 +28,10 @@ __all__ = [
     "LedgerMismatch",
     "LedgerState",
     "MemoryLedger",
+    "calibration_context",
     "canonical_context",
     "check_binding",
+    "check_context",
     "key_digest",
     "key_label",
     "refusal_message",
@@ -41,7 +43,7 @@ class LedgerMismatch(ValueError):
     """A persistent ledger was reopened with another budget or context.
 
     One count must protect one guarantee: continuing a ledger written for a
-    different budget, model or calibration would mix two guarantees.
+    different budget or calibration would mix two guarantees.
     """
 
 
@@ -78,6 +80,36 @@ def canonical_context(context: dict[str, Any] | None) -> str:
     may share a budget name; over-counting is the safe side.
     """
     return json.dumps(context or {}, sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
+def calibration_context(method: str, epsilon: float, delta: float, accountant: str) -> dict[str, Any]:
+    """The record a ledger is bound to: the calibration its budget protects (public values only).
+
+    The one builder of it: ``privml serve``/``predict`` bind persistent
+    ledgers with it and the predictors check an attached ledger against it,
+    so the two can be compared (see :func:`check_context`).
+    """
+    return {"method": str(method), "epsilon": float(epsilon), "delta": float(delta), "accountant": str(accountant)}
+
+
+def check_context(ledger: object, context: dict[str, Any]) -> None:
+    """Refuse an open ``ledger`` bound to a calibration other than ``context``.
+
+    Reopening a persistent ledger compares the contexts (:func:`check_binding`);
+    a ledger object handed to a predictor is compared here. A ledger opened
+    without a context (``{}``) names no calibration and is accepted; contexts
+    holding :data:`LEGACY_CONTEXT_KEYS` are compared without them.
+    """
+    bound = getattr(ledger, "context", None)
+    if not isinstance(bound, str):
+        return
+    bound = _without_legacy_keys(bound)
+    wanted = canonical_context(context)
+    if bound not in ("{}", wanted):
+        raise LedgerMismatch(
+            f"the ledger is bound to another calibration (context {bound}, the predictor's is {wanted}): "
+            "refusing to mix two guarantees in one count"
+        )
 
 
 def _without_legacy_keys(context: str) -> str:

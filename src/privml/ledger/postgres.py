@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 from urllib.parse import unquote
 
 from privml._validation import MAX_BUDGET, check_count
+from privml.exceptions import LedgerUnavailable
 from privml.ledger.base import canonical_context, check_binding, key_digest, refusal_message, unknown_key_message
 from privml.ledger.sql import (
     SELECT_BINDING,
@@ -140,7 +141,7 @@ class PostgresLedger(SQLLedger):
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             for secret in _passwords(self._dsn):  # a malformed URL is quoted back by the driver
                 first = first.replace(secret, "***")
-            raise ValueError(f"cannot connect to ledger database {self.url}: {first}") from None
+            raise LedgerUnavailable(f"cannot connect to ledger database {self.url}: {first}") from None
         try:
             conn.execute("SET synchronous_commit = on")
             conn.commit()

@@ -19,9 +19,11 @@ API keys are stored as their SHA-256 digests, never in the clear.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -101,6 +103,41 @@ class _GroupCommit:
 
 
 
+def _check_plain_path(text: str) -> None:
+    """Refuse what SQLite would not read as a file: ``:memory:`` and ``file:`` URIs (with their parameters).
+
+    An in-memory database restarts at zero in every process, and a URI may
+    carry parameters such as ``nolock=1`` that turn off the locking between
+    processes: either would let the answers exceed the budget.
+    """
+    if text == ":memory:" or text.lower().startswith("file:"):
+        raise ValueError(
+            f"ledger {text!r} (--ledger) is an SQLite in-memory name or URI, not a file path: a ledger must be a "
+            "plain file path so that its count persists and is locked across processes"
+        )
+
+
+def _check_one_name(path: Path) -> None:
+    """Refuse a ledger file with more than one name (hard links).
+
+    SQLite names its write-ahead log and lock index (``-wal``, ``-shm``)
+    after the path it opened, so two hard links to one file would be two
+    ledgers that neither lock nor see each other: two budgets, one count.
+    Symbolic links are safe (the path is resolved first).
+    """
+    links = os.stat(path.resolve()).st_nlink
+    if links != 1:
+        raise ValueError(
+            f"ledger file {path} has {links} hard links: SQLite locks a ledger by the name it was opened by, so "
+            "processes opening it by different names would each spend the whole budget; give it one name"
+        )
+
+
+def _file_uri(path: Path) -> str:
+    """The read-write URI of ``path``, resolved and quoted, so nothing of the name reaches SQLite as a parameter."""
+    return "file:" + urllib.parse.quote(str(path.resolve())) + "?mode=rwc"
+
+
 class SQLiteLedger(SQLLedger):
     """A persistent ledger in the SQLite file ``path`` (created if missing).
 
@@ -154,6 +191,7 @@ class SQLiteLedger(SQLLedger):
         self.context = canonical_context(context)
         self.timeout = check_positive(timeout, "timeout")
         self.retries = check_count(retries, "retries", minimum=0)
+        _check_plain_path(str(path))
         if self.path.is_dir():
             raise ValueError(f"ledger path {self.path} is a directory, expected a database file")
         if not self.path.parent.is_dir():
@@ -165,14 +203,19 @@ class SQLiteLedger(SQLLedger):
         self._group = _GroupCommit(self._commit_batch)
         try:
             self._conn: sqlite3.Connection | None = sqlite3.connect(
-                str(self.path), timeout=self.timeout, isolation_level=None, check_same_thread=False
+                _file_uri(self.path), timeout=self.timeout, isolation_level=None, check_same_thread=False, uri=True
             )
         except sqlite3.Error as exc:
             raise ValueError(f"cannot open ledger file {self.path}: {exc}") from None
         try:
-            self._conn.execute("PRAGMA journal_mode=WAL")
+            mode = self._conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                # WAL is what lets processes share the count safely; a database that cannot use it
+                # (in memory, or a file system without shared memory) must not count a budget.
+                raise ValueError(f"ledger file {self.path} cannot use write-ahead logging (journal mode {mode})")
             # FULL: the commit is on disk before spend() returns, so an answer
             # is never released on the strength of a charge a crash could undo.
+            _check_one_name(self.path)
             self._conn.execute("PRAGMA synchronous=FULL")
             self._conn.execute("PRAGMA foreign_keys=ON")
             self._transaction(self._bind)
@@ -238,6 +281,7 @@ class SQLiteLedger(SQLLedger):
         """Charge a batch of spends in one transaction, each all or nothing, in arrival order."""
 
         def body(conn: sqlite3.Connection) -> list[str | None]:
+            _check_one_name(self.path)  # one stat per batch (an fsync costs far more): a link made since opening
             budget, spent = conn.execute(SELECT_BUDGET, (self.name,)).fetchone()
             quotas: dict[str, list[int] | None] = {}  # digest -> [quota, used], read once per batch
             charged: dict[str, int] = {}

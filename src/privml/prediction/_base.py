@@ -15,16 +15,19 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 
 from privml._deprecation import RenamedParams
 from privml._validation import MAX_BUDGET, check_count, check_fitted, check_X
-from privml.ledger import BudgetLedger, MemoryLedger
+from privml.ledger import BudgetLedger, MemoryLedger, calibration_context
+from privml.ledger.base import check_context
 
 __all__ = ["BudgetedPredictor", "check_ledger"]
 
 
-def check_ledger(ledger: object, budget: int) -> None:
-    """Accept ``None`` or a :class:`BudgetLedger` whose budget is ``budget``.
+def check_ledger(ledger: object, budget: int, context: dict[str, Any] | None = None) -> None:
+    """Accept ``None`` or a :class:`BudgetLedger` whose budget is ``budget`` (and calibration ``context``).
 
     A ledger counting against another budget would make the stated guarantee
-    (calibrated for ``budget`` answers) false, so a mismatch is refused.
+    (calibrated for ``budget`` answers) false, so a mismatch is refused; so is
+    a ledger bound to another calibration (:func:`~privml.ledger.calibration_context`),
+    once the predictor's is known (``context``).
     """
     if ledger is None:
         return
@@ -34,6 +37,8 @@ def check_ledger(ledger: object, budget: int) -> None:
         raise ValueError(
             f"the ledger's budget is {ledger.state().budget} answers but the model is calibrated for {budget}"
         )
+    if context is not None:
+        check_context(ledger, context)
 
 
 class BudgetedPredictor(RenamedParams, ClassifierMixin, BaseEstimator):
@@ -63,8 +68,8 @@ class BudgetedPredictor(RenamedParams, ClassifierMixin, BaseEstimator):
 
     def _ledger_context(self) -> dict[str, Any]:
         """What the budget protects: a ledger reopened for another calibration must not continue this count."""
-        return {"method": self.method, "epsilon": float(self.epsilon), "delta": float(self.delta),
-                "budget": int(self.budget), "accounting": self.fit_info_["accounting"]}
+        privacy = self.privacy_
+        return calibration_context(self.method, privacy.epsilon, privacy.delta, privacy.accountant)
 
     def _check_refit(self) -> None:
         """Refuse to re-fit a predictor that has answered from its own in-memory budget.
@@ -83,8 +88,9 @@ class BudgetedPredictor(RenamedParams, ClassifierMixin, BaseEstimator):
 
     def _attach_ledger(self, ledger: BudgetLedger | None) -> None:
         budget = check_count(self.budget, "budget", maximum=MAX_BUDGET)
-        check_ledger(ledger, budget)
-        self.ledger_ = ledger if ledger is not None else MemoryLedger(budget, context=self._ledger_context())
+        context = self._ledger_context()
+        check_ledger(ledger, budget, context)
+        self.ledger_ = ledger if ledger is not None else MemoryLedger(budget, context=context)
 
     def _check_fitted(self) -> None:
         check_fitted(self, "ledger_")

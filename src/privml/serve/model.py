@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from privml.io import MODEL_CLASSES, read_model_metadata
-from privml.ledger import BudgetLedger, open_ledger
+from privml.ledger import BudgetLedger, calibration_context, open_ledger
 
 __all__ = ["ServedModel", "model_device", "model_pipeline", "open_served_model"]
 
@@ -147,8 +147,10 @@ def open_served_model(
     ledger:
         SQLite file or ``postgresql://`` URL counting the answers; required
         for private-prediction models, refused for privately trained ones.
-        The ledger is bound to the model file's SHA-256 and the guarantee,
-        so it cannot be continued by another model or calibration.
+        The ledger is bound to the calibration (method, epsilon, delta,
+        accountant: :func:`~privml.ledger.calibration_context`), so it cannot
+        be continued under another one; it records nothing of the model file
+        (two models of one calibration may share a budget name).
     ledger_name:
         Which budget of the ledger store to use (default ``"default"``);
         an error without ``ledger``, which it would not name anything in.
@@ -216,12 +218,8 @@ def open_served_model(
         check(probe)
     # The calibration only: a hash of the model file would put a fingerprint of the training data into a ledger
     # that may be shared (a prediction-sensitivity file holds the non-private weights; see LEGACY_CONTEXT_KEYS).
-    context = {
-        "method": probe.method,
-        "epsilon": float(probe.privacy_.epsilon),
-        "delta": float(probe.privacy_.delta),
-        "accountant": probe.privacy_.accountant,
-    }
+    privacy = probe.privacy_
+    context = calibration_context(probe.method, privacy.epsilon, privacy.delta, privacy.accountant)
     store = open_ledger(ledger, budget=probe.ledger_.budget, name=ledger_name or "default", context=context)
     try:
         predictor = load(ledger=store, random_state=random_state)

@@ -57,14 +57,24 @@ def _finite(value: Any, i: int, j: int) -> float:
     return out
 
 
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object's members, refusing a repeated name (``json`` would keep the last one silently)."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"duplicate key {key[:40]!r}")
+        out[key] = value
+    return out
+
+
 def decode_json(body: bytes) -> Any:
-    """Strict JSON (UTF-8, no NaN/Infinity); errors are 422."""
+    """Strict JSON (UTF-8, no NaN/Infinity, no repeated keys); errors are 422."""
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError:
         _invalid("body is not UTF-8 text")
     try:
-        return json.loads(text, parse_constant=_reject_constant)
+        return json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_unique_keys)
     except RecursionError:
         _invalid("body is not acceptable JSON: nested too deeply")
     except ValueError as exc:  # JSONDecodeError, or an integer with too many digits

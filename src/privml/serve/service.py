@@ -16,7 +16,7 @@ from typing import Any, Protocol, TypeGuard
 
 import numpy as np
 
-from privml.exceptions import BudgetExhausted
+from privml.exceptions import BudgetExhausted, LedgerUnavailable
 from privml.ledger import BudgetLedger, key_digest
 from privml.serve.limits import ServeLimits
 from privml.serve.requests import RequestError, parse_predict_body
@@ -56,11 +56,12 @@ def _gives_probabilities(predictor: Predictor) -> TypeGuard[_ProbabilityPredicto
 
 
 def _ledger_errors() -> tuple[type[BaseException], ...]:
+    """What a ledger raises when its database is unavailable (503, nothing answered), not a bug (500)."""
     try:
         import psycopg
     except ImportError:  # pragma: no cover - psycopg is optional
-        return (sqlite3.Error,)
-    return (sqlite3.Error, psycopg.Error)
+        return (sqlite3.Error, LedgerUnavailable)
+    return (sqlite3.Error, psycopg.Error, LedgerUnavailable)
 
 
 _LEDGER_ERRORS = _ledger_errors()
@@ -126,7 +127,7 @@ class PredictionService:
         self.limits = limits or ServeLimits()
         self.ledger: BudgetLedger | None = getattr(predictor, "ledger_", None)
         self.preprocess = preprocess
-        self._raw_width: int | None = None  # what preprocess takes, found on the first width error
+        self._raw_width: int | None = None  # what preprocess takes, found on the first request
         if getattr(predictor, "classes_", None) is None:
             raise ValueError(f"{type(predictor).__name__} has no classes_: only classifiers can be served")
         classes = [_plain(c) for c in np.asarray(predictor.classes_).tolist()]
@@ -196,6 +197,9 @@ class PredictionService:
         request = parse_predict_body(body, max_rows=self.limits.max_rows)
         X = request.rows
         if self.preprocess is not None:
+            raw = self._raw_input_width()
+            if raw and X.shape[1] != raw:  # before preprocessing: its own error would be numpy's broadcast message
+                raise RequestError(422, f"rows have {X.shape[1]} values; the model expects {self._expected_width()}")
             try:
                 # Extreme values may overflow in scaling: caught below as non-finite, not warned about.
                 with np.errstate(all="ignore"), warnings.catch_warnings():
@@ -236,12 +240,17 @@ class PredictionService:
             out["classes"] = self.classes
         return out
 
+    def _raw_input_width(self) -> int:
+        """The raw row width the preprocessing takes (found once), or 0 when it cannot be found."""
+        if self._raw_width is None:
+            assert self.preprocess is not None
+            self._raw_width = _raw_width(self.preprocess, self.n_features) or 0
+        return self._raw_width
+
     def _expected_width(self) -> str:
         if self.preprocess is None:
             return str(self.n_features)
-        if self._raw_width is None:
-            self._raw_width = _raw_width(self.preprocess, self.n_features) or 0
-        if not self._raw_width:
+        if not self._raw_input_width():
             return f"{self.n_features} after preprocessing"
         return f"{self._raw_width} ({self.n_features} after preprocessing)"
 

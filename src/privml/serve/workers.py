@@ -8,8 +8,9 @@ The kernel hands each new connection to one worker.
 
 The budget stays exact because every worker charges the one persistent
 ledger (SQLite file or PostgreSQL) before it computes, in a transaction that
-serialises against the other workers; the ledger's binding context refuses a
-worker whose model or calibration differs. A worker that dies (even by
+serialises against the other workers; the ledger's binding context (the
+calibration: method, epsilon, delta, accountant) refuses a worker whose
+calibration differs. A worker that dies (even by
 ``kill -9``) loses only answers it had charged and not yet sent: the count
 can only over-count. The supervisor starts a replacement.
 
