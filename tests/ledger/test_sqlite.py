@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from privml.exceptions import BudgetExhausted
+from privml.exceptions import BudgetExhausted, LedgerUnavailable
 from privml.ledger import SQLiteLedger
 
 
@@ -248,7 +248,7 @@ def test_a_hard_link_made_after_opening_stops_spending(tmp_path):
     with SQLiteLedger(path, budget=3) as ledger:
         ledger.spend(1)
         os.link(path, tmp_path / "b.sqlite")
-        with pytest.raises(ValueError, match="hard links"):
+        with pytest.raises(LedgerUnavailable, match="hard links"):  # a server answers 503 until it is fixed
             ledger.spend(1)
         os.unlink(tmp_path / "b.sqlite")
         assert ledger.spend(1).spent == 2

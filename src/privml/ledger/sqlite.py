@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from privml._validation import MAX_BUDGET, check_count, check_positive
+from privml.exceptions import LedgerUnavailable
 from privml.ledger.base import canonical_context, check_binding, key_digest, refusal_message, unknown_key_message
 from privml.ledger.sql import (
     SELECT_BINDING,
@@ -127,7 +128,9 @@ def _check_one_name(path: Path) -> None:
     """
     links = os.stat(path.resolve()).st_nlink
     if links != 1:
-        raise ValueError(
+        # LedgerUnavailable (a ValueError): one line at the command line, and 503 from a server whose file
+        # gained a link while it ran (no answer until it has one name again), not a 500.
+        raise LedgerUnavailable(
             f"ledger file {path} has {links} hard links: SQLite locks a ledger by the name it was opened by, so "
             "processes opening it by different names would each spend the whole budget; give it one name"
         )
