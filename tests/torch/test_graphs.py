@@ -12,7 +12,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from privml.torch import DPSGD, TramerBonehCNN  # noqa: E402
-from privml.torch.graphs import WARMUP_STEPS, GraphedStep, padded_capacity  # noqa: E402
+from privml.torch.graphs import WARMUP_STEPS, GraphedStep, capacity_ladder, padded_capacity  # noqa: E402
 
 
 def _engines(
@@ -26,7 +26,7 @@ def _engines(
                        clip_norm=0.1, batch_size=20, noise_multiplier=1.0, seed=3, max_physical_batch_size=None,
                        cuda_graph=graph and padded, secure_noise=secure)
         if padded and not graph:
-            engine._graphed = GraphedStep(engine, capacity or padded_capacity(200, 0.1))
+            engine._graphed = GraphedStep(engine, (capacity,) if capacity else capacity_ladder(200, 0.1))
         engines.append(engine)
     return engines[0], engines[1]
 
@@ -46,6 +46,31 @@ def test_the_capacity_is_public_and_covers_the_poisson_batch():
     assert padded_capacity(60_000, 512 / 60_000) == 696  # 512 + 8 sd, rounded up to 8
     assert padded_capacity(100, 0.1, fixed_size=10) == 10
     assert padded_capacity(50, 0.9) == 50  # never more than n
+
+
+def test_the_ladder_is_public_and_ends_at_the_cover():
+    ladder = capacity_ladder(200, 0.1)  # mean 20, sd 4.2
+    assert ladder == (16, 24, 32, 40, 56) and ladder[-1] == padded_capacity(200, 0.1)
+    assert capacity_ladder(60_000, 512 / 60_000) == (496, 512, 536, 560, 584, 696)
+    assert capacity_ladder(100, 0.1, fixed_size=10) == (10,)  # fixed-size batches need no padding
+    assert capacity_ladder(50, 0.9) == (48, 50)  # never more than n
+    assert capacity_ladder(10_000, 1e-4) == (8, 16)  # a rung at or below zero records is not made
+
+
+def test_each_batch_runs_on_the_smallest_rung_that_holds_it():
+    # Padded to the cover, a Poisson batch carried eight standard deviations of zero rows (twice the work of
+    # the transformer's batch of 64 on an H200); each rung pads at most the gap to the one below.
+    eager, padded = _engines()
+    X, y = _batches()
+    start = 0
+    for size, rung in ((5, 16), (16, 16), (17, 24), (30, 32), (45, 56), (0, 16)):
+        before = padded._graphed.rungs[rung].steps_run
+        eager.step(X[start:start + size], y[start:start + size])
+        padded.step(X[start:start + size], y[start:start + size])
+        assert padded._graphed.rungs[rung].steps_run == before + 1, (size, rung)
+        start += size
+    assert padded._graphed.steps_run == eager.steps_taken == 6
+    _assert_same_weights(eager, padded, rtol=1e-5)
 
 
 def test_padded_steps_equal_eager_steps():
@@ -83,11 +108,15 @@ def test_cuda_graph_is_refused_where_it_cannot_run():
 def test_cuda_graph_replays_the_eager_step(secure):
     eager, graphed = _engines("cuda", graph=True, secure=secure)
     X, y = _batches("cuda")
-    for batch in eager.sampler(steps=WARMUP_STEPS + 5):
+    steps = 8 * WARMUP_STEPS + 6  # batches spread over the ladder's rungs, each warmed up before its capture
+    for batch in eager.sampler(steps=steps):
         if not secure:
             eager.step(X[batch], y[batch])
         graphed.step(X[batch], y[batch])
-    assert graphed._graphed.graph is not None and graphed.steps_taken == WARMUP_STEPS + 5
+    assert graphed._graphed.graphs and graphed.steps_taken == steps
+    # A rung is captured once its warm-up steps are run, and replayed from then on.
+    for rung in graphed._graphed.rungs.values():
+        assert (rung.graph is not None) == (rung.steps_run > WARMUP_STEPS), rung.capacity
     if not secure:  # same seeds, same noise: the replayed steps equal the eager ones
         _assert_same_weights(eager, graphed, rtol=1e-3)
 
@@ -106,7 +135,7 @@ def test_a_replayed_graph_drops_a_record_whose_gradient_is_not_finite():
     bad[0] = float("nan")
     eager.step(X[last][1:], y[last][1:])  # the batch without the record
     graphed.step(bad, y[last])  # replayed with it: its term is dropped, not NaN
-    assert graphed._graphed.graph is not None
+    assert graphed._graphed.graphs
     _assert_same_weights(eager, graphed, rtol=1e-3)
 
 
@@ -142,7 +171,8 @@ def test_padded_rows_hold_no_record():
     X, y = _batches()
     padded.step(X[:6], y[:6])
     padded.step(X[6:9], y[6:9])  # a smaller batch: rows 3..7 are padding, not the first batch's records
-    assert torch.count_nonzero(padded._graphed._x[3:]) == 0 and torch.count_nonzero(padded._graphed._y[3:]) == 0
+    rung = padded._graphed.rungs[8]
+    assert torch.count_nonzero(rung._x[3:]) == 0 and torch.count_nonzero(rung._y[3:]) == 0
 
 
 def test_a_record_with_a_non_finite_gradient_is_dropped_by_both_steps():
