@@ -537,8 +537,13 @@ def render(data: dict) -> str:
             f"Median ms per logical step (peak GPU memory, GiB) of one DP-SGD step, flat clipping to C = {CLIP}, "
             f"noise multiplier {SIGMA}, synthetic batch, same initial weights. `-tf32`: `clip_precision=\"tf32\"` "
             "(norms and clipped sums on TF32 tensor cores, operands rounded by privml, the rounding bounded inside "
-            "C: a private step); `-graph`: replayed as a CUDA graph over the batch padded to a public capacity "
-            "(TorchClassifier's default on a GPU). The ratios take privml's fastest ghost step (named) against "
+            "C: a private step); `-graph`: replayed as a CUDA graph over the batch padded to the smallest rung "
+            "that holds it of a ladder of public capacities (`privml.torch.graphs`; TorchClassifier's default on a "
+            "GPU for small models). The synthetic batch has exactly b records, itself a rung, so it runs unpadded "
+            "here; a Poisson batch pads about half a standard deviation of rows on average (the end-to-end run "
+            "below pays that). Eager steps are bound by the host's launches, and their times spread between calls "
+            "on the same machine (the ResNet's eager ghost step took 28.8 ms in one call and 36.7 in another the "
+            "same day, its code unchanged). The ratios take privml's fastest ghost step (named) against "
             "Opacus's faster mode and against non-private.",
             "",
             "| model, batch | " + " | ".join(VARIANTS) + " | privml's fastest | privml / best Opacus "
