@@ -46,6 +46,7 @@ def test_gaussian_reference_values(capsys):
     r = run_json(capsys, "account", "gaussian", "--epsilon", "0.5", "--delta", "1e-5", "--sensitivity", "2")
     assert r["classic_sigma"] == pytest.approx(2 * 4.8448 * 2, abs=1e-3)
     assert r["sigma"] < r["classic_sigma"]
+    assert "sensitivity" in r["neighbouring"]  # every guarantee names its relation (a review: these two did not)
 
 
 def test_compose_orders_the_three_bounds(capsys):
@@ -56,6 +57,7 @@ def test_compose_orders_the_three_bounds(capsys):
     assert r["basic"]["delta"] == pytest.approx(1e-4)
     assert r["advanced"]["delta"] == pytest.approx(1e-4 + 1e-5)
     assert r["optimal"]["epsilon"] <= r["advanced"]["epsilon"] <= r["basic"]["epsilon"]
+    assert "one relation" in r["neighbouring"]
 
 
 def test_human_output_is_a_table(capsys):

@@ -29,6 +29,7 @@ def test_a_private_model_is_served_without_budget(private_model, rows):
         "epsilon": 1.0,
         "delta": 0.0,
         "neighbouring": "replace-one",
+        "neighbouring_detail": "replace-one: same n, one record replaced by any other",  # as train --json says it
     }
 
 

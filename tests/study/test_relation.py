@@ -52,3 +52,15 @@ def test_every_run_carries_its_relation_and_the_report_says_it(capsys, tmp_path,
         assert "Every guarantee holds under replace-one neighbours." in report  # the figure caption
     else:
         assert "Not like for like." in report and "NOT like for like" in report
+    # recommend ranks methods at one epsilon: only under one relation (a review: a mixed study recommended
+    # DP-SGD at 52.9% where its replace-one accuracy at that epsilon was 26.7%, saying nothing).
+    out = tmp_path / relation.replace("/", "-")
+    code, stdout, err = run(capsys, "study", "recommend", str(out), "--epsilon", "1", "--json")
+    if relation == "replace-one":
+        assert code == 0 and json.loads(stdout)["neighbouring"] == "replace-one"
+        assert json.loads(stdout)["neighbouring_detail"].startswith("replace-one: same n")
+        assert "<th>best method</th>" in report
+    else:
+        assert code == 2 and "not like for like" in err and len(err.strip().splitlines()) == 1
+        assert "No recommendation: the study&#x27;s guarantees are not like for like" in report
+        assert "<th>best method</th>" not in report

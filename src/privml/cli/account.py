@@ -235,6 +235,11 @@ def _render_dpsgd(r: dict) -> str:
     return table(rows)
 
 
+#: The relations of ``account gaussian`` and ``account compose``, which hold under any one relation: said, not implied.
+GAUSSIAN_RELATION = "the relation --sensitivity is measured under (replace-one: twice an add/remove bound)"
+COMPOSE_RELATION = "the composed mechanisms' own, one relation for all of them (never mix relations)"
+
+
 def _gaussian(args: argparse.Namespace) -> None:
     epsilon = _bounded(check_epsilon(args.epsilon, "--epsilon"), "--epsilon", EPSILON_RANGE)
     delta = check_delta(args.delta, "--delta")
@@ -244,7 +249,9 @@ def _gaussian(args: argparse.Namespace) -> None:
     sigma = analytic_gaussian_sigma(epsilon, delta, sensitivity)
     # The classic bound is only a theorem for epsilon < 1 (Dwork & Roth Thm A.1).
     classic = classic_gaussian_sigma(epsilon, delta, sensitivity) if epsilon < 1 else None
-    result = {"sigma": sigma, "classic_sigma": classic, "epsilon": epsilon, "delta": delta, "sensitivity": sensitivity}
+    result = {"sigma": sigma, "classic_sigma": classic, "epsilon": epsilon, "delta": delta, "sensitivity": sensitivity,
+              # Every guarantee carries its relation: here whichever the sensitivity was measured under.
+              "neighbouring": GAUSSIAN_RELATION}
     emit(result, as_json=args.json, render=_render_gaussian)
 
 
@@ -254,6 +261,7 @@ def _render_gaussian(r: dict) -> str:
         [
             ("epsilon, delta", f"{fmt(r['epsilon'])}, {fmt(r['delta'])}"),
             ("L2 sensitivity", fmt(r["sensitivity"])),
+            ("neighbouring", r["neighbouring"]),
             ("sigma (analytic)", fmt(r["sigma"])),
             ("sigma (classic)", classic),
         ]
@@ -281,6 +289,7 @@ def _compose(args: argparse.Namespace) -> None:
         "basic": {"epsilon": basic_eps, "delta": basic_delta},
         "advanced": {"epsilon": adv_eps, "delta": adv_delta},
         "optimal": {"epsilon": opt_eps, "delta": adv_delta},
+        "neighbouring": COMPOSE_RELATION,
     }
     emit(result, as_json=args.json, render=_render_compose)
 
@@ -295,5 +304,5 @@ def _render_compose(r: dict) -> str:
             ("optimal (KOV 2015)", "optimal"),
         )
     ]
-    return head + "\n" + table(rows)
+    return head + "\n" + table([*rows, ("neighbouring", r["neighbouring"])])
 

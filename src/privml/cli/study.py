@@ -50,6 +50,7 @@ from privml.cli._common import (
     table,
 )
 from privml.exceptions import PrivacyLeakWarning
+from privml.neighbouring import Neighbouring
 
 if TYPE_CHECKING:  # the study package (matplotlib, joblib) loads only when a study command runs
     from privml.study import ResultStore
@@ -291,8 +292,10 @@ def _recommend(args: argparse.Namespace) -> None:
     if private:  # the study's stated exception (docs/releases.md): exact accuracies on the user's held-out rows
         print(f"warning: {PrivacyLeakWarning.__name__}: this accuracy is exact on your private held-out rows "
               "and not covered by any privacy guarantee; do not publish it", file=sys.stderr)
+    # The relation every compared guarantee holds under (recommend refuses a study that is not like for like).
+    relation = Neighbouring.parse(results.spec.neighbouring)
     result = {"private_data": private, "asked": setting, "measured_setting": rec.setting, "distance": distance,
-              "method": rec.method,
+              "neighbouring": relation.value, "neighbouring_detail": relation.detail, "method": rec.method,
               "label": rec.label, "accuracy": rec.accuracy, "std": rec.std, "nonprivate": rec.nonprivate,
               "runner_up": None if rec.runner_up is None else {"label": rec.runner_up[0], "accuracy": rec.runner_up[1]},
               "selection_leaky": rec.leaky}
@@ -300,5 +303,6 @@ def _recommend(args: argparse.Namespace) -> None:
         ("best method", f"{r['label']} ({r['method']})"),
         ("accuracy", f"{100 * r['accuracy']:.1f}% ± {100 * r['std']:.1f}"),
         ("measured at", ", ".join(f"{k} = {v}" for k, v in r["measured_setting"].items())),
+        ("neighbours", r["neighbouring_detail"]),
         ("distance", f"{r['distance']:.2f} (0: exactly your setting; log10 units)"),
     ]))

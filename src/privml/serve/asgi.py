@@ -78,6 +78,7 @@ class Budget(BaseModel):
     epsilon: float = Field(ge=0, description="Total epsilon over the whole budget.")
     delta: float = Field(ge=0, le=1)
     neighbouring: str
+    neighbouring_detail: str = Field(description="The relation stated exactly (as in privml train --json).")
     key: KeyBudget | SkipJsonSchema[None] = Field(
         default=None, description="The quota of the request's X-API-Key (when keys are in use)."
     )

@@ -264,6 +264,7 @@ class PredictionService:
             "epsilon": float(privacy.epsilon),
             "delta": float(privacy.delta),
             "neighbouring": privacy.neighbouring.value,
+            "neighbouring_detail": privacy.neighbouring.detail,
         }
         if self.ledger is not None:
             try:

@@ -49,6 +49,13 @@ class Recommendation:
     leaky: bool
 
 
+def not_like_for_like(neighbouring: str) -> str:
+    """Why a study under the paper's ``mixed`` protocol recommends no method."""
+    return (f"the study's guarantees are not like for like (neighbouring = {neighbouring!r}: DP-SGD under "
+            "add/remove-one, the other methods under replace-one), so its methods are not ranked at one epsilon; "
+            "rerun it with --neighbouring replace-one (or add/remove-one) to compare equal promises")
+
+
 def recommendations(results: StudyResults) -> list[Recommendation]:
     """The best private method at every distinct measured setting, in sweep order."""
     table: dict[tuple[Any, ...], dict[str, tuple[str, str, Cell]]] = {}
@@ -97,11 +104,16 @@ def recommend(results: StudyResults, **setting: float | int | None) -> tuple[Rec
     Raises
     ------
     ValueError
-        For an unknown key, or when the study measured no setting.
+        For an unknown key, when the study measured no setting, or when its
+        guarantees are not like for like (``neighbouring = "mixed"``).
     """
     unknown = sorted(set(setting) - set(KEYS))
     if unknown:
         raise ValueError(f"unknown setting {unknown[0]!r}; settings are {', '.join(KEYS)}")
+    if not results.spec.like_for_like:
+        # Ranked at one epsilon, DP-SGD's add/remove promise is the weaker (by group privacy only (2 eps, ...) under
+        # replace-one): it won on accuracy the others, stated under replace-one, could not buy (a review).
+        raise ValueError(not_like_for_like(results.spec.neighbouring))
     recs = recommendations(results)
     if not recs:
         raise ValueError("the study has no private results to recommend from")

@@ -25,7 +25,7 @@ from typing import Any
 from privml import __version__
 from privml.study.aggregate import Curve, StudyResults, collect
 from privml.study.findings import Finding, findings
-from privml.study.recommend import recommendations
+from privml.study.recommend import not_like_for_like, recommendations
 from privml.study.runner import point_runs
 from privml.study.spec import StudySpec
 from privml.study.store import ResultStore
@@ -137,6 +137,9 @@ def render_html(results: StudyResults, *, figures: dict[str, bytes] | None = Non
             parts.append("<p class=\"na\">No finished runs for this sweep.</p>")
         mine = [f for f in found if sweep.name in f.sweeps]
         if mine:
+            if not spec.like_for_like:  # the paper's claims, checked under the paper's own mixed relations
+                parts.append(f'<p class="relation leak">{_e(_relation_caption(spec))} The checks below compare '
+                             "methods across the two relations, as the paper did.</p>")
             parts.append("<ul class=\"findings\">" + "".join(_finding(f) for f in mine) + "</ul>")
         parts.append("</section>")
     parts += [_tradeoffs(results), _recommendations(results), _method_notes(results),
@@ -281,6 +284,10 @@ def _tradeoffs(results: StudyResults) -> str:
 
 
 def _recommendations(results: StudyResults) -> str:
+    if not results.spec.like_for_like:
+        return ('<section id="recommendations"><h2>Which method should I use?</h2>'
+                f'<p class="relation leak">No recommendation: {_e(not_like_for_like(results.spec.neighbouring))}.</p>'
+                "</section>")
     rows = []
     for rec in recommendations(results):
         s = rec.setting
