@@ -213,7 +213,8 @@ def _relation(spec: StudySpec) -> str:
     if spec.neighbouring == "add/remove-one":
         return ('<p class="relation"><b>Neighbouring relation: add/remove-one with n public</b> (zero-out) for every '
                 "method: DP-SGD is accounted under it, and the replace-one guarantees of the other methods imply "
-                "it (replacing a record by a null record is a replacement).</p>")
+                "it (a null record contributes nothing, so each method's sensitivity to one record set to null "
+                "is at most its replace-one bound).</p>")
     return ('<p class="relation leak"><b>Not like for like.</b> As in the paper, DP-SGD is accounted under '
             "add/remove-one and every other method under replace-one: at the same epsilon DP-SGD makes the weaker "
             "promise (by group privacy an add/remove (eps, delta) method is only (2 eps, (1 + e^eps) delta) under "
