@@ -196,11 +196,16 @@ def test_private_selection_stores_no_time_that_counts_its_candidates(tmp_path, m
 
     monkeypatch.setattr(Method, "fit", one_second)
     spec = spec_from_dict(tiny_spec_dict(
-        methods=["output"], repeats=1, selection={"mode": "private", "stop_probability": 0.05,
-                                                 "grids": {"output": {"l2": [1e-3, 1e-2, 1e-1]}}},
+        methods=["nonprivate", "output"], repeats=1,
+        selection={"mode": "private", "stop_probability": 0.05, "grids": {"output": {"l2": [1e-3, 1e-2, 1e-1]}}},
         sweeps=[{"name": "epsilon", "parameter": "epsilon", "values": [30.0]}]))
     outcome = run_study(spec, tmp_path / "study", jobs=1, progress=False, cache=False)
-    assert outcome.finished == 1 and len(fits) > 1  # several candidates ran (stopping probability 0.05)
-    (row,) = ResultStore(tmp_path / "study" / "results.sqlite", read_only=True).records()
-    assert row["train_seconds"] == 1.0  # the released candidate's own fit, not the sum over the candidates
-    assert row["wall_seconds"] is None and len(row["finished"]) == 10  # no run time; the day only
+    assert outcome.finished == 2 and len(fits) > 2  # several candidates ran (stopping probability 0.05)
+    store = ResultStore(tmp_path / "study" / "results.sqlite", read_only=True)
+    rows = {row["method"]: row for row in store.records()}
+    assert rows["output"]["train_seconds"] == 1.0  # the released candidate's own fit, not the candidates' sum
+    # No row keeps a run time or a finishing second, nor the study its start second: the baseline's, beside
+    # the private row, would bracket it (a second review).
+    assert all(row["wall_seconds"] is None and len(row["finished"]) == 10 for row in rows.values())
+    saved = sqlite3.connect(tmp_path / "study" / "results.sqlite").execute("SELECT saved FROM specs").fetchall()
+    assert [len(s) for (s,) in saved] == [10]

@@ -288,7 +288,8 @@ def folder_lock(out: Path) -> Iterator[None]:
 def _run_locked(spec: StudySpec, out: Path, runner: Any, *, progress: bool, report: bool, cache: bool) -> StudyRun:
     store = ResultStore(out / RESULTS_FILE)
     started = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
-    store.save_spec(spec.spec_hash, spec.to_dict(), started)
+    # The day only under private selection: the start second and the first row's would time the runs between.
+    store.save_spec(spec.spec_hash, spec.to_dict(), started[:10] if spec.selection.mode == "private" else started)
     todo, notes = plan(spec)
     store.add_notes(spec.spec_hash, notes)
     done = store.finished_keys()
@@ -491,9 +492,10 @@ def execute_job(payload: tuple[dict[str, Any], dict[str, Any]]) -> dict[str, Any
                           info={"traceback": traceback.format_exc(limit=6)})
     record["wall_seconds"] = time.perf_counter() - start
     record["finished"] = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
-    if (record["selection"] or {}).get("mode") == "private":
-        # A private selection's run time, and its finishing second (against the previous row's), grow with the
-        # number of candidates it ran, which Liu-Talwar's bound needs hidden: no wall time, the day only.
+    if context["selection"]["mode"] == "private":
+        # A private selection's run time grows with the number of candidates it ran, which Liu-Talwar's bound
+        # needs hidden. Not its row only: the rows around it (baselines, prediction methods, failed runs) would
+        # bracket it by their finishing seconds and wall times (a review). A private study keeps no row's.
         record["wall_seconds"] = None
         record["finished"] = record["finished"][:10]
     if cache is not None:
