@@ -143,3 +143,21 @@ def test_malformed_stream_is_a_value_error():
     # A ValueError, so that a command reading a data file reports it as bad input (exit 2, one line).
     with pytest.raises(ValueError, match="malformed pickle"):
         load_restricted(b"\x80\x02}q\x00(")
+
+
+@pytest.mark.parametrize("stream", [
+    b"c_codecs\nencode\n(N(dV__defaults__\n(Vpwned\nVlatin1\ntstb.",  # BUILD with slot state: setattr
+    b"c__builtin__\nbytes\n(dVmarker\nI1\nsb.",  # BUILD with a dict state
+])
+def test_a_stream_cannot_change_an_allowed_function(stream):
+    # Handed the bare function, a BUILD set its __defaults__: _codecs.encode() then returned b"pwned" to every
+    # later stream of the process, past its (str, "latin1") check (a review).
+    with pytest.raises(UnsafePickleError, match="state"):
+        load_restricted(stream)
+    with pytest.raises(MalformedPickleError):  # still needs its two arguments
+        load_restricted(b"c_codecs\nencode\n)R.")
+
+
+def test_an_allowed_function_is_never_returned():
+    with pytest.raises(UnsafePickleError, match="not returned"):
+        load_restricted(b"c_codecs\nencode\n.")

@@ -156,14 +156,38 @@ def _empty_bytes(*args: object) -> bytes:
     return b""
 
 
+class _AllowedCall:
+    """An allowed function as a stream sees it: callable, and nothing else.
+
+    Handed the bare function, a stream's BUILD could set its attributes
+    (``__defaults__`` turned ``_codecs.encode()`` into a constant for the
+    whole process, a review showed); this wrapper has no attributes to set
+    and refuses a state.
+    """
+
+    __slots__ = ("_function",)
+
+    def __init__(self, function: Any) -> None:
+        object.__setattr__(self, "_function", function)
+
+    def __call__(self, *args: object) -> Any:
+        return self._function(*args)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise UnsafePickleError(f"refusing to set {name!r} on an allowed function")
+
+    def __setstate__(self, state: object) -> None:
+        raise UnsafePickleError("refusing to give an allowed function a state")
+
+
 _ALLOWED: dict[tuple[str, str], Any] = {
-    ("numpy.core.multiarray", "_reconstruct"): _reconstruct,
-    ("numpy._core.multiarray", "_reconstruct"): _reconstruct,
+    ("numpy.core.multiarray", "_reconstruct"): _AllowedCall(_reconstruct),
+    ("numpy._core.multiarray", "_reconstruct"): _AllowedCall(_reconstruct),
     ("numpy", "ndarray"): _NDARRAY,
-    ("numpy", "dtype"): _DtypeStub,
-    ("_codecs", "encode"): _latin1_bytes,
-    ("__builtin__", "bytes"): _empty_bytes,
-    ("builtins", "bytes"): _empty_bytes,
+    ("numpy", "dtype"): _AllowedCall(_DtypeStub),  # a call builds an instance; the class itself is out of reach
+    ("_codecs", "encode"): _AllowedCall(_latin1_bytes),
+    ("__builtin__", "bytes"): _AllowedCall(_empty_bytes),
+    ("builtins", "bytes"): _AllowedCall(_empty_bytes),
 }
 
 
@@ -202,6 +226,8 @@ def _materialise(obj: Any, memo: dict[int, Any]) -> Any:
         out = tuple(_materialise(v, memo) for v in obj)
     elif isinstance(obj, _NdarrayMarker):
         raise UnsafePickleError("numpy.ndarray may only appear inside an array reconstruction")
+    elif isinstance(obj, _AllowedCall):  # a function is no data: a file holding one is not a data file
+        raise UnsafePickleError("an allowed function may only be called inside the stream, not returned")
     else:
         out = obj
     memo[key] = out
