@@ -77,7 +77,9 @@ def test_prediction_sensitivity_over_http_with_keys(tmp_path, trained, raw_rows,
 
 def test_subsample_aggregate_serves_labels_only(tmp_path, trained):
     rows = breast_cancer_rows()[0]
-    served = open_served_model(trained["aggregate"], ledger=tmp_path / "ledger.sqlite", random_state=0)
+    with pytest.raises(ValueError, match="fixed random_state replays"):  # as --seed with --ledger (a review)
+        open_served_model(trained["aggregate"], ledger=tmp_path / "ledger.sqlite", random_state=0)
+    served = open_served_model(trained["aggregate"], ledger=tmp_path / "ledger.sqlite")
     with running(PredictionService(served.predictor, limits=small_limits())) as server:
         status, out = request(server, "POST", "/predict", {"rows": rows[:3].tolist()})
         assert status == 200 and len(out["labels"]) == 3 and set(out["labels"]) <= {0, 1}

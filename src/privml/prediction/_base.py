@@ -8,6 +8,7 @@ spends nothing, and a crash after the charge can only over-count.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
@@ -15,6 +16,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 
 from privml._deprecation import RenamedParams
 from privml._validation import MAX_BUDGET, check_count, check_fitted, check_X
+from privml.exceptions import PrivacyLeakWarning
 from privml.ledger import BudgetLedger, MemoryLedger, calibration_context
 from privml.ledger.base import check_context
 
@@ -90,6 +92,12 @@ class BudgetedPredictor(RenamedParams, ClassifierMixin, BaseEstimator):
         budget = check_count(self.budget, "budget", maximum=MAX_BUDGET)
         context = self._ledger_context()
         check_ledger(ledger, budget, context)
+        if ledger is not None and not isinstance(ledger, MemoryLedger) and self.random_state is not None:
+            # A persistent budget outlives the process; a seeded predictor restarted on it repeats its noise.
+            warnings.warn(PrivacyLeakWarning(
+                f"{type(self).__name__}(random_state={self.random_state!r}) with a persistent ledger: every process "
+                "that reopens the budget with this seed draws the same noise, and differences of their answers "
+                "cancel it; seed only in tests"), stacklevel=3)
         self.ledger_ = ledger if ledger is not None else MemoryLedger(budget, context=context)
 
     def _check_fitted(self) -> None:

@@ -198,6 +198,10 @@ def open_served_model(
     load = functools.partial(
         load_predictor, path, method=method, epsilon=epsilon, delta=delta, budget=budget, accounting=accounting
     )
+    if ledger is not None and random_state is not None:
+        # As --seed with --ledger: restarts sharing the persistent budget would repeat their noise answer for answer.
+        raise ValueError("a fixed random_state replays the same noise in every process that shares the ledger's "
+                         "budget, so differences of answers would cancel it: give no seed with a persistent ledger")
     if ledger is None and ledger_name is not None:
         # Dropping it would silently count in memory, for this process only, under a name that suggests otherwise.
         raise ValueError(f"ledger name {ledger_name!r} names a budget inside a ledger, but no ledger was given")
