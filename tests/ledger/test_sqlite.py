@@ -252,3 +252,21 @@ def test_a_hard_link_made_after_opening_stops_spending(tmp_path):
             ledger.spend(1)
         os.unlink(tmp_path / "b.sqlite")
         assert ledger.spend(1).spent == 2
+
+
+@pytest.mark.parametrize("change", ["delete", "rename", "replace"])
+def test_a_ledger_file_moved_away_while_open_stops_spending(tmp_path, change):
+    # A server whose ledger file was deleted or renamed answered 500 (FileNotFoundError) on every /predict, and
+    # one whose file was replaced would have checked the new file's links but counted in the old (a review).
+    path = tmp_path / "a.sqlite"
+    with SQLiteLedger(path, budget=3) as ledger:
+        ledger.spend(1)
+        if change == "delete":
+            path.unlink()
+        elif change == "rename":
+            path.rename(tmp_path / "b.sqlite")
+        else:
+            path.rename(tmp_path / "b.sqlite")
+            SQLiteLedger(path, budget=3).close()  # a fresh ledger file under the old name
+        with pytest.raises(LedgerUnavailable, match="since it was opened"):
+            ledger.spend(1)

@@ -118,15 +118,23 @@ def _check_plain_path(text: str) -> None:
         )
 
 
-def _check_one_name(path: Path) -> None:
-    """Refuse a ledger file with more than one name (hard links).
+def _check_one_name(path: Path, identity: tuple[int, int] | None = None) -> tuple[int, int]:
+    """Refuse a ledger file with more than one name (hard links); returns its (device, inode).
 
     SQLite names its write-ahead log and lock index (``-wal``, ``-shm``)
     after the path it opened, so two hard links to one file would be two
     ledgers that neither lock nor see each other: two budgets, one count.
-    Symbolic links are safe (the path is resolved first).
+    Symbolic links are safe (the path is resolved first). With ``identity``
+    (the file's at opening), a file deleted, renamed or replaced since is
+    refused too: whoever opens the path now counts in another file.
     """
-    links = os.stat(path.resolve()).st_nlink
+    try:
+        info = os.stat(path.resolve())
+    except OSError as exc:
+        raise LedgerUnavailable(f"ledger file {path} is gone since it was opened ({exc.strerror})") from None
+    if identity is not None and (info.st_dev, info.st_ino) != identity:
+        raise LedgerUnavailable(f"ledger file {path} was replaced since it was opened: reopen the ledger")
+    links = info.st_nlink
     if links != 1:
         # LedgerUnavailable (a ValueError): one line at the command line, and 503 from a server whose file
         # gained a link while it ran (no answer until it has one name again), not a 500.
@@ -134,6 +142,7 @@ def _check_one_name(path: Path) -> None:
             f"ledger file {path} has {links} hard links: SQLite locks a ledger by the name it was opened by, so "
             "processes opening it by different names would each spend the whole budget; give it one name"
         )
+    return info.st_dev, info.st_ino
 
 
 def _file_uri(path: Path) -> str:
@@ -218,7 +227,7 @@ class SQLiteLedger(SQLLedger):
                 raise ValueError(f"ledger file {self.path} cannot use write-ahead logging (journal mode {mode})")
             # FULL: the commit is on disk before spend() returns, so an answer
             # is never released on the strength of a charge a crash could undo.
-            _check_one_name(self.path)
+            self._identity = _check_one_name(self.path)
             self._conn.execute("PRAGMA synchronous=FULL")
             self._conn.execute("PRAGMA foreign_keys=ON")
             self._transaction(self._bind)
@@ -284,7 +293,8 @@ class SQLiteLedger(SQLLedger):
         """Charge a batch of spends in one transaction, each all or nothing, in arrival order."""
 
         def body(conn: sqlite3.Connection) -> list[str | None]:
-            _check_one_name(self.path)  # one stat per batch (an fsync costs far more): a link made since opening
+            # One stat per batch (an fsync costs far more): a link made, or the file moved or replaced, since opening.
+            _check_one_name(self.path, self._identity)
             budget, spent = conn.execute(SELECT_BUDGET, (self.name,)).fetchone()
             quotas: dict[str, list[int] | None] = {}  # digest -> [quota, used], read once per batch
             charged: dict[str, int] = {}
