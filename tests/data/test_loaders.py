@@ -275,6 +275,13 @@ class TestNpz:
         assert data.y_test.tolist() == [1, 0]
         assert data.info.preprocessing[0] == "flatten records of shape 2x2 to 4 features"
 
+    @pytest.mark.parametrize("label", ["", " "])
+    def test_an_empty_label_is_refused(self, tmp_path, label):
+        # From a review: the CSV reader refused an empty label, but an npz's '' was still trained as a class.
+        np.savez(tmp_path / "d.npz", X=np.ones((5, 2)), y=np.array(["a", "b", label, "a", "b"]))
+        with pytest.raises(ValueError, match=r"the label at row \d+ is empty"):
+            load_dataset(f"npz:{tmp_path / 'd.npz'}", classes=("a", "b"))
+
     def test_inferred_classes_warn(self, tmp_path):
         np.savez(tmp_path / "d.npz", X=np.ones((5, 2)), y=np.array([0, 1, 0, 1, 1]))
         with pytest.warns(PrivacyLeakWarning, match="class set"):

@@ -146,7 +146,7 @@ def encode_labels(
     Raises
     ------
     ValueError
-        If a label is NaN or outside the given class set (naming its row).
+        If a label is NaN, empty, or outside the given class set (naming its row).
     """
     arrays = [np.asarray(y).ravel() for y in labels]
 
@@ -161,6 +161,9 @@ def encode_labels(
             if isinstance(k, float) and math.isnan(k):
                 row = int(np.flatnonzero(inv.ravel() == u)[0])
                 raise ValueError(f"{what}: the label at {where(i, row)} is NaN")
+            if k == "":  # a missing label (any source: CSV cells are refused earlier, npz arrays here)
+                row = int(np.flatnonzero(inv.ravel() == u)[0])
+                raise ValueError(f"{what}: the label at {where(i, row)} is empty")
         uniques.append(values.tolist())
         inverses.append(inv.ravel())
     if classes is None:
