@@ -17,19 +17,23 @@ batch is padded to a fixed capacity K:
   additions), and the mechanism and its accounting are unchanged.
 
 The capacities are public, functions of n and q alone: a ladder of rungs at
-``q n + j sd`` (j = -1 .. 3, sd = ``sqrt(q n (1 - q))``, rounded up to 8) and a
-cover ``q n + 8 sd``; for fixed-size batches the one capacity b. Each batch
-runs the graph of the smallest rung that holds it, each rung's graph captured
-the first time batches reach it, so a step pads about half a standard
-deviation of rows rather than eight (on an H200 the transformer at batch 64
-took 9.5 ms per step padded to the cover, 4.8 ms unpadded). Which rung runs
-depends on the batch's size, a function of the sampling coins and n, never of
-the records. A batch larger than the cover (probability below 1e-15) runs the
-eager step instead; all compute the same release.
+``q n + j sd`` (j = -1 .. 3, sd = ``sqrt(q n (1 - q))``, rounded up to 8, at
+most n); for fixed-size batches the one capacity b. Each batch runs the graph
+of the smallest rung that holds it, each rung's graph captured the first time
+batches reach it, so a step pads about half a standard deviation of rows
+(on an H200 the transformer at batch 64 took 9.5 ms per step padded to
+``q n + 8 sd``, the one capacity before the ladder, and 4.8 ms unpadded).
+Which rung runs depends on the batch's size, a function of the sampling coins
+and n, never of the records. A batch above the top rung (about one step in
+700) runs the eager step instead; all compute the same release. There is no
+rung above ``q n + 3 sd``: one reached that rarely would first be captured
+thousands of steps in, where a capture that failed (out of memory) would end
+a long fit.
 
 The noise is drawn outside the graph by the engine's :class:`RandomSource`
-(seeded or secure) and copied into a static buffer the graph reads, so a
-replay never reuses a draw and secure noise works unchanged. The optimiser's
+(seeded or secure) and copied into one static buffer all rungs' graphs read
+(a replay never reuses a draw, secure noise works unchanged, and the rungs
+do not each keep a parameter-sized copy). The optimiser's
 hyper-parameters are frozen into the graph when it is captured (a learning
 rate changed afterwards is not seen): change them before training.
 """
@@ -49,48 +53,33 @@ if TYPE_CHECKING:  # the engine imports this module
 WARMUP_STEPS = 3
 
 
-def padded_capacity(n: int, sample_rate: float, fixed_size: int | None = None) -> int:
-    """The public padded batch size K: b for fixed-size batches, else ``q n + 8 sd`` rounded up to 8.
-
-    >>> padded_capacity(60_000, 512 / 60_000)
-    696
-    >>> padded_capacity(100, 0.1, fixed_size=10)
-    10
-    """
-    if fixed_size is not None:
-        return fixed_size
-    mean = sample_rate * n
-    spread = math.sqrt(n * sample_rate * (1 - sample_rate))
-    return min(n, 8 * math.ceil((mean + 8 * spread + 1) / 8))
-
-
 #: Rungs of the capacity ladder, in standard deviations of the Poisson batch size about its mean.
 LADDER_STEPS = (-1, 0, 1, 2, 3)
 
 
 def capacity_ladder(n: int, sample_rate: float, fixed_size: int | None = None) -> tuple[int, ...]:
-    """The public padded batch sizes, smallest first: rungs at ``q n + j sd`` and the cover (``padded_capacity``).
+    """The public padded batch sizes, smallest first: rungs at ``q n + j sd`` (j in ``LADDER_STEPS``), at most n.
 
     >>> capacity_ladder(60_000, 512 / 60_000)
-    (496, 512, 536, 560, 584, 696)
+    (496, 512, 536, 560, 584)
     >>> capacity_ladder(100, 0.1, fixed_size=10)
     (10,)
     """
-    cover = padded_capacity(n, sample_rate, fixed_size)
     if fixed_size is not None:
-        return (cover,)
+        return (fixed_size,)
     mean = sample_rate * n
     spread = math.sqrt(n * sample_rate * (1 - sample_rate))
-    rungs = {min(cover, 8 * math.ceil((mean + j * spread) / 8)) for j in LADDER_STEPS if mean + j * spread > 0}
-    return tuple(sorted(rungs | {cover}))
+    return tuple(sorted({min(n, 8 * math.ceil((mean + j * spread) / 8)) for j in LADDER_STEPS
+                         if mean + j * spread > 0}))
 
 
-#: ``cuda_graph="auto"`` replays a graph when capacity x trained parameters is at most this. Measured on an
-#: NVIDIA H200 (BENCHMARKS.md): the Tramer-Boneh CNN (26,010 parameters; capacity 696 at batch 512 of 60,000)
-#: ran 5.6x faster per step as a graph, being bound by host launches; a 2.7M-parameter ResNet at batch 256
-#: (capacity 392) ran 1.4x slower, its GPU work growing with the padded rows. Both were padded to the cover,
-#: before the ladder; on a batch of exactly b (a rung) the ResNet's graph then took 26.1 ms against 36.7 ms
-#: eager, but each rung a batch reaches keeps its own graph and memory, so larger steps stay eager by default.
+#: ``cuda_graph="auto"`` replays a graph when capacity (the top rung) x trained parameters is at most this.
+#: Measured on an NVIDIA H200 (BENCHMARKS.md) before the ladder, every batch padded to q n + 8 sd: the
+#: Tramer-Boneh CNN (26,010 parameters; capacity 696 at batch 512 of 60,000) ran 5.6x faster per step as a
+#: graph, being bound by host launches; a 2.7M-parameter ResNet at batch 256 (capacity 392) ran 1.4x slower,
+#: its GPU work growing with the padded rows. With the ladder the ResNet's graph of a batch of exactly b took
+#: 26.1 ms against 36.7 ms eager, but each rung a batch reaches keeps its own graph and memory, so larger
+#: steps stay eager by default.
 AUTO_GRAPH_WORK = 2**27
 
 
@@ -120,11 +109,12 @@ class GraphedStep:
         if not capacities or list(capacities) != sorted(set(capacities)) or capacities[0] < 1:
             raise ValueError(f"capacities must be increasing positive sizes, got {capacities!r}")
         self.capacities = capacities
-        self.rungs = {capacity: PaddedGraph(engine, capacity) for capacity in capacities}
+        noise = _NoiseBuffer(engine)
+        self.rungs = {capacity: PaddedGraph(engine, capacity, noise) for capacity in capacities}
 
     @property
     def capacity(self) -> int:
-        """The largest batch a graph holds (the cover)."""
+        """The largest batch a graph holds (the top rung)."""
         return self.capacities[-1]
 
     @property
@@ -144,8 +134,23 @@ class GraphedStep:
         return self.rungs[next(k for k in self.capacities if batch <= k)]
 
     def __call__(self, x: torch.Tensor, y: torch.Tensor) -> None:
-        """One logical step on the batch ``(x, y)`` of at most the cover's records (counted by the engine)."""
+        """One logical step on the batch ``(x, y)`` of at most the top rung's records (counted by the engine)."""
         self.rung_for(x.shape[0])(x, y)
+
+
+class _NoiseBuffer:
+    """The static noise every rung's graph reads, refilled with a fresh draw before each padded step."""
+
+    def __init__(self, engine: DPSGD) -> None:
+        self.engine = engine
+        self.tensors: list[torch.Tensor] | None = None
+
+    def fill(self) -> None:
+        noise = self.engine._draw_noise()
+        if self.tensors is None:
+            self.tensors = [z.clone() for z in noise]
+        else:
+            torch._foreach_copy_(self.tensors, noise)
 
 
 class PaddedGraph:
@@ -155,15 +160,15 @@ class PaddedGraph:
     computation eagerly (the path CI tests; it is slower than the plain step).
     """
 
-    def __init__(self, engine: DPSGD, capacity: int) -> None:
+    def __init__(self, engine: DPSGD, capacity: int, noise: _NoiseBuffer | None = None) -> None:
         self.engine, self.capacity = engine, capacity
+        self.noise = noise if noise is not None else _NoiseBuffer(engine)
         self.capture = engine.device.type == "cuda"
         self.graph: torch.cuda.CUDAGraph | None = None
         self.steps_run = 0
         self._x: torch.Tensor | None = None
         self._y: torch.Tensor | None = None
         self._weights = torch.zeros(capacity, device=engine.device)
-        self._noise: list[torch.Tensor] | None = None
 
     def _loss(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         # Padded rows weigh 0: their gradients, norms and contributions are exactly zero.
@@ -191,23 +196,16 @@ class PaddedGraph:
         self._weights.zero_()
         self._weights[:b] = 1.0
 
-    def _fill_noise(self) -> None:
-        noise = self.engine._draw_noise()
-        if self._noise is None:
-            self._noise = [z.clone() for z in noise]
-        else:
-            torch._foreach_copy_(self._noise, noise)
-
     def _body(self) -> None:
         """Noisy gradient of the padded batch, handed to the optimiser (what the graph records)."""
         assert self._x is not None and self._y is not None
-        gradient = self.engine._noisy_gradient(self._x, self._y, loss_fn=self._loss, noise=self._noise)
+        gradient = self.engine._noisy_gradient(self._x, self._y, loss_fn=self._loss, noise=self.noise.tensors)
         self.engine._apply(gradient)
 
     def __call__(self, x: torch.Tensor, y: torch.Tensor) -> None:
         """One logical step on the batch ``(x, y)`` of at most K records (counted by the engine)."""
         self._fill(x, y)
-        self._fill_noise()
+        self.noise.fill()
         if not self.capture:
             self._body()
         elif self.graph is not None:
