@@ -17,6 +17,9 @@ def test_plot_roc_writes_a_png(tmp_path):
     assert open(path, "rb").read(4) == b"\x89PNG"
     with pytest.raises(ValueError, match="at least one"):
         plot_roc({}, tmp_path / "empty.png")
+    # No suffix: a PNG under that very name, which is the path reported (matplotlib appended ".png").
+    path = plot_roc({"attack": (np.array([0, 1.0]), np.array([0, 1.0]))}, tmp_path / "noext")
+    assert path == str(tmp_path / "noext") and open(path, "rb").read(4) == b"\x89PNG"
 
 
 def test_missing_matplotlib_gives_an_install_hint(monkeypatch, capsys):

@@ -92,6 +92,8 @@ def plot_roc(
     axes[0].set_ylim(0, 1)
     fig.tight_layout()
     Path(path).parent.mkdir(parents=True, exist_ok=True)  # as save_model does: the audit's trials are not lost
-    fig.savefig(path, dpi=120)
+    # A name without a suffix is written as PNG under that very name (matplotlib would append ".png", and the
+    # path reported back would name no file: a review).
+    fig.savefig(path, dpi=120, format=None if Path(path).suffix else "png")
     plt.close(fig)
     return str(path)
