@@ -166,6 +166,7 @@ class _AllowedCall:
     """
 
     __slots__ = ("_function",)
+    _function: Any
 
     def __init__(self, function: Any) -> None:
         object.__setattr__(self, "_function", function)

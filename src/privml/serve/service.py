@@ -197,8 +197,9 @@ class PredictionService:
         request = parse_predict_body(body, max_rows=self.limits.max_rows)
         X = request.rows
         if self.preprocess is not None:
-            raw = self._raw_input_width()
-            if raw and X.shape[1] != raw:  # before preprocessing: its own error would be numpy's broadcast message
+            raw_width = self._raw_input_width()
+            # Before preprocessing: its own error would be numpy's broadcast message.
+            if raw_width and X.shape[1] != raw_width:
                 raise RequestError(422, f"rows have {X.shape[1]} values; the model expects {self._expected_width()}")
             try:
                 # Extreme values may overflow in scaling: caught below as non-finite, not warned about.
