@@ -158,12 +158,11 @@ def encode_labels(
     for i, y in enumerate(arrays):
         values, inv = np.unique(y, return_inverse=True)
         for u, k in enumerate(map(label_key, values.tolist())):
-            if isinstance(k, float) and math.isnan(k):
+            # A missing label: NaN, or empty (any source: CSV cells are refused earlier, npz arrays here).
+            problem = "NaN" if isinstance(k, float) and math.isnan(k) else "empty" if k == "" else None
+            if problem is not None:
                 row = int(np.flatnonzero(inv.ravel() == u)[0])
-                raise ValueError(f"{what}: the label at {where(i, row)} is NaN")
-            if k == "":  # a missing label (any source: CSV cells are refused earlier, npz arrays here)
-                row = int(np.flatnonzero(inv.ravel() == u)[0])
-                raise ValueError(f"{what}: the label at {where(i, row)} is empty")
+                raise ValueError(f"{what}: the label at {where(i, row)} is {problem}")
         uniques.append(values.tolist())
         inverses.append(inv.ravel())
     if classes is None:
