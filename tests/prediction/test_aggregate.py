@@ -196,3 +196,21 @@ def test_accuracy_beats_chance_and_falls_with_epsilon(digits):
         accuracy[epsilon] = model.fit(digits.X_train, digits.y_train).score(digits.X_test, digits.y_test)
     assert accuracy[1e4] > 0.9  # chance is 0.1
     assert accuracy[1e4] > accuracy[15.0] + 0.2 > accuracy[0.3] + 0.2
+
+
+def test_a_teacher_that_cannot_fit_one_class_is_refused_before_the_partition(monkeypatch):
+    # From a review: with scikit-learn's LogisticRegression as teacher, fit succeeded on a dataset and raised on
+    # its neighbour (one part left holding a single class), naming the class. Now refused from public inputs.
+    from sklearn.linear_model import LogisticRegression
+
+    import privml.prediction.aggregate as module
+
+    X, y = binary_problem(200)
+    monkeypatch.setattr(module, "random_partition", lambda *a, **k: pytest.fail("partitioned before the check"))
+    model = SubsampleAndAggregate(estimator=LogisticRegression(), n_models=4, epsilon=1.0, budget=5, classes=[0, 1],
+                                  random_state=0)
+    with pytest.raises(ValueError, match="cannot fit a part holding a single class"):
+        model.fit(X, y)
+    monkeypatch.undo()
+    # The default teacher, and one with the public class set, take a one-class part.
+    SubsampleAndAggregate(n_models=4, epsilon=1.0, budget=5, classes=[0, 1], random_state=0).fit(X, y)

@@ -31,6 +31,7 @@ import collections
 import contextlib
 import contextvars
 import hashlib
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -97,6 +98,35 @@ def _fit_teacher(estimator: Any, X: np.ndarray, y: np.ndarray) -> Any:
     return estimator.fit(X, y)
 
 
+def check_teacher_takes_one_class(estimator: Any, classes: np.ndarray, n_features: int, part_size: int) -> None:
+    """Refuse, from public inputs only, a teacher that cannot fit a part whose labels are all one class.
+
+    A part may hold one class only, and whether it does depends on the
+    private labels: a teacher that then raised (scikit-learn's
+    ``LogisticRegression``) would make ``fit`` succeed on a dataset and fail
+    on its neighbour, naming the class (a review). The probe is a fixed
+    public array of the smallest part's size (n and m are public), fitted once
+    before the data are partitioned. privml's own classifiers given the public
+    class set fit any part, and are not probed (a CNN teacher's probe would
+    cost a teacher's training).
+    """
+    if type(estimator).__module__.startswith("privml.") and estimator.get_params(deep=False).get("classes") is not None:
+        return
+    probe_X = np.zeros((part_size, n_features))
+    probe_y = np.full(part_size, classes[0], dtype=classes.dtype)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the probe's own warnings (e.g. convergence) say nothing of the data
+            clone(estimator).fit(probe_X, probe_y)
+    except Exception as exc:  # noqa: BLE001 - any refusal of the probe is the teacher's, said in one line
+        raise ValueError(
+            f"the teacher estimator {type(estimator).__name__} cannot fit a part holding a single class "
+            f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); a part may, depending on the "
+            "private labels, so its failure would depend on them: use a teacher that can (e.g. privml's "
+            "NonPrivateClassifier with classes=...)"
+        ) from None
+
+
 def _plain_linear(teacher: Any) -> bool:
     """Whether ``teacher`` predicts as every privml linear classifier does (argmax of projected rows times weights)."""
     kind = type(teacher)
@@ -152,9 +182,11 @@ class SubsampleAndAggregate(BudgetedPredictor):
         Cloned once per part. Default: :class:`~privml.linear.NonPrivateClassifier`
         with the public ``classes`` and ``tol=TEACHER_TOL`` (1e-6: a teacher
         needs accuracy, not a certified minimiser). An estimator with a ``classes`` parameter
-        left at None gets the public class set. Any classifier works (the
-        guarantee treats teachers as black boxes); only privml linear models
-        can be saved to a model file.
+        left at None gets the public class set. Any classifier that can fit
+        a part holding a single class works (the guarantee treats teachers as
+        black boxes; one that cannot is refused before the data are
+        partitioned, since whether a part holds one class depends on the
+        private labels); only privml linear models can be saved to a model file.
     n_models : int
         m, the number of disjoint parts and teachers (1 <= m <= n).
     epsilon : float
@@ -285,8 +317,9 @@ class SubsampleAndAggregate(BudgetedPredictor):
         # Labels outside the public set are refused here, before any teacher is trained.
         classes, _ = fit_classes(y, self.classes, owner=type(self).__name__, stacklevel=2)
         rng = check_random_state(self.random_state)
-        parts = random_partition(X.shape[0], self.n_models, rng)
         base = self._base_estimator(classes)
+        check_teacher_takes_one_class(base, classes, X.shape[1], X.shape[0] // self.n_models)
+        parts = random_partition(X.shape[0], self.n_models, rng)
         teachers = Parallel(n_jobs=self.n_jobs)(
             delayed(_fit_teacher)(clone(base), X[part], y[part]) for part in parts
         )
