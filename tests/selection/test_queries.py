@@ -104,3 +104,11 @@ def test_excess_risk_sensitivity_holds_on_worst_case_replacements() -> None:
             worst = max(worst, abs(_excess(X, y, w, l2, radius) - _excess(X2, y2, w, l2, radius)))
     assert worst <= bound
     assert worst > 0.15 * bound  # the bound is of the right order, not vacuous
+
+
+def test_excess_risk_sensitivity_covers_the_solvers_optimum_slack() -> None:
+    # The query subtracts J(w_hat), within tol^2 / (2 lambda) of min J: that slack is in the sensitivity.
+    base = excess_risk_sensitivity(1.0, 100, 2.0)
+    assert excess_risk_sensitivity(1.0, 100, 2.0, grad_tol=1e-3, l2=0.5) == pytest.approx(base + 1e-6)
+    with pytest.raises(ValueError, match="needs l2"):
+        excess_risk_sensitivity(1.0, 100, 2.0, grad_tol=1e-3)

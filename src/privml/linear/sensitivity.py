@@ -93,7 +93,9 @@ def erm_sensitivity(lipschitz: float, n: int, l2: float, *, grad_tol: float = 0.
     convexity bounds the distance of an approximate minimiser to the exact
     one by its gradient norm over lambda (triangle inequality for the
     ``grad_tol`` term). Add/remove neighbours would change ``n`` and need a
-    different argument.
+    different argument. (The Chaudhuri lecture's Algorithm 1 among the seeds
+    scales the noise by ``1/(lambda n)``; its own Theorem 1 and Chaudhuri et
+    al. 2011 need ``2/(lambda n)``, as here: half would under-noise.)
 
     Examples
     --------

@@ -500,7 +500,7 @@ class AccuracyFirstClassifier(PrivateLinearClassifier):
         else:
             radius = minimiser_radius(loss, l2)
             query = excess_risk_query(objective, solution.value, radius)
-            query_sensitivity = excess_risk_sensitivity(loss.lipschitz, n_train, radius)
+            query_sensitivity = excess_risk_sensitivity(loss.lipschitz, n_train, radius, grad_tol=tol, l2=l2)
             threshold = -target + margin
 
             def post_process(w: np.ndarray) -> np.ndarray:

@@ -71,12 +71,26 @@ def minimiser_radius(loss: Loss, l2: float) -> float:
     return min(loss.lipschitz / l2, math.sqrt(2.0 * loss_at_zero(loss) / l2))
 
 
-def excess_risk_sensitivity(lipschitz: float, n: int, radius: float) -> float:
-    """Sensitivity ``4 L R / n`` of ``J(proj_R(w)) - min J`` under replace-one (module docstring)."""
+def excess_risk_sensitivity(lipschitz: float, n: int, radius: float, *, grad_tol: float = 0.0,
+                            l2: float | None = None) -> float:
+    """Sensitivity ``4 L R / n + tol^2 / (2 lambda)`` of ``J(proj_R(w)) - J(w_hat)`` under replace-one.
+
+    ``4 L R / n`` is that of ``J(proj_R(w)) - min J`` (module docstring). The
+    query subtracts the solver's value ``J(w_hat)`` instead of ``min J``; with
+    ``||grad J(w_hat)|| <= tol`` and lambda-strong convexity, ``0 <= J(w_hat)
+    - min J <= tol^2 / (2 lambda)``, which the sensitivity adds (a review: it
+    was left out, as :func:`~privml.linear.sensitivity.erm_sensitivity` does not
+    leave out its own ``2 tol / lambda``).
+    """
     lipschitz = check_positive(lipschitz, "lipschitz")
     n = check_count(n, "n")
     radius = check_positive(radius, "radius")
-    return 4.0 * lipschitz * radius / n
+    slack = 0.0
+    if grad_tol:
+        if l2 is None:
+            raise ValueError("grad_tol needs l2, the strong convexity it is divided by")
+        slack = grad_tol**2 / (2.0 * check_positive(l2, "l2"))
+    return 4.0 * lipschitz * radius / n + slack
 
 
 def project_to_ball(w: ArrayLike, radius: float) -> np.ndarray:
