@@ -49,7 +49,12 @@ BAD_INPUT = {
     "unknown label column": (HEADER + GOOD, "--label-column 'nosuch' is not a column"),
     "nan": (HEADER + "5.1,nan,1.4,0.2,0\n", "NaN or infinite"),
     "ragged": (HEADER + "5.1,3.5,1.4,0.2,0\n5.1,3.5\n", ":3: expected 5 cells, got 2"),
-    "non-numeric": (HEADER + "5.1,x,1.4,0.2,0\n", "non-numeric feature value"),
+    # The column is named (never the cell); a label column is present, so no --label-column hint.
+    "non-numeric": (HEADER + "5.1,x,1.4,0.2,0\n", ":2: column 'b' holds a value that is not a number\n"),
+    # No label column: a text column may be the labels (a review: the message named neither column nor remedy).
+    "labels elsewhere": ("a,b,c,d,outcome\n5.1,3.5,1.4,0.2,setosa\n",
+                         "column 'outcome' holds a value that is not a number; if 'outcome' holds the labels, "
+                         "pass --label-column outcome"),
     "over the budget": (HEADER + GOOD * 3, "6 rows need 6 answers, more than the whole budget of 5"),
 }
 

@@ -156,7 +156,7 @@ def test_parallel_training_gives_the_same_teachers():
         ({"epsilon": -1.0}, ValueError, "epsilon"),
         ({"budget": 0}, ValueError, "budget"),
         ({"delta": 0.0, "accounting": "zcdp"}, ValueError, "delta > 0"),
-        ({"accounting": "gdp"}, ValueError, "accounting"),
+        ({"accounting": "gdp"}, ValueError, "accountant must be"),
         ({"estimator": "logistic"}, TypeError, "estimator"),
     ],
 )

@@ -240,7 +240,7 @@ def test_auto_l2_grows_with_the_noise():
         ({"delta": 1.0}, ValueError, "delta"),
         ({"budget": 0}, ValueError, "budget"),
         ({"budget": 1.5}, TypeError, "budget"),
-        ({"accounting": "zcdp"}, ValueError, "accounting"),
+        ({"accounting": "zcdp"}, ValueError, "accountant must be"),
         ({"delta": 0.0, "accounting": "gdp"}, ValueError, "delta > 0"),
         ({"l2": -1.0}, ValueError, "l2"),
         ({"random_state": "seed"}, TypeError, "random_state"),

@@ -66,7 +66,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--canary", choices=CANARIES, default="clipbkd", help="canary construction (default clipbkd)")
     parser.add_argument(
         "--n-train", type=integer, default=DEFAULT_N_TRAIN,
-        help=f"training records drawn from the dataset (default {DEFAULT_N_TRAIN}; each trial trains on them)",
+        help=f"training records drawn from the dataset (default {DEFAULT_N_TRAIN}; each trial trains on them, "
+             "plus the canary in the worlds that hold it: the output's n_train counts it)",
     )
     parser.add_argument(
         "--classes", default=None,

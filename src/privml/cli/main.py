@@ -24,7 +24,7 @@ from privml.exceptions import ConvergenceError, WorkerLost
 #: and `privml account` no scikit-learn (tests/cli/test_main.py keeps the lines in step).
 COMMANDS: dict[str, tuple[str, str]] = {
     "account": ("privml.cli.account", "compute or calibrate privacy guarantees"),
-    "train": ("privml.cli.train", "train a private linear model and report its test accuracy and guarantee"),
+    "train": ("privml.cli.train", "train a private model (linear or CNN) and report its test accuracy and guarantee"),
     "predict": ("privml.cli.predict", "predict labels for rows in a CSV with a saved model"),
     "datasets": ("privml.cli.datasets", "list datasets and whether each is available"),
     "serve": ("privml.cli.serve", "serve private predictions over HTTP with an enforced query budget"),

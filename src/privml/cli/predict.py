@@ -92,7 +92,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                               "file)")
     private.add_argument("--budget", type=integer, help="number of answers the guarantee covers")
     add_accountant_option(private, ACCOUNTANTS,
-                          "composition used to calibrate each answer (default: the file's, or the tightest)")
+                          "composition used to calibrate each answer (default: the file's, or the tightest; "
+                          "zcdp: subsample-aggregate only)")
     private.add_argument("--ledger", help="SQLite file or postgresql:// URL counting the answers across runs "
                          "(default: this run only)")
     private.add_argument("--ledger-name", help="budget name inside --ledger, which it needs (default: default)")
@@ -134,13 +135,29 @@ def _read_rows(path: Path, label_column: str | None) -> tuple[np.ndarray, list[s
             raise CliError(f"{path}:{line}: expected {len(header)} cells, got {len(row)}")
         if label_at is not None:
             labels.append(row[label_at].strip())
+        names = [name for i, name in enumerate(header) if i != label_at]
         cells = [c for i, c in enumerate(row) if i != label_at]
         try:
             values.append([float(c) for c in cells])
         except ValueError:
-            raise CliError(f"{path}:{line}: non-numeric feature value") from None
+            raise CliError(_not_a_number(path, line, names, cells, label_at is None)) from None
     names = [name for i, name in enumerate(header) if i != label_at]
     return np.asarray(values, dtype=np.float64), (labels if label_at is not None else None), names
+
+
+def _not_a_number(path: Path, line: int, names: list[str], cells: list[str], no_label: bool) -> str:
+    """Which column holds a cell that is not a number (its name, never the cell), and a hint when it may be labels."""
+    column = next(name for name, cell in zip(names, cells, strict=True) if not _is_number(cell))
+    hint = (f"; if {column!r} holds the labels, pass --label-column {column}" if no_label else "")
+    return f"{path}:{line}: column {column!r} holds a value that is not a number{hint}"
+
+
+def _is_number(cell: str) -> bool:
+    try:
+        float(cell)
+    except ValueError:
+        return False
+    return True
 
 
 class _Answering(Protocol):

@@ -122,6 +122,21 @@ def _check_args(args: argparse.Namespace) -> None:
             raise CliError("--plot needs the matplotlib package: pip install matplotlib") from None
 
 
+def _warn_if_the_check_is_noise(query_sensitivity: float, at_epsilon: float, target: float) -> None:
+    """Say so when AboveThreshold's query noise rivals the target (public values only: n_val, epsilon, target).
+
+    On a small validation part at a small ``--at-epsilon`` a model passes or
+    fails on noise alone: a review saw "met_target" on 10 of 10 runs of a
+    600-row CSV whose held-out error exceeded the target in 8.
+    """
+    scale = 4.0 * query_sensitivity / at_epsilon  # the Laplace scale of each check (AboveThreshold's queries)
+    if scale > target / 2:
+        print(f"warning: the accuracy check's noise (Laplace scale {scale:.3g}, from {1 / query_sensitivity:.0f} "
+              f"validation records at --at-epsilon {at_epsilon:g}) is larger than half the target error "
+              f"{target:g}: a model may pass or fail on noise alone; raise --at-epsilon or use more records",
+              file=sys.stderr)
+
+
 def _select(args: argparse.Namespace) -> None:
     _check_args(args)
     with warnings_as_lines():  # printed even when loading fails (a leak warning must not be lost)
@@ -154,6 +169,7 @@ def _select(args: argparse.Namespace) -> None:
         model.fit(data.X_train, data.y_train)
     seconds = time.perf_counter() - start
     selection, guarantee = model.selection_, model.privacy_
+    _warn_if_the_check_is_noise(model.fit_info_["query_sensitivity"], selection.at_epsilon, args.target_error)
     accuracy = float(np.mean(model.predict(data.X_test) == data.y_test))
     nonprivate = {**model.nonprivate_diagnostics_, "seconds": seconds,
                   "validation_accuracy": [s.nonprivate_value for s in selection.steps]}

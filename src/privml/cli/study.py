@@ -78,7 +78,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="output folder (results.sqlite, report/index.html, report/figures/*.png, cache/)")
     run.add_argument("--jobs", type=integer, default=1, help="local worker processes (default 1)")
     run.add_argument("--executor", default="local", help="local (default) or dask://HOST:PORT")
-    run.add_argument("--dataset", help="run the study on this dataset instead: a built-in name or csv:PATH")
+    run.add_argument("--dataset", help="run the study on this dataset instead: a built-in name, csv:PATH or npz:PATH")
     run.add_argument("--label-column", help="label column of a --dataset csv:PATH (default: label)")
     run.add_argument("--classes", help="the public class set of csv:/npz: data, comma-separated (e.g. no,yes); "
                      "without it the class set is read from the private labels, with a PrivacyLeakWarning")
@@ -302,7 +302,7 @@ def _recommend(args: argparse.Namespace) -> None:
     emit(result, as_json=args.json, render=lambda r: table([
         ("best method", f"{r['label']} ({r['method']})"),
         ("accuracy", f"{100 * r['accuracy']:.1f}% ± {100 * r['std']:.1f}"),
-        ("measured at", ", ".join(f"{k} = {v}" for k, v in r["measured_setting"].items())),
+        ("measured at", ", ".join(f"{k} = {v}" for k, v in r["measured_setting"].items() if v is not None)),
         ("neighbours", r["neighbouring_detail"]),
         ("distance", f"{r['distance']:.2f} (0: exactly your setting; log10 units)"),
     ]))

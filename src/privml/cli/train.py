@@ -76,10 +76,11 @@ DEFAULT_DELTA = 1e-5  #: --delta of a private method when none is given
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "train",
-        help="train a private linear model and report its test accuracy and guarantee",
+        help="train a private model (linear or CNN) and report its test accuracy and guarantee",
         description=(
             "Train a differentially private linear classifier (output or objective perturbation, DP-SGD, "
-            "DP coordinate descent) or the non-private baseline, on a built-in dataset or your CSV."
+            "DP coordinate descent), a CNN by DP-SGD on MNIST or Fashion-MNIST (dpsgd-cnn), or the non-private "
+            "baseline, on a built-in dataset or your CSV."
         ),
     )
     parser.add_argument("--method", choices=TRAIN_METHODS, required=True)
@@ -336,6 +337,7 @@ def _render(r: dict) -> str:
         ("method", r["method"]),
         ("dataset", f"{r['dataset']} ({r['n_train']} train / {r['n_test']} test, {r['n_features']} features)"),
         ("test accuracy", f"{100 * r['test_accuracy']:.2f}%" if "test_accuracy" in r
+         else "below, not private (--show-nonprivate)" if "test_accuracy" in r.get("nonprivate", {})
          else "not shown: the held-out rows are private (--show-nonprivate prints it, with a warning)"),
         ("guarantee", f"({fmt(r['epsilon'], 4)}, {fmt(r['delta'], 3)})-DP, {r['neighbouring']} [{r['accountant']}]"),
         ("neighbouring", r["neighbouring_detail"]),

@@ -308,7 +308,10 @@ class PredictionNoise:
 
 def _check_accounting(accounting: object, choices: tuple[str, ...]) -> str:
     if accounting != "auto" and accounting not in choices:
-        raise ValueError(f"accounting must be 'auto' or one of {', '.join(choices)}; got {accounting!r}")
+        # Named by its current name (accounting is the deprecated one), with the choices of this method: the
+        # command line's --accountant lists every method's (zcdp is subsample-and-aggregate's only).
+        raise ValueError(f"accountant must be 'auto' or, for this method, one of {', '.join(choices)}; "
+                         f"got {accounting!r}")
     return str(accounting)
 
 
