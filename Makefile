@@ -49,7 +49,8 @@ docs: $(STAMP)
 	$(PY) -m sphinx -W --keep-going -b html docs docs/_build/html
 
 # Peers (opacus, dp_accounting, diffprivlib) live in their own venv; torch is
-# pinned inside requirements-peers.txt so pip never resolves a CUDA build.
+# pinned inside requirements-peers.txt (the version; the CPU build comes from a
+# local +cpu wheel or PyTorch's CPU index, as that file says).
 $(PEERS_STAMP): benchmarks/requirements-peers.txt pyproject.toml
 	test -x $(PEERS)/bin/python || $(PYTHON) -m venv $(PEERS)
 	$(PEERS)/bin/python -m pip install -q --upgrade pip
