@@ -209,8 +209,42 @@ def test_a_teacher_that_cannot_fit_one_class_is_refused_before_the_partition(mon
     monkeypatch.setattr(module, "random_partition", lambda *a, **k: pytest.fail("partitioned before the check"))
     model = SubsampleAndAggregate(estimator=LogisticRegression(), n_models=4, epsilon=1.0, budget=5, classes=[0, 1],
                                   random_state=0)
-    with pytest.raises(ValueError, match="cannot fit a part holding a single class"):
+    with pytest.raises(ValueError, match="cannot fit a part holding class 0 alone"):
         model.fit(X, y)
     monkeypatch.undo()
     # The default teacher, and one with the public class set, take a one-class part.
     SubsampleAndAggregate(n_models=4, epsilon=1.0, budget=5, classes=[0, 1], random_state=0).fit(X, y)
+
+
+def test_the_probe_tries_each_class_alone_and_keeps_the_global_random_state():
+    # A second review: a class_weight naming class 0 only fitted a part of 0s and raised on a part of 1s, which the
+    # probe (class 0 only) missed; an all-zero probe refused a VarianceThreshold pipeline that fits every part.
+    from sklearn.feature_selection import VarianceThreshold
+    from sklearn.pipeline import make_pipeline
+    from sklearn.tree import DecisionTreeClassifier
+
+    X, y = binary_problem(200)
+    with pytest.raises(ValueError, match="holding class 1 alone"):
+        SubsampleAndAggregate(estimator=DecisionTreeClassifier(class_weight={0: 3.0}), n_models=4, epsilon=1.0,
+                              budget=5, classes=[0, 1], random_state=0).fit(X, y)
+    np.random.seed(0)
+    before = np.random.get_state()[1].copy()
+    pipeline = make_pipeline(VarianceThreshold(), DecisionTreeClassifier(random_state=0))
+    SubsampleAndAggregate(estimator=pipeline, n_models=4, epsilon=1.0, budget=5, classes=[0, 1],
+                          random_state=0).fit(X, y)
+    assert np.array_equal(np.random.get_state()[1], before)  # unseeded teachers draw as without the probe
+
+
+def test_a_foreign_teachers_failure_is_said_without_its_message():
+    class Fails(DummyClassifier):
+        def fit(self, X, y, sample_weight=None):
+            if np.all(y == 1) and np.all(np.abs(X) <= 1):  # the probe (normal features) passes; a real part fails
+                raise ValueError("only class 1 here: secret")
+            return super().fit(X, y)
+
+    X, y = binary_problem(40)
+    y[:] = 1
+    with pytest.raises(ValueError, match=r"failed to fit its part \(ValueError\)") as info:
+        SubsampleAndAggregate(estimator=Fails(), n_models=2, epsilon=1.0, budget=5, classes=[0, 1],
+                              random_state=0).fit(X, y)
+    assert "secret" not in str(info.value)

@@ -98,32 +98,49 @@ def _fit_teacher(estimator: Any, X: np.ndarray, y: np.ndarray) -> Any:
     return estimator.fit(X, y)
 
 
+#: Rows of each public probe at most (a teacher's fit on a part of thousands of rows costs as much as a teacher).
+PROBE_ROWS = 1000
+
+
 def check_teacher_takes_one_class(estimator: Any, classes: np.ndarray, n_features: int, part_size: int) -> None:
     """Refuse, from public inputs only, a teacher that cannot fit a part whose labels are all one class.
 
     A part may hold one class only, and whether it does depends on the
     private labels: a teacher that then raised (scikit-learn's
     ``LogisticRegression``) would make ``fit`` succeed on a dataset and fail
-    on its neighbour, naming the class (a review). The probe is a fixed
-    public array of the smallest part's size (n and m are public), fitted once
-    before the data are partitioned. privml's own classifiers given the public
-    class set fit any part, and are not probed (a CNN teacher's probe would
-    cost a teacher's training).
+    on its neighbour, naming the class (a review). Each probe is a fixed
+    public array (seeded normal features, up to :data:`PROBE_ROWS` rows of
+    the smallest part's size; n and m are public): first with every class,
+    then once per class alone. NumPy's global random state is restored, so
+    unseeded teachers draw as they would without the probe. privml's own
+    classifiers given the public class set fit any part and are not probed
+    (a CNN teacher's probe would cost a teacher's training).
     """
     if type(estimator).__module__.startswith("privml.") and estimator.get_params(deep=False).get("classes") is not None:
         return
-    probe_X = np.zeros((part_size, n_features))
-    probe_y = np.full(part_size, classes[0], dtype=classes.dtype)
+    rows = max(len(classes), min(part_size, PROBE_ROWS))
+    X = np.random.default_rng(0).normal(size=(rows, n_features))
+    state = np.random.get_state()
+    try:
+        _probe(estimator, X, np.resize(classes, rows), "a public probe holding every class")
+        for label in classes:
+            shown = label.item() if isinstance(label, np.generic) else label  # 1, not np.int64(1)
+            _probe(estimator, X, np.full(rows, label, dtype=classes.dtype),
+                   f"a part holding class {shown!r} alone, which a part may, depending on the private labels")
+    finally:
+        np.random.set_state(state)
+
+
+def _probe(estimator: Any, X: np.ndarray, y: np.ndarray, what: str) -> None:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the probe's own warnings (e.g. convergence) say nothing of the data
-            clone(estimator).fit(probe_X, probe_y)
+            clone(estimator).fit(X, y)
     except Exception as exc:  # noqa: BLE001 - any refusal of the probe is the teacher's, said in one line
+        reason = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
         raise ValueError(
-            f"the teacher estimator {type(estimator).__name__} cannot fit a part holding a single class "
-            f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); a part may, depending on the "
-            "private labels, so its failure would depend on them: use a teacher that can (e.g. privml's "
-            "NonPrivateClassifier with classes=...)"
+            f"the teacher estimator {type(estimator).__name__} cannot fit {what} ({reason}); its failure on a part "
+            "would depend on the data: use a teacher that can (e.g. privml's NonPrivateClassifier with classes=...)"
         ) from None
 
 
@@ -318,11 +335,22 @@ class SubsampleAndAggregate(BudgetedPredictor):
         classes, _ = fit_classes(y, self.classes, owner=type(self).__name__, stacklevel=2)
         rng = check_random_state(self.random_state)
         base = self._base_estimator(classes)
+        if self.n_models > X.shape[0]:  # before the probe, whose parts would hold no record
+            raise ValueError(f"n_models={self.n_models} exceeds the number of training records ({X.shape[0]})")
         check_teacher_takes_one_class(base, classes, X.shape[1], X.shape[0] // self.n_models)
         parts = random_partition(X.shape[0], self.n_models, rng)
-        teachers = Parallel(n_jobs=self.n_jobs)(
-            delayed(_fit_teacher)(clone(base), X[part], y[part]) for part in parts
-        )
+        try:
+            teachers = Parallel(n_jobs=self.n_jobs)(
+                delayed(_fit_teacher)(clone(base), X[part], y[part]) for part in parts
+            )
+        except Exception as exc:  # noqa: BLE001 - said without its message, which may name a class or a value
+            if type(base).__module__.startswith("privml."):
+                raise  # privml's own messages name settings and sizes only (n and m are public)
+            raise ValueError(
+                f"a teacher ({type(base).__name__}) failed to fit its part ({type(exc).__name__}); whether one "
+                "does may depend on the private records, so its message is not shown: use a teacher that fits any "
+                "part (e.g. privml's NonPrivateClassifier with classes=...)"
+            ) from None
         sizes = [part.size for part in parts]
         self._set_teachers(list(teachers), classes, X.shape[1], calibration, rng, part_sizes=(min(sizes), max(sizes)))
         return self
