@@ -52,9 +52,11 @@ BAD_INPUT = {
     # The column is named (never the cell); a label column is present, so no --label-column hint.
     "non-numeric": (HEADER + "5.1,x,1.4,0.2,0\n", ":2: column 'b' holds a value that is not a number\n"),
     # No label column: a text column may be the labels (a review: the message named neither column nor remedy).
-    "labels elsewhere": ("a,b,c,d,outcome\n5.1,3.5,1.4,0.2,setosa\n",
-                         "column 'outcome' holds a value that is not a number; if 'outcome' holds the labels, "
-                         "pass --label-column outcome"),
+    "labels elsewhere": ("a,b,c,d,my outcome\n5.1,3.5,1.4,0.2,setosa\n",
+                         "column 'my outcome' holds a value that is not a number; if 'my outcome' holds the labels, "
+                         "pass --label-column 'my outcome'"),  # quoted for the shell
+    # An empty cell is a missing value, not labels; and its line is the file's (the blank line counted).
+    "empty cell": (HEADER + "5.1,3.5,1.4,0.2,0\n\n5.1,,1.4,0.2,0\n", ":4: column 'b' has an empty cell (a missing value)\n"),
     "over the budget": (HEADER + GOOD * 3, "6 rows need 6 answers, more than the whole budget of 5"),
 }
 

@@ -270,3 +270,14 @@ def test_a_ledger_file_moved_away_while_open_stops_spending(tmp_path, change):
             SQLiteLedger(path, budget=3).close()  # a fresh ledger file under the old name
         with pytest.raises(LedgerUnavailable, match="since it was opened"):
             ledger.spend(1)
+
+
+def test_a_ledger_opened_by_a_relative_name_survives_a_chdir(tmp_path, monkeypatch):
+    # A second review: re-resolved before each batch, the relative name followed the process's chdir (a notebook's
+    # %cd) and every spend said the file was gone.
+    monkeypatch.chdir(tmp_path)
+    with SQLiteLedger("budget.sqlite", budget=3) as ledger:
+        ledger.spend(1)
+        (tmp_path / "elsewhere").mkdir()
+        monkeypatch.chdir(tmp_path / "elsewhere")
+        assert ledger.spend(1).spent == 2

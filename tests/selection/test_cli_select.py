@@ -103,3 +103,9 @@ def test_a_check_drowned_in_noise_is_said(capsys) -> None:
     assert code == 0 and "may pass or fail on noise alone" in err and "raise --at-epsilon" in err
     code, _, err = run(capsys, "select", *DIGITS, "--target-error", "0.5", "--max-epsilon", "1", "--steps", "2")
     assert code == 0 and "noise alone" not in err  # 360 validation records at 0.5: scale 0.02, target 0.5
+
+
+def test_the_checks_noise_scale_is_in_the_json(capsys) -> None:
+    r = run_json(capsys, *DIGITS[:-4], "--at-epsilon", "0.1", "--target-error", "0.05", "--max-epsilon", "1",
+                 "--steps", "2")
+    assert r["check_noise_scale"] == pytest.approx(4.0 * r["n_validation"] ** -1 / 0.1)

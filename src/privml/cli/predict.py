@@ -42,6 +42,7 @@ from __future__ import annotations
 import argparse
 import csv
 import functools
+import shlex
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -119,7 +120,8 @@ def _read_rows(path: Path, label_column: str | None) -> tuple[np.ndarray, list[s
                 header = next(reader)
             except StopIteration:
                 raise CliError(f"{path} is empty") from None
-            rows = [row for row in reader if row]
+            # Each row with its line in the file (blank rows are skipped, and a quoted cell may span lines).
+            rows = [(reader.line_num, row) for row in reader if row]
     except (csv.Error, UnicodeDecodeError) as exc:  # e.g. a cell over the csv module's field limit
         raise CliError(f"{path} is not a readable CSV file ({str(exc).splitlines()[0]})") from None
     if not rows:
@@ -130,7 +132,7 @@ def _read_rows(path: Path, label_column: str | None) -> tuple[np.ndarray, list[s
     label_column = "label" if label_column is None else label_column
     label_at = header.index(label_column) if label_column in header else None
     values, labels = [], []
-    for line, row in enumerate(rows, start=2):
+    for line, row in rows:
         if len(row) != len(header):  # before the row is indexed: a short row has no label cell
             raise CliError(f"{path}:{line}: expected {len(header)} cells, got {len(row)}")
         if label_at is not None:
@@ -147,8 +149,10 @@ def _read_rows(path: Path, label_column: str | None) -> tuple[np.ndarray, list[s
 
 def _not_a_number(path: Path, line: int, names: list[str], cells: list[str], no_label: bool) -> str:
     """Which column holds a cell that is not a number (its name, never the cell), and a hint when it may be labels."""
-    column = next(name for name, cell in zip(names, cells, strict=True) if not _is_number(cell))
-    hint = (f"; if {column!r} holds the labels, pass --label-column {column}" if no_label else "")
+    column, cell = next((name, cell) for name, cell in zip(names, cells, strict=True) if not _is_number(cell))
+    if not cell.strip():
+        return f"{path}:{line}: column {column!r} has an empty cell (a missing value)"
+    hint = f"; if {column!r} holds the labels, pass --label-column {shlex.quote(column)}" if no_label else ""
     return f"{path}:{line}: column {column!r} holds a value that is not a number{hint}"
 
 

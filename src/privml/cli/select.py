@@ -122,7 +122,7 @@ def _check_args(args: argparse.Namespace) -> None:
             raise CliError("--plot needs the matplotlib package: pip install matplotlib") from None
 
 
-def _warn_if_the_check_is_noise(query_sensitivity: float, at_epsilon: float, target: float) -> None:
+def _warn_if_the_check_is_noise(query_sensitivity: float, at_epsilon: float, target: float) -> float:
     """Say so when AboveThreshold's query noise rivals the target (public values only: n_val, epsilon, target).
 
     On a small validation part at a small ``--at-epsilon`` a model passes or
@@ -135,6 +135,7 @@ def _warn_if_the_check_is_noise(query_sensitivity: float, at_epsilon: float, tar
               f"validation records at --at-epsilon {at_epsilon:g}) is larger than half the target error "
               f"{target:g}: a model may pass or fail on noise alone; raise --at-epsilon or use more records",
               file=sys.stderr)
+    return scale
 
 
 def _select(args: argparse.Namespace) -> None:
@@ -169,7 +170,8 @@ def _select(args: argparse.Namespace) -> None:
         model.fit(data.X_train, data.y_train)
     seconds = time.perf_counter() - start
     selection, guarantee = model.selection_, model.privacy_
-    _warn_if_the_check_is_noise(model.fit_info_["query_sensitivity"], selection.at_epsilon, args.target_error)
+    check_noise = _warn_if_the_check_is_noise(model.fit_info_["query_sensitivity"], selection.at_epsilon,
+                                              args.target_error)
     accuracy = float(np.mean(model.predict(data.X_test) == data.y_test))
     nonprivate = {**model.nonprivate_diagnostics_, "seconds": seconds,
                   "validation_accuracy": [s.nonprivate_value for s in selection.steps]}
@@ -187,6 +189,8 @@ def _select(args: argparse.Namespace) -> None:
         "at_epsilon": selection.at_epsilon,
         "stopped_at": selection.stopped_at,
         "met_target": selection.met_target,
+        # The Laplace scale of each accuracy check (public): beside met_target, how far to trust it.
+        "check_noise_scale": check_noise,
         "n_published": len(selection.released),
         "l2": model.fit_info_["l2"],
         "n_train": model.fit_info_["n_train"],

@@ -227,7 +227,9 @@ class SQLiteLedger(SQLLedger):
                 raise ValueError(f"ledger file {self.path} cannot use write-ahead logging (journal mode {mode})")
             # FULL: the commit is on disk before spend() returns, so an answer
             # is never released on the strength of a charge a crash could undo.
-            self._identity = _check_one_name(self.path)
+            # Absolute now: re-resolved before each batch, a relative name would follow the process's chdir.
+            self._absolute = Path(os.path.abspath(self.path))
+            self._identity = _check_one_name(self._absolute)
             self._conn.execute("PRAGMA synchronous=FULL")
             self._conn.execute("PRAGMA foreign_keys=ON")
             self._transaction(self._bind)
@@ -294,7 +296,7 @@ class SQLiteLedger(SQLLedger):
 
         def body(conn: sqlite3.Connection) -> list[str | None]:
             # One stat per batch (an fsync costs far more): a link made, or the file moved or replaced, since opening.
-            _check_one_name(self.path, self._identity)
+            _check_one_name(self._absolute, self._identity)
             budget, spent = conn.execute(SELECT_BUDGET, (self.name,)).fetchone()
             quotas: dict[str, list[int] | None] = {}  # digest -> [quota, used], read once per batch
             charged: dict[str, int] = {}

@@ -36,7 +36,7 @@ dataset, training and validation records together, split by a public random
 permutation. A training record moves the minimiser by ``Delta_2 = 2L/(n_train
 lambda) + 2 tol / lambda`` (:func:`~privml.linear.sensitivity.erm_sensitivity`);
 a validation record moves an accuracy by ``1 / n_val``; the excess risk has
-sensitivity ``4 L R / n`` (:mod:`privml.selection.queries`).
+sensitivity ``4 L R / n + tol^2 / (2 lambda)`` (the solver's optimum slack; :mod:`privml.selection.queries`).
 
 What a search published and what it cost
 (:class:`~privml.selection.accuracy_first_result.SelectionResult`,
@@ -365,7 +365,7 @@ class AccuracyFirstClassifier(PrivateLinearClassifier):
     Neighbouring relation: **replace-one** over all records passed to ``fit``.
     Sensitivities: ``Delta_2 = 2L/(n_train lambda) + 2 tol/lambda`` for the
     minimiser (CMS11 Cor. 8), ``1/n_val`` for the validation accuracy,
-    ``4 L R / n`` for the excess risk (:mod:`privml.selection.queries`).
+    ``4 L R / n + tol^2 / (2 lambda)`` for the excess risk (:mod:`privml.selection.queries`).
     Theorems: noise reduction (Koufogiannis, Han and Pappas 2017, as used by
     Ligett et al. 2017) and the ex-post AboveThreshold theorem (Ligett et al.
     2017, slides' Algorithm 2; Dwork and Roth 2014, Alg. 1, Thm 3.23). The

@@ -20,8 +20,9 @@ compares with its threshold (higher is better).
   is replaced (``loss(w; z) - loss(0; z)`` is at most ``L ||w||`` in absolute
   value, and ``loss(0; z)`` is the same for every record of a linear model);
   so ``J(w)`` moves by ``2 L R / n`` and so does ``min J`` (compare each
-  dataset's minimiser on the other), giving sensitivity ``4 L R / n``
-  (:func:`excess_risk_sensitivity`).
+  dataset's minimiser on the other), giving sensitivity ``4 L R / n``, plus
+  ``tol^2 / (2 lambda)`` since the query subtracts the solver's value, not
+  ``min J`` itself (:func:`excess_risk_sensitivity`).
 """
 
 from __future__ import annotations
@@ -85,6 +86,7 @@ def excess_risk_sensitivity(lipschitz: float, n: int, radius: float, *, grad_tol
     lipschitz = check_positive(lipschitz, "lipschitz")
     n = check_count(n, "n")
     radius = check_positive(radius, "radius")
+    grad_tol = check_positive(grad_tol, "grad_tol", allow_zero=True)
     slack = 0.0
     if grad_tol:
         if l2 is None:
@@ -123,7 +125,8 @@ def accuracy_query(X_val: ArrayLike, y_val: ArrayLike) -> Query:
 def excess_risk_query(objective: RegularisedObjective, optimum: float, radius: float) -> Query:
     """``w -> -(J(proj_R(w)) - optimum)``, sensitivity :func:`excess_risk_sensitivity`.
 
-    ``optimum`` is ``min J`` on the same data (the solver's value), ``radius``
+    ``optimum`` is the solver's value ``J(w_hat)`` on the same data, within ``tol^2 / (2 lambda)`` of ``min J``
+    (which :func:`excess_risk_sensitivity` adds), ``radius``
     the :func:`minimiser_radius`; the model the check scores, and hence the
     one to publish, is ``project_to_ball(w, radius)``.
     """
