@@ -142,6 +142,24 @@ def test_a_replayed_graph_drops_a_record_whose_gradient_is_not_finite():
 
 
 @pytest.mark.gpu
+def test_an_eager_step_between_replays_changes_nothing():
+    # Batches above the top rung (about one step in 700) run the eager step between graph replays: the optimiser's
+    # state and the parameters the graphs read must carry across (a review asked for this on a GPU).
+    eager, graphed = _engines("cuda", graph=True)
+    graphed._graphed = GraphedStep(graphed, (16,))
+    X, y = _batches("cuda")
+    sizes = [12] * (WARMUP_STEPS + 2) + [20] + [12] * 3  # captured, then eager (20 > 16), then replayed
+    start = 0
+    for size in sizes:
+        eager.step(X[start:start + size], y[start:start + size])
+        graphed.step(X[start:start + size], y[start:start + size])
+        start = (start + size) % 150
+    rung = graphed._graphed.rungs[16]
+    assert rung.graph is not None and rung.steps_run == len(sizes) - 1 and graphed.steps_taken == len(sizes)
+    _assert_same_weights(eager, graphed, rtol=1e-3)
+
+
+@pytest.mark.gpu
 def test_auto_graphs_a_large_model_only_without_padding():
     # A 2.7M-parameter ResNet at batch 256: padded to its Poisson capacity the graph lost to the eager step
     # (BENCHMARKS.md), so "auto" steps eagerly; fixed-size batches need no padding, so "auto" replays a graph.
