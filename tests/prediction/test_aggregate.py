@@ -238,7 +238,7 @@ def test_the_probe_tries_each_class_alone_and_keeps_the_global_random_state():
 def test_a_foreign_teachers_failure_is_said_without_its_message():
     class Fails(DummyClassifier):
         def fit(self, X, y, sample_weight=None):
-            if np.all(y == 1) and np.all(np.abs(X) <= 1):  # the probe (normal features) passes; a real part fails
+            if np.all(y == 1) and np.all(np.linalg.norm(X, axis=1) <= 1):  # unit rows fail; the probe's pass
                 raise ValueError("only class 1 here: secret")
             return super().fit(X, y)
 

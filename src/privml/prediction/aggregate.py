@@ -109,7 +109,7 @@ def check_teacher_takes_one_class(estimator: Any, classes: np.ndarray, n_feature
     private labels: a teacher that then raised (scikit-learn's
     ``LogisticRegression``) would make ``fit`` succeed on a dataset and fail
     on its neighbour, naming the class (a review). Each probe is a fixed
-    public array (seeded normal features, up to :data:`PROBE_ROWS` rows of
+    public array (seeded uniform features in [-1, 1], up to :data:`PROBE_ROWS` rows of
     the smallest part's size; n and m are public): first with every class,
     then once per class alone. NumPy's global random state is restored, so
     unseeded teachers draw as they would without the probe. privml's own
@@ -119,7 +119,7 @@ def check_teacher_takes_one_class(estimator: Any, classes: np.ndarray, n_feature
     if type(estimator).__module__.startswith("privml.") and estimator.get_params(deep=False).get("classes") is not None:
         return
     rows = max(len(classes), min(part_size, PROBE_ROWS))
-    X = np.random.default_rng(0).normal(size=(rows, n_features))
+    X = np.random.default_rng(0).uniform(-1.0, 1.0, size=(rows, n_features))  # public, varied: no privacy noise
     state = np.random.get_state()
     try:
         _probe(estimator, X, np.resize(classes, rows), "a public probe holding every class")
