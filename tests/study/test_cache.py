@@ -397,3 +397,16 @@ def test_the_eta_tells_runs_that_compute_from_runs_that_reuse():
     expected = (left_lead * 10 + left_follow * 1 + ps_lead_left * 4 + ps_follow * 0.4
                 + sum(7 if j.key in leaders else 1 for j in rest))
     assert tracker.eta_seconds() == pytest.approx(expected)
+
+
+def test_the_cache_folder_and_its_secret_key_are_the_owners_alone(tmp_path):
+    # A review: with umask 0022 the secret .selection-key was 0644 in a 0755 folder, readable by every local user.
+    import stat
+
+    from privml.study.cache import StudyCache, cache_ident
+
+    root = tmp_path / "cache"
+    cache_ident(root)
+    StudyCache(root).selection_key()
+    assert stat.S_IMODE(root.stat().st_mode) == 0o700
+    assert stat.S_IMODE((root / ".selection-key").stat().st_mode) == 0o600

@@ -203,9 +203,23 @@ def test_private_selection_stores_no_time_that_counts_its_candidates(tmp_path, m
     assert outcome.finished == 2 and len(fits) > 2  # several candidates ran (stopping probability 0.05)
     store = ResultStore(tmp_path / "study" / "results.sqlite", read_only=True)
     rows = {row["method"]: row for row in store.records()}
-    assert rows["output"]["train_seconds"] == 1.0  # the released candidate's own fit, not the candidates' sum
+    # No training time either: the candidates' sum counted them, and even the released candidate's own time told
+    # whether a hidden candidate had solved its minimiser first (a third review).
+    assert rows["output"]["train_seconds"] is None and rows["nonprivate"]["train_seconds"] is not None
     # No row keeps a run time or a finishing second, nor the study its start second: the baseline's, beside
     # the private row, would bracket it (a second review).
     assert all(row["wall_seconds"] is None and len(row["finished"]) == 10 for row in rows.values())
     saved = sqlite3.connect(tmp_path / "study" / "results.sqlite").execute("SELECT saved FROM specs").fetchall()
     assert [len(s) for (s,) in saved] == [10]
+
+
+def test_a_point_searchs_key_covers_the_class_set():
+    # A review: a study into the same folder with another class set read the first study's validation search.
+    from privml.study.runner import _point_selection
+
+    context = {"privml_version": "x", "dataset": "digits", "label_column": "label", "public_size": 100,
+               "data_seed": 0, "selection": {"mode": "validation"}}
+    job = {"method": "output", "params": {"epsilon": 1.0}}
+    keys = {_point_selection({**context, **extra}, job, None).key
+            for extra in ({}, {"classes": ["a", "b", "c"]}, {"classes": ["a", "c", "b"]})}
+    assert len(keys) == 3

@@ -97,7 +97,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                           "dpsgd-cnn, subsample-aggregate-cnn) run; part of their runs' keys")
     cached = run.add_mutually_exclusive_group()
     cached.add_argument("--no-cache", action="store_true",
-                        help="compute everything in every run (no shared cache; the results are the same)")
+                        help="compute everything in every run (no shared cache; the same results, but under private "
+                             "selection, whose secret key lives in the cache: each run then draws fresh randomness)")
     cached.add_argument("--clear-cache", action="store_true",
                         help="delete DIR/cache (the non-private minimisers the runs share: private data) first")
     run.add_argument("--no-report", action="store_true", help="do not write the HTML report")

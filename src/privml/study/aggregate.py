@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,7 +37,9 @@ class Cell:
 
     @property
     def train_time(self) -> float:
-        return statistics.fmean(self.train_seconds)
+        """Mean training seconds; NaN where runs keep none (private selection stores no time: runner)."""
+        kept = [t for t in self.train_seconds if t is not None]
+        return statistics.fmean(kept) if kept and len(kept) == len(self.train_seconds) else math.nan
 
     @property
     def predict_time(self) -> float:

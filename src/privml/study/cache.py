@@ -256,8 +256,14 @@ def get_cache(root: str | Path | None, ident: str | None = None) -> StudyCache:
 
 
 def cache_ident(root: Path) -> str:
-    """The identity of the cache folder ``root``, made (a random id in ``root/.ident``) when missing."""
-    root.mkdir(parents=True, exist_ok=True)
+    """The identity of the cache folder ``root``, made (a random id in ``root/.ident``) when missing.
+
+    The folder is the owner's alone (0700, also when made by an earlier version): it holds private selection's
+    secret key and exact non-private minimisers, which other users of the machine must not read (a review).
+    """
+    root.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with contextlib.suppress(OSError):  # not ours to change (a shared folder): its owner's permissions stand
+        os.chmod(root, 0o700)
     return _made_once(root / ".ident", uuid.uuid4().hex)
 
 
@@ -267,7 +273,8 @@ def _made_once(path: Path, value: str) -> str:
         return path.read_text().strip()
     except FileNotFoundError:
         temporary = path.with_name(f"{path.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
-        with temporary.open("w") as handle:
+        # The owner's only (the secret key is made this way), whatever the umask.
+        with os.fdopen(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as handle:
             handle.write(value)
             handle.flush()
             os.fsync(handle.fileno())  # on disk before it is linked in: a power loss leaves no empty file

@@ -13,6 +13,7 @@ accuracy row is the price paid for it.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Callable, Sequence
 
@@ -71,9 +72,14 @@ def tradeoff_table(results: StudyResults) -> list[tuple[str, list[str]]]:
             if measure is None:
                 cells.append("held fixed")
                 continue
-            votes = Counter(trend([measure(cell) for cell in c.cells], tolerance, relative=row != "accuracy")
-                            for c in curves)
+            # Curves without the measure (private selection keeps no training time) are left out of the vote.
+            values = [[measure(cell) for cell in c.cells] for c in curves]
+            values = [v for v in values if not any(math.isnan(x) for x in v)]
+            if not values:
+                cells.append("not recorded")
+                continue
+            votes = Counter(trend(v, tolerance, relative=row != "accuracy") for v in values)
             winner, count = votes.most_common(1)[0]
-            cells.append(f"{SYMBOLS[winner]} ({count}/{len(curves)})")
+            cells.append(f"{SYMBOLS[winner]} ({count}/{len(values)})")
         table.append((row, cells))
     return table
