@@ -47,3 +47,18 @@ def test_impossible_points_are_clear_errors(kwargs, message):
 def test_images_for_cnns_refuse_non_image_data():
     with pytest.raises(ValueError, match="holds no images"):
         prepare("iris", n=None, d=None, k=None, public_size=10, seed=0, images=True)
+
+
+def test_a_csv_edited_in_place_is_read_again_in_the_same_process(tmp_path):
+    # A review: the per-process caches were keyed by the path alone, so a second study in one process (a notebook)
+    # trained on the rows the file held before it was edited.
+    import os
+
+    path = tmp_path / "d.csv"
+    rows = "\n".join(f"{i % 7},{(i * 3) % 5},{i % 2}" for i in range(60))
+    path.write_text("a,b,label\n" + rows + "\n")
+    first = prepare(f"csv:{path}", n=None, d=None, k=None, public_size=10, seed=0, classes=("0", "1"))
+    path.write_text("a,b,label\n" + rows.replace("0,", "6,") + "\n")
+    os.utime(path, ns=(1, 1))  # a different modification time, whatever the file system's resolution
+    second = prepare(f"csv:{path}", n=None, d=None, k=None, public_size=10, seed=0, classes=("0", "1"))
+    assert not np.array_equal(first.X_train, second.X_train)

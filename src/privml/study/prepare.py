@@ -21,6 +21,7 @@ The test set is the dataset's own, with the same classes, kept whole.
 from __future__ import annotations
 
 import functools
+import os
 import warnings
 from dataclasses import dataclass
 
@@ -78,15 +79,27 @@ def prepare(
         If ``k``, ``n`` or ``d`` exceed what the data offer (naming them).
     """
     return _prepare(dataset, n, d, k, float(public_size), int(seed), label_column, images,
-                    None if classes is None else tuple(classes))
+                    None if classes is None else tuple(classes), _file_version(dataset))
+
+
+def _file_version(dataset: str) -> tuple[int, int] | None:
+    """A user file's (modification time, size): part of the per-process cache keys, so a file edited in place is
+    read again (a review: a second run_study in one process trained on the old rows). None for built-in sets."""
+    if not is_user_data(dataset):
+        return None
+    try:
+        info = os.stat(dataset.split(":", 1)[1])
+    except OSError:
+        return None  # load_dataset says what is wrong
+    return info.st_mtime_ns, info.st_size
 
 
 @functools.lru_cache(maxsize=8)
 def _prepare(
     dataset: str, n: int | None, d: int | None, k: int | None, public_size: float, seed: int, label_column: str,
-    images: bool, classes: tuple[str, ...] | None = None,
+    images: bool, classes: tuple[str, ...] | None = None, version: tuple[int, int] | None = None,
 ) -> StudyData:
-    X_train, y_train, X_test, y_test, n_classes = _load(dataset, label_column, images, classes)
+    X_train, y_train, X_test, y_test, n_classes = _load(dataset, label_column, images, classes, version)
     image_shape = X_train.shape[1:] if images else None
     if images:
         if X_train.ndim < 3:
@@ -171,7 +184,8 @@ def _check_d(d: int, n_public: int, n_features: int) -> None:
 
 @functools.lru_cache(maxsize=2)
 def _load(
-    dataset: str, label_column: str, raw: bool, classes: tuple[str, ...] | None = None
+    dataset: str, label_column: str, raw: bool, classes: tuple[str, ...] | None = None,
+    version: tuple[int, int] | None = None,  # a user file's (mtime, size): only a key of the cache
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
     user = is_user_data(dataset)
     with warnings.catch_warnings():
