@@ -223,3 +223,14 @@ def test_a_point_searchs_key_covers_the_class_set():
     keys = {_point_selection({**context, **extra}, job, None).key
             for extra in ({}, {"classes": ["a", "b", "c"]}, {"classes": ["a", "c", "b"]})}
     assert len(keys) == 3
+
+
+def test_a_killed_workers_half_written_cache_entries_are_removed(tmp_path):
+    # A review: a SIGKILLed worker's temporary entry stayed in the cache folder for good.
+    spec = spec_from_dict(tiny_spec_dict(methods=["output"], repeats=1,
+                                         sweeps=[{"name": "epsilon", "parameter": "epsilon", "values": [1.0]}]))
+    stale = tmp_path / "study" / "cache" / "minimisers" / "ab" / ".abcd.npz.123.ff.tmp"
+    stale.parent.mkdir(parents=True)
+    stale.write_bytes(b"partial")
+    run_study(spec, tmp_path / "study", jobs=1, progress=False)
+    assert not stale.exists()

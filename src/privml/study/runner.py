@@ -300,6 +300,9 @@ def _run_locked(spec: StudySpec, out: Path, runner: Any, *, progress: bool, repo
     if cache:
         context["cache_ident"] = cache_ident(out / CACHE_DIR)
         context["cache_dir"] = str((out / CACHE_DIR).resolve())
+        # Half-written entries of a killed worker (never read: entries are renamed in whole), as .running's below.
+        for stale in (out / CACHE_DIR).rglob(".*.tmp"):
+            stale.unlink(missing_ok=True)
     running = out / RUNNING_DIR
     running.mkdir(parents=True, exist_ok=True)
     for stale in running.iterdir():  # left by an interrupted study: nothing runs now (we hold the lock)
