@@ -25,7 +25,7 @@ def _engines(
         engine = DPSGD(model, optimizer=torch.optim.SGD(model.parameters(), lr=0.5, momentum=0.9), n_samples=200,
                        clip_norm=0.1, batch_size=20, noise_multiplier=1.0, seed=3, max_physical_batch_size=None,
                        cuda_graph=graph and padded, secure_noise=secure)
-        if padded and not graph:
+        if padded and (capacity or not graph):  # one capacity when asked for, else the ladder DPSGD builds
             engine._graphed = GraphedStep(engine, (capacity,) if capacity else capacity_ladder(200, 0.1))
         engines.append(engine)
     return engines[0], engines[1]
@@ -125,8 +125,7 @@ def test_a_replayed_graph_drops_a_record_whose_gradient_is_not_finite():
     # In a capture nothing may wait for the device, so the graph zeroes dropped rows on every replay. One rung
     # holds every batch here, so the last step is a replay whatever the sizes drawn (a review: spread over the
     # ladder, the NaN batch could land on a rung still warming up, and the test would check the eager step).
-    eager, graphed = _engines("cuda", graph=True)
-    graphed._graphed = GraphedStep(graphed, (64,))
+    eager, graphed = _engines("cuda", capacity=64, graph=True)
     X, y = _batches("cuda")
     batches = list(eager.sampler(steps=WARMUP_STEPS + 3))
     for batch in batches[:-1]:
@@ -145,8 +144,7 @@ def test_a_replayed_graph_drops_a_record_whose_gradient_is_not_finite():
 def test_an_eager_step_between_replays_changes_nothing():
     # Batches above the top rung (about one step in 700) run the eager step between graph replays: the optimiser's
     # state and the parameters the graphs read must carry across (a review asked for this on a GPU).
-    eager, graphed = _engines("cuda", graph=True)
-    graphed._graphed = GraphedStep(graphed, (16,))
+    eager, graphed = _engines("cuda", capacity=16, graph=True)
     X, y = _batches("cuda")
     sizes = [12] * (WARMUP_STEPS + 2) + [20] + [12] * 3  # captured, then eager (20 > 16), then replayed
     start = 0

@@ -62,6 +62,7 @@ from privml.cli._common import (
     refuse_seed_with_ledger,
     table,
 )
+from privml.data.user import is_number
 from privml.exceptions import BudgetExhausted
 from privml.io import load_model, read_model_metadata
 from privml.prediction.calibration import ACCOUNTANTS
@@ -149,19 +150,11 @@ def _read_rows(path: Path, label_column: str | None) -> tuple[np.ndarray, list[s
 
 def _not_a_number(path: Path, line: int, names: list[str], cells: list[str], no_label: bool) -> str:
     """Which column holds a cell that is not a number (its name, never the cell), and a hint when it may be labels."""
-    column, cell = next((name, cell) for name, cell in zip(names, cells, strict=True) if not _is_number(cell))
+    column, cell = next((name, cell) for name, cell in zip(names, cells, strict=True) if not is_number(cell))
     if not cell.strip():
         return f"{path}:{line}: column {column!r} has an empty cell (a missing value)"
     hint = f"; if {column!r} holds the labels, pass --label-column {shlex.quote(column)}" if no_label else ""
     return f"{path}:{line}: column {column!r} holds a value that is not a number{hint}"
-
-
-def _is_number(cell: str) -> bool:
-    try:
-        float(cell)
-    except ValueError:
-        return False
-    return True
 
 
 class _Answering(Protocol):

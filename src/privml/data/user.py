@@ -92,7 +92,7 @@ def _read_csv_cells(path: Path, label_column: str) -> tuple[list[str], np.ndarra
         if header is None:
             raise ValueError(f"{path} is empty; a header row is required")
         header = [h.strip() for h in header]
-        if all(_is_number(h) for h in header):
+        if all(is_number(h) for h in header):
             raise ValueError(
                 f"{path}: the first row {header} looks like data; a header row naming the columns is required"
             )
@@ -125,7 +125,8 @@ def _read_csv_cells(path: Path, label_column: str) -> tuple[list[str], np.ndarra
     return header, X, y, line_numbers
 
 
-def _is_number(text: str) -> bool:
+def is_number(text: str) -> bool:
+    """Whether a CSV cell reads as a float (the header test and the cell checks, here and in privml predict)."""
     try:
         float(text)
     except ValueError:
@@ -140,7 +141,7 @@ def _to_float(cells: np.ndarray, *, path: Path, names: list[str], lines: np.ndar
         # Fast path failed: find the first offending cell for the message.
         for i, row in enumerate(cells):
             for j, cell in enumerate(row):
-                if not _is_number(cell):
+                if not is_number(cell):
                     raise ValueError(
                         # The place, not the value (a private record's): the user finds it there.
                         f"{path} line {lines[i]}, column {names[j]!r}: the cell is not a number"

@@ -160,9 +160,9 @@ class PaddedGraph:
     computation eagerly (the path CI tests; it is slower than the plain step).
     """
 
-    def __init__(self, engine: DPSGD, capacity: int, noise: _NoiseBuffer | None = None) -> None:
+    def __init__(self, engine: DPSGD, capacity: int, noise: _NoiseBuffer) -> None:
         self.engine, self.capacity = engine, capacity
-        self.noise = noise if noise is not None else _NoiseBuffer(engine)
+        self.noise = noise  # shared by every rung of the engine's ladder
         self.capture = engine.device.type == "cuda"
         self.graph: torch.cuda.CUDAGraph | None = None
         self.steps_run = 0
