@@ -73,6 +73,7 @@ from privml.torch.dpsgd_setup import (
     shards_total,
 )
 from privml.torch.ghost.engine import ghost_clipped_sum
+from privml.torch.ghost.row_probe import ghost_rows_hold
 from privml.torch.graphs import graphed_step_for
 from privml.torch.noise import RandomSource
 from privml.torch.per_sample import vmap_clipped_sum
@@ -264,6 +265,7 @@ class DPSGD:
         self.loss_fn = loss_fn or cross_entropy_per_example
         if mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+        self._requested_mode = mode
         self.mode, self._ghost = resolve_mode(self.module, mode)
         if max_physical_batch_size is not None and not (
             isinstance(max_physical_batch_size, int) and max_physical_batch_size >= 1
@@ -403,6 +405,10 @@ class DPSGD:
         """
         if self.mode == "ghost" and not self._independence_checked and x.shape[0]:
             check_examples_independent(self.module, self.loss_fn, x, y)  # before any step is released
+            # A model whose rows are not its examples runs on the vmap path under mode="auto" (said once).
+            if not ghost_rows_hold(self.module, self.loss_fn, self._ghost, x, y, requested=self._requested_mode,
+                                   clip_precision=self.clip_precision):
+                self.mode, self._ghost, self._graphed = "vmap", [], None
             self._independence_checked = True
         loss_fn = loss_fn or self.loss_fn
         sums: dict[str, torch.Tensor] | None = None

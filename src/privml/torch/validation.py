@@ -25,6 +25,7 @@ import torch
 from torch import nn
 
 from privml.torch.attention import DPMultiheadAttention
+from privml.torch.ghost.row_probe import fixed_randomness, rows_moved
 
 _BATCH_NORMS = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.SyncBatchNorm)
 _INSTANCE_NORMS = (nn.InstanceNorm1d, nn.InstanceNorm2d, nn.InstanceNorm3d)
@@ -121,7 +122,7 @@ def check_examples_independent(
     (out_a, loss_a), (out_b, loss_b) = runs  # type: ignore[misc]
     for what, first, second in (("output", out_a, out_b), ("loss", loss_a, loss_b)):
         comparable = isinstance(first, torch.Tensor) and isinstance(second, torch.Tensor) and first.dim() > 0
-        if comparable and first.shape[0] == 3 and _moved(first[1:], second[1:]):  # type: ignore[union-attr,index]
+        if comparable and first.shape[0] == 3 and rows_moved(first[1:], second[1:]):  # type: ignore[union-attr,index]
             raise ValueError(
                 f"changing one example of a batch changed another example's {what}: the model or the loss mixes "
                 "examples (batch statistics, a batch mean), so per-example clipping would not bound one record's "
@@ -158,36 +159,12 @@ def _run_seeded(
     targets: torch.Tensor,
 ) -> tuple[object, object] | None:
     """``(outputs, losses)`` under one fixed random state (torch, numpy, Python), or None if the model refuses."""
-    import random
-
-    import numpy as np
-
-    saved = random.getstate(), np.random.get_state()
-    device = inputs.device
     try:
-        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []), torch.no_grad():
-            torch.manual_seed(0)
-            random.seed(0)
-            np.random.seed(0)
+        with fixed_randomness(inputs.device), torch.no_grad():
             outputs = model(inputs)
             return outputs, loss_fn(outputs, targets)
     except Exception:  # noqa: BLE001 - synthetic inputs this model cannot take
         return None
-    finally:
-        random.setstate(saved[0])
-        np.random.set_state(saved[1])
-
-
-def _moved(first: torch.Tensor, second: torch.Tensor) -> bool:
-    """Whether the other rows differ between the two runs: where they are finite, or in where they are not."""
-    a, b = first.double(), second.double()
-    finite = torch.isfinite(a)
-    if not torch.equal(finite, torch.isfinite(b)):
-        return True
-    a, b = a[finite], b[finite]
-    if a.numel() == 0:
-        return False
-    return not torch.allclose(a, b, rtol=1e-4, atol=1e-5 * (1.0 + float(a.abs().max())))
 
 
 def _groups(channels: int, preferred: int) -> int:
