@@ -102,11 +102,16 @@ def _make(name: str, seed: Any) -> Any:
 
         return TorchClassifier(epsilon=8.0, input_shape=(1, 16, 16), classes=classes, epochs=2, batch_size=20,
                                learning_rate=0.5, clip_norm=1.0, random_state=seed)
+    if name == "nonprivate-cnn":
+        from privml.torch import TorchClassifier
+
+        return TorchClassifier(epsilon=float("inf"), input_shape=(1, 16, 16), classes=classes, epochs=2,
+                               batch_size=20, learning_rate=0.5, random_state=seed)
     raise AssertionError(f"no release-invariance case for method {name!r}: add one")
 
 
 def _data_for(name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    if name == "dpsgd-cnn":
+    if name in ("dpsgd-cnn", "nonprivate-cnn"):
         pytest.importorskip("torch")
         return _images()
     return _neighbours(regression=name == "dpcd-regressor")
@@ -114,7 +119,7 @@ def _data_for(name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray
 
 #: Methods whose model-file case is written above (the coverage test compares it with the registry).
 MODEL_CASES = ("nonprivate", "output", "objective", "dpsgd", "dpcd", "dpcd-regressor", "accuracy-first",
-               "prediction-sensitivity", "subsample-aggregate", "dpsgd-cnn")
+               "prediction-sensitivity", "subsample-aggregate", "dpsgd-cnn", "nonprivate-cnn")
 
 
 # ----------------------------------------------------------------- the check

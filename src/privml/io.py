@@ -334,6 +334,10 @@ def model_from_file(arrays: dict[str, np.ndarray], metadata: dict, path: str | P
         model = cls(**strip_seeds(metadata.get("params", {})))
     except TypeError as exc:
         raise ValueError(f"{path}: the model's settings do not fit {class_name} ({_one_line(exc)})") from exc
+    if getattr(model, "method", method) != method:
+        # One class, two methods (TorchClassifier: dpsgd-cnn, or nonprivate-cnn at epsilon = inf): the settings must
+        # make the method the file claims, or a baseline's weights would be read back as a DP release.
+        raise ValueError(f"{path}: the file says {method!r}, but its settings make a {model.method!r} model")
     restore_model(model, arrays, metadata, path)
     model.model_metadata_ = metadata
     return model

@@ -97,6 +97,9 @@ METHODS: dict[str, MethodSpec] = {
         # state_dict arrays + the architecture name in the JSON params; torch is imported only to load one
         MethodSpec("dpsgd-cnn", "privml.torch.classifier:TorchClassifier", Kind.PRIVATE_TRAINING, _ZERO_OUT,
                    dp_fields=frozenset({"arrays/state.*"})),
+        # TorchClassifier(epsilon=inf): the same class, trained without clipping or noise; its weights are secret
+        MethodSpec("nonprivate-cnn", "privml.torch.classifier:TorchClassifier", Kind.BASELINE, None,
+                   secret_fields=frozenset({"arrays/state.*"})),
     )
 }
 

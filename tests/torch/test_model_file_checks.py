@@ -85,3 +85,45 @@ def test_weights_that_are_not_real_floats_are_refused(tmp_path: Path, dtype) -> 
 def test_a_good_file_still_loads(tmp_path: Path) -> None:
     model = load_model(_cnn_file(tmp_path / "m.npz", threads=1))
     assert model.predict(np.zeros((3, 256), np.float32)).shape == (3,)
+
+
+def _baseline_file(path: Path) -> Path:
+    X = np.random.default_rng(0).random((40, 256))
+    y = np.arange(40) % 2
+    model = TorchClassifier(epsilon=float("inf"), input_shape=(1, 16, 16), classes=[0, 1], epochs=1, batch_size=20,
+                            device="cpu", random_state=0).fit(X, y)
+    return save_model(model, path)
+
+
+def test_the_non_private_cnn_is_saved_as_a_baseline_and_never_served_as_a_dp_release(tmp_path):
+    from privml import registry
+
+    path = _baseline_file(tmp_path / "baseline.npz")
+    _, metadata = read_model_file(path)
+    assert metadata["method"] == "nonprivate-cnn"
+    assert registry.get_spec("nonprivate-cnn").kind is registry.Kind.BASELINE  # the release table: secret weights
+    assert load_model(path).method == "nonprivate-cnn"
+    with pytest.raises(ValueError, match="ledger"):
+        open_served_model(path)  # before: served free, with no ledger, as a DP release
+    with pytest.raises(ValueError, match="non-private CNN"):
+        open_served_model(path, epsilon=1.0, budget=10, ledger=str(tmp_path / "ledger.sqlite"))
+
+
+def test_a_baseline_cnn_file_relabelled_as_dp_sgd_is_refused(tmp_path):
+    path = _baseline_file(tmp_path / "baseline.npz")
+    arrays, metadata = read_model_file(path)
+    metadata["method"] = "dpsgd-cnn"
+    np.savez(path, **arrays, __metadata__=np.frombuffer(json.dumps(metadata).encode(), dtype=np.uint8))
+    _refused(path, "settings make a 'nonprivate-cnn' model")
+
+
+def test_cli_predict_answers_the_cnn_baseline_locally_with_a_warning_and_serve_refuses(tmp_path, capsys):
+    from privml.cli.main import main
+
+    path = _baseline_file(tmp_path / "baseline.npz")
+    rows = tmp_path / "rows.csv"
+    rows.write_text(",".join(f"p{i}" for i in range(256)) + "\n" + ",".join(["0.5"] * 256) + "\n")
+    assert main(["predict", "--model", str(path), "--input", str(rows), "--json"]) == 0
+    assert "non-private baseline" in capsys.readouterr().err
+    assert main(["predict", "--model", str(path), "--input", str(rows), "--epsilon", "1", "--budget", "5"]) == 2
+    assert "non-private CNN" in capsys.readouterr().err

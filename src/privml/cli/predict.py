@@ -67,7 +67,11 @@ from privml.exceptions import BudgetExhausted
 from privml.io import load_model, read_model_metadata
 from privml.prediction.calibration import ACCOUNTANTS
 from privml.prediction.loading import PREDICTION_METHODS
+from privml.registry import Kind, names_of_kind
 from privml.serve.model import model_device, model_pipeline, open_served_model
+
+#: Non-private baselines (linear, CNN): predict answers them locally, with a warning, when no private option is given
+BASELINES = names_of_kind(Kind.BASELINE)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -196,7 +200,7 @@ def _predict(args: argparse.Namespace) -> None:
     X = _features(args, X, names, preprocess)
     check = functools.partial(_check_rows, args, X, names, class_names)
     private_options = (args.method, args.epsilon, args.budget, args.ledger)
-    if metadata.get("method") == "nonprivate" and all(option is None for option in private_options):
+    if metadata.get("method") in BASELINES and all(option is None for option in private_options):
         _refuse_unused(args)
         # The non-private baseline answers as before; its privacy_ says epsilon = inf, and stderr says so.
         print("warning: PrivacyLeakWarning: this is the non-private baseline (epsilon = inf): its answers are not "

@@ -123,6 +123,12 @@ def load_predictor(
         model = load_model(path)
         model.ledger_ = None
         return model
+    if stored == "nonprivate-cnn":
+        raise ValueError(
+            f"{path} holds a non-private CNN: no private prediction method in privml serves one network (prediction "
+            "sensitivity is for linear models); train a private one (--method dpsgd-cnn), or teachers for "
+            "subsample-and-aggregate"
+        )
     if stored == "nonprivate":
         if method not in (None, "prediction-sensitivity"):
             raise ValueError(

@@ -58,7 +58,7 @@ def model_pipeline(metadata: dict) -> tuple[Callable[[np.ndarray], np.ndarray] |
     if names is not None and not (isinstance(names, list) and all(isinstance(n, str | int | float) for n in names)):
         raise ValueError("model metadata field 'extra.dataset.classes' must be a list of class names")
     preprocess = None
-    if name and metadata.get("method") == "dpsgd-cnn":
+    if name and _runs_on_torch(metadata):
         from privml.torch.data import standardise_images  # torch: only for CNN files, which need it anyway
 
         def preprocess(X: np.ndarray) -> np.ndarray:

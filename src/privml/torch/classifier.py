@@ -114,7 +114,16 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
     one TorchClassifier per part; prediction is post-processing.
     """
 
-    method = "dpsgd-cnn"
+    @property
+    def method(self) -> str:
+        """What a model file of this estimator holds: ``"dpsgd-cnn"``, or ``"nonprivate-cnn"`` for ``epsilon=inf``.
+
+        The non-private baseline's weights are no DP release: its file is a
+        baseline's (:mod:`privml.registry`), served only through a private
+        prediction method, never as a privately trained model.
+        """
+        return "nonprivate-cnn" if self.epsilon is not None and np.isinf(float(self.epsilon)) else "dpsgd-cnn"
+
     #: the engine's data-independent facts (DPSGD.info) and the baseline's step count
     released_info = frozenset({
         "noise_multiplier", "noise_std", "clip_norm", "sample_rate", "expected_batch_size", "steps",
