@@ -95,3 +95,61 @@ def test_recommendations_pick_the_best_private_method_per_setting():
     assert best.method == "output" and distance == 0.0
     with pytest.raises(ValueError, match="unknown setting 'colour'"):
         recommend(res, colour=1)
+
+
+# ----------------------------------------------------------------------------- verdicts the repeats must support
+
+
+def noisy_curve(method, kind, parameter, points, n_test=None):
+    """A curve whose cells hold the given per-repeat accuracies (repeat r at index r of each list)."""
+    cells = tuple(
+        Cell(value=v, setting={**BASE, parameter: v}, accuracies=tuple(accs), train_seconds=(1.0,) * len(accs),
+             predict_seconds=(0.1,) * len(accs), epsilons=(1.0,) * len(accs), deltas=(0.0,) * len(accs),
+             selection_modes=("public",) * len(accs), chosen=({},) * len(accs), repeats=tuple(range(len(accs))),
+             n_test=n_test)
+        for v, accs in points
+    )
+    return Curve(method=method, label=method, kind=kind, cells=cells)
+
+
+def epsilon_study(curves):
+    sweeps = [{"name": "e", "parameter": "epsilon", "values": [0.1, 1.0, 10.0]}]
+    return results(sweeps, {"e": curves})
+
+
+def test_a_flat_method_does_not_count_as_getting_more_accurate():
+    # The review's case: DP-CD at +0.0 points was counted as "more accurate"; flat is no gain.
+    flat = noisy_curve("output", "training", "epsilon", [(0.1, [0.667, 0.667]), (1.0, [0.667, 0.667]),
+                                                           (10.0, [0.667, 0.667])])
+    rising = noisy_curve("objective", "training", "epsilon", [(0.1, [0.50, 0.52]), (1.0, [0.7, 0.7]),
+                                                                (10.0, [0.90, 0.91])])
+    assert verdicts(epsilon_study([rising]), "Every method gets more accurate as epsilon") == ["holds"]
+    assert verdicts(epsilon_study([rising, flat]), "Every method gets more accurate as epsilon") == ["refuted"]
+
+
+def test_two_noisy_repeats_on_a_small_test_split_are_inconclusive():
+    # Spreads of tens of points over two repeats: the mean rises, the repeats do not support it.
+    noisy = noisy_curve("output", "training", "epsilon", [(0.1, [0.40, 0.75]), (1.0, [0.6, 0.6]),
+                                                          (10.0, [0.78, 0.70])], n_test=114)
+    assert verdicts(epsilon_study([noisy]), "Every method gets more accurate as epsilon") == ["inconclusive"]
+    one_repeat = noisy_curve("output", "training", "epsilon", [(0.1, [0.1]), (1.0, [0.5]), (10.0, [0.9])])
+    assert verdicts(epsilon_study([one_repeat]), "Every method gets more accurate as epsilon") == ["inconclusive"]
+
+
+def test_identical_small_gains_on_a_small_split_are_not_enough():
+    # Both repeats +0.9 points (one row of 114): no spread between repeats, but the split itself is a sample.
+    same = [(0.1, [0.500, 0.600]), (1.0, [0.505, 0.605]), (10.0, [0.5088, 0.6088])]
+    assert verdicts(epsilon_study([noisy_curve("output", "training", "epsilon", same, n_test=114)]),
+                    "Every method gets more accurate") == ["inconclusive"]
+    # The same gain measured on 100,000 rows and ten repeats is confident.
+    many = [(v, [a + 0.01 * r for r in range(10)]) for v, (a, _) in same]
+    assert verdicts(epsilon_study([noisy_curve("output", "training", "epsilon", many, n_test=100_000)]),
+                    "Every method gets more accurate") == ["holds"]
+
+
+def test_a_plateau_is_not_rises_then_falls():
+    # The review's lambda sweep: 55.3 / 57.5 / 66.7 / 66.7 was marked "rises then falls: holds".
+    sweeps = [{"name": "l", "parameter": "l2", "values": [1e-4, 1e-3, 1e-2, 1e-1], "methods": ["objective"]}]
+    plateau = noisy_curve("objective", "training", "l2", [(1e-4, [0.553, 0.553]), (1e-3, [0.575, 0.575]),
+                                                          (1e-2, [0.667, 0.667]), (1e-1, [0.667, 0.667])])
+    assert verdicts(results(sweeps, {"l": [plateau]}), "Accuracy rises then falls") != ["holds"]

@@ -26,6 +26,10 @@ class Cell:
     deltas: tuple[float, ...]
     selection_modes: tuple[str, ...]
     chosen: tuple[dict[str, Any], ...]
+    #: the repeat index of each accuracy (pairs cells repeat by repeat: privml.study.evidence); () for in order
+    repeats: tuple[int, ...] = ()
+    #: the rows of the test split the accuracies were measured on (None: not recorded)
+    n_test: int | None = None
 
     @property
     def mean(self) -> float:
@@ -128,6 +132,8 @@ def collect(store: ResultStore, spec_hash: str | None = None) -> StudyResults:
                     deltas=tuple(r["delta"] for r in records),
                     selection_modes=tuple(r["selection"]["mode"] for r in records),
                     chosen=tuple(r["selection"]["chosen"] for r in records),
+                    repeats=tuple(int(r["repeat"]) for r in records),
+                    n_test=min((int(r["info"]["n_test"]) for r in records if "n_test" in r["info"]), default=None),
                 ))
             if out:
                 lines.append(Curve(method=name, label=method.label, kind=method.kind, cells=tuple(out)))

@@ -1,10 +1,13 @@
 """The paper's claims, tested on this study's results (never hard-coded).
 
 Each check reads the curves of one or more sweeps and returns a
-:class:`Finding`: the claim, whether the results support it (``holds``,
-``refuted`` or ``untested`` when the sweep or the methods it needs did not
-run), and the numbers behind the verdict. The report prints each finding
-beside the figure it comes from.
+:class:`Finding`: the claim, whether the results support it, and the
+numbers behind the verdict. A verdict is ``holds`` or ``refuted`` only when
+the study's repeats support it: every comparison is a paired 95%
+confidence interval across repeats (:mod:`privml.study.evidence`), and a
+claim whose intervals straddle zero is ``inconclusive``; ``untested`` when
+the sweep or the methods it needs did not run. The report prints each
+finding beside the figure it comes from, with its intervals.
 """
 
 from __future__ import annotations
@@ -12,10 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from privml.study.aggregate import Curve, StudyResults
-
-#: Accuracy differences below this (absolute) are treated as ties.
-TIE = 0.005
+from privml.study.aggregate import Cell, Curve, StudyResults
+from privml.study.evidence import combine, contrast, difference
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,12 @@ def _best(curves: list[Curve], value: object) -> tuple[Curve, float] | None:
     return max(scored, key=lambda t: t[1]) if scored else None
 
 
+def _cell(curve: Curve, value: object) -> Cell:
+    cell = curve.at(value)
+    assert cell is not None  # the caller picked the curve for having it
+    return cell
+
+
 def _fmt(x: float) -> str:
     return f"{100 * x:.1f}%"
 
@@ -63,10 +70,11 @@ def training_beats_prediction_at_large_budget(results: StudyResults) -> list[Fin
             out.append(Finding(claim, "paper Section 4.2, Figure 2", "untested",
                                f"no {missing} method ran in sweep {sweep.name!r}", (sweep.name,)))
             continue
-        holds = training[1] >= prediction[1] - TIE
-        out.append(Finding(claim, "paper Section 4.2, Figure 2", "holds" if holds else "refuted",
+        gap = difference(_cell(training[0], big), _cell(prediction[0], big))
+        out.append(Finding(claim, "paper Section 4.2, Figure 2", gap.verdict,
                            f"at B = {big:g}: best private training {training[0].label} {_fmt(training[1])} vs best "
-                           f"private prediction {prediction[0].label} {_fmt(prediction[1])}", (sweep.name,)))
+                           f"private prediction {prediction[0].label} {_fmt(prediction[1])}: {gap.describe()}",
+                           (sweep.name,)))
     return out
 
 
@@ -84,10 +92,10 @@ def aggregate_best_at_small_budget_pure(results: StudyResults) -> list[Finding]:
             out.append(Finding(claim, "paper Section 4.2, Figure 2a", "untested",
                                f"subsample-and-aggregate did not run in sweep {sweep.name!r}", (sweep.name,)))
             continue
-        holds = _mean(saa, small) >= best[1] - TIE
-        out.append(Finding(claim, "paper Section 4.2, Figure 2a", "holds" if holds else "refuted",
+        gap = difference(_cell(saa, small), _cell(best[0], small))
+        out.append(Finding(claim, "paper Section 4.2, Figure 2a", gap.verdict,
                            f"at B = {small:g}, delta = 0: subsample-and-aggregate {_fmt(_mean(saa, small))}, best "
-                           f"other method {best[0].label} {_fmt(best[1])}", (sweep.name,)))
+                           f"other method {best[0].label} {_fmt(best[1])}: {gap.describe()}", (sweep.name,)))
     return out
 
 
@@ -101,16 +109,19 @@ def _trend_claim(parameter: str, claim: str, source: str, direction: int) -> Cal
             if parameter == "epsilon":
                 curves = _private(curves)  # the non-private baseline does not depend on epsilon
             first, last = sweep.values[0], sweep.values[-1]
-            moves = [(c, _mean(c, last) - _mean(c, first)) for c in curves if c.at(first) and c.at(last)]
+            # The change in the claimed direction, per method: it must be above zero, with confidence.
+            moves = [(c, contrast([(direction, _cell(c, last)), (-direction, _cell(c, first))]))
+                     for c in curves if c.at(first) and c.at(last)]
             if not moves:
                 out.append(Finding(claim, source, "untested", f"sweep {sweep.name!r} has no complete curve",
                                    (sweep.name,)))
                 continue
-            agree = [c for c, change in moves if direction * change > -TIE]
-            detail = ", ".join(f"{c.label} {'+' if ch >= 0 else ''}{100 * ch:.1f} pts" for c, ch in moves)
-            out.append(Finding(claim, source, "holds" if len(agree) == len(moves) else "refuted",
-                               f"{len(agree)}/{len(moves)} methods from {parameter} = {first:g} to {last:g}: {detail}",
-                               (sweep.name,)))
+            agree = [c for c, change in moves if change.verdict == "holds"]
+            detail = ", ".join(f"{c.label} {change.describe()}" for c, change in moves)
+            way = "gain" if direction > 0 else "loss"
+            out.append(Finding(claim, source, combine([change.verdict for _, change in moves]),
+                               f"{len(agree)}/{len(moves)} methods with a confident {way} from {parameter} = "
+                               f"{first:g} to {last:g}: {detail}", (sweep.name,)))
         return out
 
     return check
@@ -124,15 +135,14 @@ def delta_helps_perturbation(results: StudyResults) -> list[Finding]:
             continue
         positive = max(v for v in sweep.values if v > 0)
         curves = [c for c in results.curves.get(sweep.name, []) if c.method in ("output", "objective")]
-        gains = [(c, _mean(c, positive) - _mean(c, 0.0)) for c in curves if c.at(0.0) and c.at(positive)]
+        gains = [(c, difference(_cell(c, positive), _cell(c, 0.0))) for c in curves if c.at(0.0) and c.at(positive)]
         if not gains:
             out.append(Finding(claim, "paper Section 4.2, Figures 2-3", "untested",
                                "output or objective perturbation did not run at delta = 0 and delta > 0",
                                (sweep.name,)))
             continue
-        holds = all(g > TIE for _, g in gains)
-        detail = ", ".join(f"{c.label} {100 * g:+.1f} pts" for c, g in gains)
-        out.append(Finding(claim, "paper Section 4.2, Figures 2-3", "holds" if holds else "refuted",
+        detail = ", ".join(f"{c.label} {g.describe()}" for c, g in gains)
+        out.append(Finding(claim, "paper Section 4.2, Figures 2-3", combine([g.verdict for _, g in gains]),
                            f"from delta = 0 to {positive:g}: {detail}", (sweep.name,)))
     return out
 
@@ -144,20 +154,23 @@ def perturbation_competitive_at_small_d(results: StudyResults) -> list[Finding]:
         curves = _private(results.curves.get(sweep.name, []))
         lo, hi = sweep.values[0], sweep.values[-1]
 
-        def gap(value: object, curves: list = curves) -> float | None:
+        def gap(value: object, curves: list = curves) -> tuple[Cell, Cell] | None:
             ours = _best([c for c in curves if c.method in ("output", "objective")], value)
             others = _best([c for c in curves if c.method not in ("output", "objective")], value)
-            return None if ours is None or others is None else ours[1] - others[1]
+            return None if ours is None or others is None else (_cell(ours[0], value), _cell(others[0], value))
 
         g_lo, g_hi = gap(lo), gap(hi)
         if g_lo is None or g_hi is None:
             out.append(Finding(claim, "paper Section 4.2, Figure 5a", "untested",
                                "needs output or objective perturbation and another private method", (sweep.name,)))
             continue
-        holds = g_lo > g_hi - TIE
-        out.append(Finding(claim, "paper Section 4.2, Figure 5a", "holds" if holds else "refuted",
-                           f"best perturbation minus best other private method: {100 * g_lo:+.1f} pts at d = {lo:g}, "
-                           f"{100 * g_hi:+.1f} pts at d = {hi:g}", (sweep.name,)))
+        # (ours - others) at small d minus the same at large d: positive when perturbation is more competitive.
+        shift = contrast([(1.0, g_lo[0]), (1.0, g_hi[1]), (-1.0, g_lo[1]), (-1.0, g_hi[0])])
+        out.append(Finding(claim, "paper Section 4.2, Figure 5a", shift.verdict,
+                           f"best perturbation minus best other private method: "
+                           f"{100 * (g_lo[0].mean - g_lo[1].mean):+.1f} pts at d = {lo:g}, "
+                           f"{100 * (g_hi[0].mean - g_hi[1].mean):+.1f} pts at d = {hi:g}; the change "
+                           f"{shift.describe()}", (sweep.name,)))
     return out
 
 
@@ -172,10 +185,19 @@ def _interior_optimum(parameter: str, claim: str, source: str) -> Callable[[Stud
                     continue
                 means = [c.mean for c in curve.cells]
                 peak = max(range(len(means)), key=means.__getitem__)
-                inside = 0 < peak < len(means) - 1
-                out.append(Finding(claim, source, "holds" if inside else "refuted",
-                                   f"{curve.label}: best {parameter} = {curve.cells[peak].value:g} "
-                                   f"({_fmt(means[peak])}) of {', '.join(f'{c.value:g}' for c in curve.cells)}",
+                cells = curve.cells
+                if 0 < peak < len(means) - 1:  # rises to the peak and falls after it, each with confidence
+                    rise, fall = difference(cells[peak], cells[0]), difference(cells[peak], cells[-1])
+                    status = combine([rise.verdict, fall.verdict])
+                    how = f"rise {rise.describe()}, fall {fall.describe()}"
+                else:  # the best value is at an end: refuted if it beats every inner value with confidence
+                    inner = max(range(1, len(means) - 1), key=means.__getitem__)
+                    over = difference(cells[peak], cells[inner])
+                    status = "refuted" if over.verdict == "holds" else "inconclusive"
+                    how = f"the end over the best inner value {over.describe()}"
+                out.append(Finding(claim, source, status,
+                                   f"{curve.label}: best {parameter} = {cells[peak].value:g} "
+                                   f"({_fmt(means[peak])}) of {', '.join(f'{c.value:g}' for c in cells)}; {how}",
                                    (sweep.name,)))
         return out
 

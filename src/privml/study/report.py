@@ -22,6 +22,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from scipy import stats
+
 from privml import __version__
 from privml.study.aggregate import Curve, StudyResults, collect
 from privml.study.findings import Finding, findings
@@ -34,7 +36,8 @@ from privml.study.summary import COLUMNS, tradeoff_table
 _LABELS = {"epsilon": "privacy loss ε", "delta": "privacy failure probability δ", "budget": "inference budget B",
            "n": "training examples n", "d": "dimension d (PCA)", "k": "number of classes k",
            "l2": "regularisation λ", "m": "number of models m"}
-_STATUS = {"holds": ("✔ holds", "ok"), "refuted": ("✘ refuted", "bad"), "untested": ("– untested", "na")}
+_STATUS = {"holds": ("✔ holds", "ok"), "refuted": ("✘ refuted", "bad"), "inconclusive": ("? inconclusive", "na"),
+           "untested": ("– untested", "na")}
 # Marks the page once every figure decoded: a headless browser (the tests) reads the flag from the DOM.
 _LOADED_PROBE = (
     "<script>window.addEventListener('load', function () { var imgs = Array.prototype.slice.call(document.images);"
@@ -119,6 +122,7 @@ def render_html(results: StudyResults, *, figures: dict[str, bytes] | None = Non
         _failures(results),
         f"<p>{_e(spec.description)}</p>",
         _overview(results),
+        _verdict_rule(spec.repeats) if found else "",
     ]
     failed_by_sweep = _failed_by_sweep(results)
     for sweep in spec.sweeps:
@@ -242,6 +246,18 @@ def _overview(results: StudyResults) -> str:
                    "include the cost of choosing the hyper-parameters. Methods with nothing to tune, and private "
                    "prediction methods (which release no candidate model to select), use public defaults.</p>")
     return "\n".join(out)
+
+
+def _verdict_rule(repeats: int) -> str:
+    """How a finding's verdict is reached, said once before the figures (privml.study.evidence)."""
+    few = (" With one repeat no finding can hold: run more repeats." if repeats < 2 else
+           f" With {repeats} repeats only large, consistent differences are conclusive (the interval's t factor is "
+           f"{stats.t.ppf(0.975, repeats - 1):.1f}); more repeats narrow it." if repeats < 5 else "")
+    return ('<p class="verdicts">' "Each finding compares accuracies repeat by repeat (every setting of a repeat "
+            "shares its seed) with a 95% confidence interval in brackets (Student t over the repeats; each "
+            "repeat's variance at least the test split's own sampling variance). A claim <b>holds</b> only when "
+            "its intervals lie above zero, is <b>refuted</b> when one lies at or below it, and is "
+            f"<b>inconclusive</b> otherwise.{few}</p>")
 
 
 def _finding(f: Finding) -> str:
