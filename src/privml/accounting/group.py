@@ -30,11 +30,22 @@ from privml.accounting.events import DpEvent, add_remove_twin
 from privml.exceptions import UnsupportedEventError
 from privml.neighbouring import Neighbouring
 
-__all__ = ["GroupPrivacyAccountant"]
+__all__ = ["GroupPrivacyAccountant", "replace_one_from_add_remove"]
 
 # Fixed-point iterations for the best eps, and the relative step used to certify the last one.
 _MAX_ITERATIONS = 200
 _CERTIFY_STEP = 1e-7
+
+
+def replace_one_from_add_remove(epsilon: float, delta: float) -> tuple[float, float]:
+    """The replace-one ``(2 eps, (1 + e^eps) delta)`` of an add/remove-one ``(eps, delta)`` guarantee (see above).
+
+    >>> replace_one_from_add_remove(1.0, 1e-6)
+    (2.0, 3.718281828459045e-06)
+    """
+    if delta == 0 or epsilon > 700:
+        return 2.0 * epsilon, (1.0 if delta > 0 else 0.0)
+    return 2.0 * epsilon, min(1.0, (1.0 + math.exp(epsilon)) * delta)
 
 
 class GroupPrivacyAccountant(PrivacyAccountant):

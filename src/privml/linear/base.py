@@ -35,10 +35,13 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from privml._deprecation import RenamedParams
 from privml._random import check_random_state
 from privml._validation import check_delta, check_epsilon, check_fitted, check_positive, check_X, check_y
+from privml.budget import charged_fit
 from privml.data.labels import fit_classes
 from privml.data.preprocessing import project_to_unit_ball
 from privml.guarantee import PrivacyGuarantee
 from privml.losses import HuberHingeLoss, LogisticLoss, Loss, MultinomialLogisticLoss
+from privml.neighbouring import Neighbouring
+from privml.registry import get_spec
 from privml.release import partition_info
 
 #: default ``huber_width`` of every estimator that has one
@@ -98,6 +101,19 @@ class PrivateLinearModel(RenamedParams):
         if self.requires_delta and delta == 0:
             raise ValueError(f"{type(self).__name__} needs delta > 0, got 0")
         return epsilon, delta
+
+    def _planned_guarantee(self, n: int) -> PrivacyGuarantee | None:
+        """The guarantee a fit on ``n`` records will give, from the settings alone (for :mod:`privml.budget`).
+
+        Here the target (epsilon, delta) under the method's relation (an
+        estimator's ``neighbouring`` setting, else the registry's); methods
+        that calibrate otherwise override it. ``None``: not private.
+        """
+        relation = getattr(self, "neighbouring", None) or get_spec(self.method).neighbouring
+        if relation is None:
+            return None  # a baseline: no relation, no guarantee
+        epsilon, delta = float(self.epsilon), float(self.delta)  # type: ignore[attr-defined]
+        return PrivacyGuarantee(epsilon, delta, Neighbouring.parse(relation), "planned")
 
     def _validate_X(self, X: Any, *, fitted: bool) -> np.ndarray:
         X = check_X(X, n_features=self.n_features_in_ if fitted else None, owner=type(self).__name__)
@@ -162,9 +178,11 @@ class PrivateLinearClassifier(PrivateLinearModel, ClassifierMixin, BaseEstimator
         classes, y_index = fit_classes(y, self.classes, owner=type(self).__name__, stacklevel=3)
         n_classes = classes.size
         rng = check_random_state(self.random_state)
-        weights, guarantee, info = self._fit_private(X, loss_labels(y_index, n_classes), n_classes, rng)
-        self.classes_ = classes
-        self._set_fitted(X.shape[1], weights, guarantee, info)
+        # Under an active privml.budget.BudgetAccountant the planned guarantee is charged first (or refused).
+        with charged_fit(self, lambda: self._planned_guarantee(X.shape[0])):
+            weights, guarantee, info = self._fit_private(X, loss_labels(y_index, n_classes), n_classes, rng)
+            self.classes_ = classes
+            self._set_fitted(X.shape[1], weights, guarantee, info)
         return self
 
     @abstractmethod

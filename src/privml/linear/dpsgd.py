@@ -462,6 +462,10 @@ class DPSGDClassifier(PrivateLinearClassifier):
         super().fit(X, y)  # runs _check_hyperparameters first
         return self
 
+    def _planned_guarantee(self, n: int) -> PrivacyGuarantee:
+        """The calibrated plan's guarantee (epsilon may be set through noise_multiplier): from n and the settings."""
+        return self._plan(n).noise.guarantee
+
     def _sample_rate(self, n: int) -> float:
         if self.sample_rate is not None:
             return float(self.sample_rate)

@@ -112,6 +112,10 @@ class NonPrivateClassifier(PrivateLinearClassifier):
         check_solver_settings(self.tol, self.max_iter)
         return math.inf, 0.0
 
+    def _planned_guarantee(self, n: int) -> None:
+        """None: not private (a fit under a :class:`~privml.budget.BudgetAccountant` is refused)."""
+        return None
+
     def _fit_private(
         self, X: np.ndarray, y: np.ndarray, n_classes: int, rng: np.random.Generator
     ) -> tuple[np.ndarray, PrivacyGuarantee, dict]:

@@ -17,8 +17,10 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from privml._deprecation import RenamedParams
 from privml._validation import MAX_BUDGET, check_count, check_fitted, check_X
 from privml.exceptions import PrivacyLeakWarning
+from privml.guarantee import PrivacyGuarantee
 from privml.ledger import BudgetLedger, MemoryLedger, calibration_context
 from privml.ledger.base import check_context
+from privml.neighbouring import Neighbouring
 
 __all__ = ["BudgetedPredictor", "check_ledger"]
 
@@ -99,6 +101,10 @@ class BudgetedPredictor(RenamedParams, ClassifierMixin, BaseEstimator):
                 "that reopens the budget with this seed draws the same noise, and differences of their answers "
                 "cancel it; seed only in tests"), stacklevel=3)
         self.ledger_ = ledger if ledger is not None else MemoryLedger(budget, context=context)
+
+    def _planned_guarantee(self) -> PrivacyGuarantee:
+        """The total guarantee over ``budget`` answers, from the settings (for :mod:`privml.budget`)."""
+        return PrivacyGuarantee(float(self.epsilon), float(self.delta), Neighbouring.REPLACE_ONE, "planned")
 
     def _check_fitted(self) -> None:
         check_fitted(self, "ledger_")

@@ -41,6 +41,7 @@ from sklearn.base import BaseEstimator, clone
 
 from privml._random import RandomState, check_random_state
 from privml._validation import MAX_BUDGET, check_count, check_delta, check_epsilon, check_n_jobs, check_X, check_y
+from privml.budget import charged_fit
 from privml.data.labels import fit_classes, label_codes
 from privml.guarantee import PrivacyGuarantee
 from privml.ledger import BudgetLedger
@@ -338,21 +339,25 @@ class SubsampleAndAggregate(BudgetedPredictor):
         if self.n_models > X.shape[0]:  # before the probe, whose parts would hold no record
             raise ValueError(f"n_models={self.n_models} exceeds the number of training records ({X.shape[0]})")
         check_teacher_takes_one_class(base, classes, X.shape[1], X.shape[0] // self.n_models)
-        parts = random_partition(X.shape[0], self.n_models, rng)
-        try:
-            teachers = Parallel(n_jobs=self.n_jobs)(
-                delayed(_fit_teacher)(clone(base), X[part], y[part]) for part in parts
-            )
-        except Exception as exc:  # noqa: BLE001 - said without its message, which may name a class or a value
-            if type(base).__module__.startswith("privml."):
-                raise  # privml's own messages name settings and sizes only (n and m are public)
-            raise ValueError(
-                f"a teacher ({type(base).__name__}) failed to fit its part ({type(exc).__name__}); whether one "
-                "does may depend on the private records, so its message is not shown: use a teacher that fits any "
-                "part (e.g. privml's NonPrivateClassifier with classes=...)"
-            ) from None
-        sizes = [part.size for part in parts]
-        self._set_teachers(list(teachers), classes, X.shape[1], calibration, rng, part_sizes=(min(sizes), max(sizes)))
+        # Under an active privml.budget.BudgetAccountant the guarantee over the whole answer budget is charged now
+        # (the teachers' own fits inside are not releases, and are not charged again).
+        with charged_fit(self, lambda: self._planned_guarantee()):
+            parts = random_partition(X.shape[0], self.n_models, rng)
+            try:
+                teachers = Parallel(n_jobs=self.n_jobs)(
+                    delayed(_fit_teacher)(clone(base), X[part], y[part]) for part in parts
+                )
+            except Exception as exc:  # noqa: BLE001 - said without its message, which may name a class or a value
+                if type(base).__module__.startswith("privml."):
+                    raise  # privml's own messages name settings and sizes only (n and m are public)
+                raise ValueError(
+                    f"a teacher ({type(base).__name__}) failed to fit its part ({type(exc).__name__}); whether one "
+                    "does may depend on the private records, so its message is not shown: use a teacher that fits any "
+                    "part (e.g. privml's NonPrivateClassifier with classes=...)"
+                ) from None
+            sizes = [part.size for part in parts]
+            self._set_teachers(list(teachers), classes, X.shape[1], calibration, rng,
+                               part_sizes=(min(sizes), max(sizes)))
         return self
 
     def _set_teachers(

@@ -32,6 +32,7 @@ from privml._validation import (
     check_X,
     check_y,
 )
+from privml.budget import charged_fit
 from privml.data.labels import fit_classes
 from privml.data.preprocessing import project_to_unit_ball
 from privml.guarantee import PrivacyGuarantee
@@ -258,10 +259,13 @@ class PredictionSensitivity(BudgetedPredictor):
             l2 = auto_l2(X.shape[0], loss.lipschitz, _rms_noise_multiplier(noise, n_outputs), AUTO_LOGIT_NOISE)
         else:
             l2 = check_positive(self.l2, "l2")
-        model = NonPrivateClassifier(
-            l2=l2, loss=self.loss, huber_width=self.huber_width, classes=classes, tol=self.tol, max_iter=self.max_iter
-        ).fit(X, y)
-        self._set_model(model, noise, l2_rule="auto" if self.l2 == "auto" else "given")
+        # Under an active privml.budget.BudgetAccountant the guarantee over the whole answer budget is charged now.
+        with charged_fit(self, lambda: self._planned_guarantee()):
+            model = NonPrivateClassifier(
+                l2=l2, loss=self.loss, huber_width=self.huber_width, classes=classes, tol=self.tol,
+                max_iter=self.max_iter,
+            ).fit(X, y)
+            self._set_model(model, noise, l2_rule="auto" if self.l2 == "auto" else "given")
         return self
 
     @classmethod

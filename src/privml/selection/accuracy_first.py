@@ -75,9 +75,10 @@ from privml.linear.solvers import (
     minimise_objective,
 )
 from privml.losses import RegularisedObjective
+from privml.neighbouring import Neighbouring
 from privml.selection.accuracy_first_result import SelectionResult, SelectionStep
 from privml.selection.doubling import DOUBLING_NOISES, doubling_grid, independent_releases
-from privml.selection.ex_post import noise_reduction_prefix_costs
+from privml.selection.ex_post import independent_prefix_costs, noise_reduction_prefix_costs
 from privml.selection.interactive_above_threshold import InteractiveAboveThreshold, Release
 from privml.selection.noise_reduction import (
     NoiseReductionChain,
@@ -468,6 +469,15 @@ class AccuracyFirstClassifier(PrivateLinearClassifier):
         # A permutation of indices only: public randomness, independent of the records.
         order = rng.permutation(n)
         return np.sort(order[n_val:]), np.sort(order[:n_val])
+
+    def _planned_guarantee(self, n: int) -> PrivacyGuarantee:
+        """The ex-post guarantee's worst case: AboveThreshold's at_epsilon plus the whole grid's cost."""
+        _, delta = self._check_hyperparameters()
+        grid = self._grid()
+        costs = independent_prefix_costs(grid, delta) if self.search == "doubling" else \
+            noise_reduction_prefix_costs(grid, delta)
+        epsilon, delta = costs[-1]
+        return PrivacyGuarantee(float(self.at_epsilon) + epsilon, delta, Neighbouring.REPLACE_ONE, "planned")
 
     # ------------------------------------------------------------------- fit
     def _fit_private(

@@ -9,6 +9,7 @@ import torch
 from sklearn.base import BaseEstimator, ClassifierMixin
 
 from privml._validation import check_fitted, check_positive
+from privml.budget import charged_fit
 from privml.data.labels import fit_classes
 from privml.guarantee import PrivacyGuarantee
 from privml.neighbouring import Neighbouring
@@ -275,7 +276,8 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
             X_t, y_t = X_t.to(device), y_t.to(device)  # once; batches are gathered on the device
             optimizer = torch.optim.SGD(module.parameters(), lr=self.learning_rate, momentum=self.momentum)
             if self.epsilon is not None and np.isinf(self.epsilon):
-                self._fit_nonprivate(module, optimizer, X_t, y_t, n)
+                with charged_fit(self, lambda: None):  # refused under an active privml.budget.BudgetAccountant
+                    self._fit_nonprivate(module, optimizer, X_t, y_t, n)
             else:
                 engine = DPSGD(
                     module,
@@ -300,9 +302,12 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
                     clip_precision=self.clip_precision,
                     cuda_graph=self.cuda_graph,
                 )
-                engine.fit(X_t, y_t, progress=self.progress)
-                self.privacy_ = engine.privacy_
-                self.fit_info_ = engine.info()
+                # The planned steps' guarantee is charged to an active budget before the first step.
+                planned = int(engine.planned_steps or 0)  # epochs are always set here, so steps are planned
+                with charged_fit(self, lambda: engine._guarantee(engine.noise_multiplier, planned)):
+                    engine.fit(X_t, y_t, progress=self.progress)
+                    self.privacy_ = engine.privacy_
+                    self.fit_info_ = engine.info()
         module.eval()
         self.module_ = module
         self.classes_ = classes

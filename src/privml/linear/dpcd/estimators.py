@@ -12,6 +12,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from privml._deprecation import RenamedParams
 from privml._random import RandomState, check_random_state
 from privml._validation import check_y
+from privml.budget import charged_fit
 from privml.guarantee import PrivacyGuarantee
 from privml.linear.base import PrivateLinearClassifier, PrivateLinearModel, make_loss
 from privml.linear.dpcd.solver import (
@@ -317,8 +318,9 @@ class DPCDRegressor(_DPCDMixin, PrivateLinearModel, RegressorMixin, BaseEstimato
         X = self._validate_X(X, fitted=False)
         y = check_y(y, X.shape[0], numeric=True)
         rng = check_random_state(self.random_state)
-        result = self._fit_dpcd(X, y, SquaredLoss(), rng)
-        self._set_fitted(X.shape[1], result.weights, result.guarantee, result.info)
+        with charged_fit(self, lambda: self._planned_guarantee(X.shape[0])):  # privml.budget, when one is active
+            result = self._fit_dpcd(X, y, SquaredLoss(), rng)
+            self._set_fitted(X.shape[1], result.weights, result.guarantee, result.info)
         return self
 
     @property
