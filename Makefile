@@ -8,7 +8,7 @@ PEERS  := .venv-peers
 PEERS_STAMP := $(PEERS)/.installed
 PYTEST_WORKERS ?= 2
 
-.PHONY: demo test test-slow bench docs lint clean
+.PHONY: demo test test-kernels test-slow bench docs lint clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,16 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -q -n $(PYTEST_WORKERS)
+
+# The numeric and torch tests again on a second kernel path (issue 30): MKL limited to
+# SSE4.2 and numpy's dispatch limited to its baseline (every dispatch target this CPU
+# has is disabled, read from numpy at run time), so that no test can depend on one
+# CPU's BLAS or SIMD rounding. OPENBLAS_CORETYPE is left as the machine sets it.
+KERNEL_TESTS ?= tests/torch tests/linear tests/losses tests/mechanisms tests/accounting tests/prediction tests/selection
+test-kernels: $(STAMP)
+	MKL_ENABLE_INSTRUCTIONS=SSE4_2 \
+	NPY_DISABLE_CPU_FEATURES="$$($(PY) -c 'from numpy._core._multiarray_umath import __cpu_dispatch__ as d, __cpu_features__ as f; print(" ".join(k for k in d if f.get(k)))')" \
+	  $(PY) -m pytest -q -n $(PYTEST_WORKERS) $(KERNEL_TESTS)
 
 # ruff (rules in pyproject.toml) on all Python files, mypy on the library.
 lint: $(STAMP)

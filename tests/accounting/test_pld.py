@@ -431,3 +431,14 @@ def test_group_privacy_over_pld_is_finite_where_its_tiny_inner_deltas_fall_below
     over_pld = GroupPrivacyAccountant("pld").compose(event).get_epsilon(1e-5)
     over_rdp = GroupPrivacyAccountant("rdp").compose(event).get_epsilon(1e-5)
     assert math.isfinite(over_pld) and over_pld <= over_rdp + 1e-9
+
+
+def test_the_fft_size_is_scipys_fast_real_length():
+    # pld_convolution picks its FFT size without importing scipy.fft (start-up): the same 5-smooth lengths.
+    from scipy.fft import next_fast_len as scipy_next_fast_len
+
+    from privml.accounting.pld_convolution import next_fast_len
+
+    rng = np.random.default_rng(0)
+    sizes = [*range(1, 3000), *(int(n) for n in rng.integers(3000, 10**9, 2000))]
+    assert [next_fast_len(n) for n in sizes] == [scipy_next_fast_len(n, real=True) for n in sizes]

@@ -172,3 +172,21 @@ def test_cli_architectures_are_the_image_models():
     from privml.torch.models import IMAGE_ARCHITECTURES
 
     assert CNN_ARCHITECTURES == IMAGE_ARCHITECTURES
+
+
+def test_without_torch_a_cnn_model_file_is_refused_in_one_line(image_cache, capsys, tmp_path):
+    # predict and serve of a dpsgd-cnn file in a core install (torch hidden by an import hook): one line
+    # naming the torch extra, exit 2, before the model's arrays or any input row are read.
+    from tests.cli.test_without_torch import EXTRA, cli_without_torch
+
+    model = tmp_path / "cnn.npz"
+    assert main(["train", "--method", "dpsgd-cnn", "--dataset", "mnist", "--epsilon", "2", "--max-train", "200",
+                 "--epochs", "1", "--batch-size", "100", "--seed", "0", "--threads", "1", "--out", str(model)]) == 0
+    capsys.readouterr()
+    rows = tmp_path / "rows.csv"
+    rows.write_text(",".join(f"p{j}" for j in range(784)) + "\n" + ",".join(["0"] * 784) + "\n")
+    for command, extra in (("predict", ["--input", str(rows)]), ("serve", [])):
+        result = cli_without_torch(command, "--model", str(model), *extra)
+        assert result.returncode == 2, result.stderr
+        assert result.stderr == (f"privml {command}: error: {model}, a CNN model file (dpsgd-cnn), needs PyTorch, "
+                                 f"which the core install lacks: {EXTRA}\n")

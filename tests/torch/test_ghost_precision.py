@@ -433,36 +433,50 @@ def _linear_loss(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return (out * y).sum(tuple(range(1, out.dim())))
 
 
+# Two positions whose terms cancel, built so that float32 loses the norm whatever the kernel: inputs
+# a_t = (B, e_t, 0, ..., 0) with B = 2^13 and e_t = +-1 (all TF32-exact), output gradients +1 and -1. Every Gram
+# entry a_t . a_s is 2^26 + e_t e_s, which float32 rounds to 2^26 whatever the order of the sum or the use of
+# FMA: the other 4094 products are 0, and 2^26 +- 1 lies within half a spacing of 2^26 (float32's spacing is 8
+# above 2^26, 4 below). So every entry is exactly 2^26, and the trace's four terms, +-2^26 times the gradients'
+# Gram entries (+-4, exact), sum to exactly 0 in any order. The true per-example
+# gradient is the difference of the positions, (0, 2, 0, ...) per output: its norm is 4 (linear, conv), 2
+# (embedding). The inputs are 4096 wide so that the Gram trace is the cheaper norm (the engine's choice).
+_B, _WIDTH = 2.0**13, 4096
+
+
+def _cancelling_rows() -> torch.Tensor:
+    rows = torch.zeros(2, _WIDTH)
+    rows[:, 0], rows[0, 1], rows[1, 1] = _B, 1.0, -1.0
+    assert all(float(torch.tensor(_B * _B + e, dtype=torch.float32)) == _B * _B for e in (1.0, -1.0))
+    return rows
+
+
 def _cancelling(kind: str) -> tuple[nn.Module, torch.Tensor, torch.Tensor]:
-    # Two positions whose outer products nearly cancel: inputs equal but for float32's last bits (both values are
-    # TF32-exact), gradients +1 and -1. The true per-example gradient is the small difference; float32 Gram
-    # traces of 4096-wide inputs lose it entirely (computed norm 0 against a true norm of 1).
-    c1, c2, d = 1.7373046875, 1.7451171875, 4096
+    rows = _cancelling_rows()
     if kind == "linear":
-        x = torch.empty(1, 2, d)
-        x[0, 0], x[0, 1] = c1, c2
         y = torch.ones(1, 2, 4)
         y[0, 1] = -1
-        return nn.Linear(d, 4, bias=False), x, y
+        return nn.Linear(_WIDTH, 4, bias=False), rows.unsqueeze(0), y
     if kind == "conv":
-        x = torch.empty(1, d, 2)
-        x[0, :, 0], x[0, :, 1] = 1.263671875, 1.271484375  # the patch Gram's own unlucky pair
         y = torch.ones(1, 4, 2)
         y[0, :, 1] = -1
-        return nn.Conv1d(d, 4, 1, bias=False), x, y
-    y = torch.empty(1, 2, d)  # an Embedding: the same token twice, with gradients g and about -g
-    y[0, 0], y[0, 1] = c1, -c2
-    return nn.Embedding(3, d), torch.tensor([[1, 1]]), y
+        return nn.Conv1d(_WIDTH, 4, 1, bias=False), rows.T.unsqueeze(0).contiguous(), y
+    # An Embedding: the same token twice, with gradients (B, 1, 0, ...) and (-B, 1, 0, ...), whose sum is
+    # (0, 2, 0, ...); the Gram entries are +-2^26 +- 1, so again exactly +-2^26.
+    y = rows.clone().unsqueeze(0)
+    y[0, 1, 0], y[0, 1, 1] = -_B, 1.0
+    return nn.Embedding(3, _WIDTH), torch.tensor([[1, 1]]), y
 
 
 @pytest.mark.parametrize("precision", ["fp32", "tf32"])
 @pytest.mark.parametrize("kind", ["linear", "conv", "embedding"])
 def test_a_norm_lost_to_cancellation_still_bounds_the_term(kind, precision):
-    # Before the Gram traces' floating-point bound, this example moved the sum by 10 C (fp32), 4.6 C (tf32).
+    # Without the Gram traces' floating-point bound this example moves the sum by up to 40 C (20 C, embedding).
     model, x, y = _cancelling(kind)
     sums, norms = ghost_clipped_sum(model, _linear_loss, x, y, 0.1, clip_precision=precision)
     true = _twin_weight_grad(model, x, y).norm() if kind != "embedding" else (y[0, 0].double() + y[0, 1].double()).norm()
-    assert float(norms[0]) < 0.5 * float(true)  # the computed norm did lose most of it
+    assert float(true) == (2.0 if kind == "embedding" else 4.0)
+    assert float(norms[0]) == 0.0  # the computed norm lost all of it, on any IEEE-754 machine
     assert _norm(sums) <= 0.1 * (1 + 1e-6)
 
 

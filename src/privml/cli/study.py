@@ -147,7 +147,7 @@ def _list(args: argparse.Namespace) -> None:
 def _run(args: argparse.Namespace) -> int:
     from privml.study import load_preset, load_spec, make_executor, preset_names, run_study
     from privml.study.executors import DaskExecutor
-    from privml.study.runner import check_dataset, place_study
+    from privml.study.runner import check_dataset, place_study, plan
 
     if args.label_column and not (args.dataset or "").startswith("csv:"):
         raise ValueError("--label-column applies to --dataset csv:PATH only")
@@ -196,6 +196,11 @@ def _run(args: argparse.Namespace) -> int:
     with leak_warnings_as_lines():
         check_dataset(spec, local=not isinstance(executor, DaskExecutor))
         print(f"study {spec.name} on {spec.dataset}: results in {args.out}", file=sys.stderr)
+        # Methods this install cannot run (the CNN methods without the torch extra) are left out: said now,
+        # before any run, not only in the report.
+        for note in plan(spec)[1]:
+            if " is unavailable: " in note:
+                print(f"note: {note}", file=sys.stderr)
         outcome = run_study(spec, args.out, executor=executor, progress=not args.no_progress,
                             report=not args.no_report, check_data=False, cache=not args.no_cache,
                             clear_cache=args.clear_cache)

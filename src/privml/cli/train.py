@@ -259,6 +259,9 @@ def _check_cnn_args(args: argparse.Namespace) -> str:
 def _train_cnn(args: argparse.Namespace) -> None:
     """``--method dpsgd-cnn``: a CNN trained by DP-SGD on MNIST or Fashion-MNIST images."""
     dataset = _check_cnn_args(args)
+    from privml._extras import import_torch_or_explain
+
+    import_torch_or_explain("--method dpsgd-cnn")
     from privml.torch.classifier import TorchClassifier, resolve_device  # torch is imported for this method only
     from privml.torch.data import load_images
 

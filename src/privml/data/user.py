@@ -3,10 +3,12 @@
 CSV: a header row is required; the label column (default ``label``) may hold
 numbers or strings, stripped of surrounding spaces, and no empty cell (see
 :mod:`privml.data.labels` for how labels match the class set); every other
-column must be numeric and finite. NPZ: arrays
+column must be numeric (plain ASCII decimals) and finite, and the last record
+must end with a line break (a file cut short inside it is refused). NPZ: arrays
 ``X`` and ``y``, or ``X_train, y_train, X_test, y_test``; it is read with
 ``allow_pickle=False`` (a pickled object array could run code), so labels
-must be numeric or fixed-width strings.
+must be numeric or fixed-width strings. Each member's CRC-32 and ``.npy``
+header are checked: a damaged, truncated or crafted file is refused in one line.
 
 Without a separate test file (``test_path``) or split arrays, the records are
 split 80/20 by :func:`privml.data.split.fixed_split`.
@@ -15,6 +17,10 @@ split 80/20 by :func:`privml.data.split.fixed_split`.
 from __future__ import annotations
 
 import csv
+import math
+import struct
+import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -78,11 +84,24 @@ def read_csv(path: Path, *, label_column: str) -> tuple[list[str], np.ndarray, n
     lines : numpy.ndarray of int, shape (n,)
         The 1-based file line of each record (the header is line 1).
     """
+    _check_complete(path)
     try:
         return _read_csv_cells(path, label_column)
     except (csv.Error, UnicodeDecodeError) as exc:  # e.g. a cell over the csv module's field limit
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise ValueError(f"{path} is not a readable CSV file ({reason})") from None
+
+
+def _check_complete(path: Path) -> None:
+    # A CSV has no checksum: a copy cut short inside its last record can still parse (0.125 read as 0.12),
+    # so the last record must end with a line break, as every CSV writer ends it. A cut at a line break
+    # leaves a shorter well-formed file, which no reader can tell from one written so.
+    with open(path, "rb") as handle:
+        if handle.seek(0, 2) > 0:
+            handle.seek(-1, 2)
+            if handle.read(1) not in (b"\n", b"\r"):
+                raise ValueError(f"{path} does not end with a line break: its last record may have been cut "
+                                 "short (an incomplete copy?); if the file is complete, end it with a newline")
 
 
 def _read_csv_cells(path: Path, label_column: str) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
@@ -126,7 +145,11 @@ def _read_csv_cells(path: Path, label_column: str) -> tuple[list[str], np.ndarra
 
 
 def is_number(text: str) -> bool:
-    """Whether a CSV cell reads as a float (the header test and the cell checks, here and in privml predict)."""
+    """Whether a CSV cell reads as a float written in ASCII, without underscores, padded by spaces or tabs only
+    (the header test and the cell checks, here and in privml predict)."""
+    text = text.strip(" \t")
+    if not text.isascii() or "_" in text or text != text.strip():
+        return False
     try:
         float(text)
     except ValueError:
@@ -136,8 +159,15 @@ def is_number(text: str) -> bool:
 
 def _to_float(cells: np.ndarray, *, path: Path, names: list[str], lines: np.ndarray) -> np.ndarray:
     try:
-        X = np.char.strip(cells).astype(np.float64)
-    except ValueError:
+        # Plain ASCII decimals only: Python's float() also reads '1_5' as 15 and other scripts' digits, so a
+        # changed byte could turn into another number instead of a refusal.
+        # Spaces and tabs around a number are padding; other whitespace (form feeds, the ASCII separators
+        # Python counts as whitespace) is damage.
+        ascii_cells = np.char.strip(cells, " \t").astype(np.bytes_)
+        if np.any(np.char.find(ascii_cells, b"_") >= 0) or np.any(np.char.strip(ascii_cells) != ascii_cells):
+            raise ValueError("underscore or whitespace")
+        X = ascii_cells.astype(np.float64)
+    except (ValueError, UnicodeEncodeError):
         # Fast path failed: find the first offending cell for the message.
         for i, row in enumerate(cells):
             for j, cell in enumerate(row):
@@ -193,11 +223,21 @@ def load_npz(path: Path, *, test_path: Path | None) -> UserSplits:
         )
     for split, (X, y) in (("train", parts[:2]), ("test", parts[2:])):
         _check_pair(X, y, what=f"{path} {split}")
+    if parts[0].shape[1:] != parts[2].shape[1:]:
+        raise ValueError(f"{path}: test features have shape {parts[2].shape[1:]} per record, training features "
+                         f"{parts[0].shape[1:]}")
     X_train, y_train, X_test, y_test = (np.asarray(p) for p in parts)
     return UserSplits(X_train, y_train, X_test, y_test, source=source)
 
 
 def _read_npz(path: Path) -> dict[str, np.ndarray]:
+    """The arrays of an ``.npz`` file, or one-line ``ValueError`` for any file that is not one as written.
+
+    Read member by member rather than by ``np.load``, so that every way a file can be damaged or crafted is
+    refused before anything is allocated or trained: not a zip, truncated, a member whose CRC-32 does not match
+    (any changed byte of an array), a ``.npy`` header that claims more or fewer elements than the member holds,
+    and arrays privml does not train on (object, structured, complex, dates). numpy.savez writes no other kind.
+    """
     # np.load takes any file that is not a zip or .npy for a pickle and then speaks of pickled object arrays
     # (e.g. a CSV given as the --test file of npz: data): say plainly that the file is not an .npz.
     with open(path, "rb") as handle:
@@ -205,17 +245,67 @@ def _read_npz(path: Path) -> dict[str, np.ndarray]:
             raise ValueError(f"{path} is not an .npz file (a zip of arrays, as numpy.savez writes); "
                              "npz: data and its test file must both be .npz")
     try:
-        with np.load(path, allow_pickle=False) as npz:
-            return {key: npz[key] for key in npz.files}
-    except ValueError as exc:
-        raise ValueError(
-            f"{path} holds an object array ({exc}); privml reads .npz with allow_pickle=False because a pickle can "
-            "run code: save numeric features and numeric or fixed-width string labels"
-        ) from exc
+        with zipfile.ZipFile(path) as archive:
+            return {_array_name(info.filename, path): _read_member(archive, info, path)
+                    for info in archive.infolist()}
+    except _Refused:
+        raise
+    except (zipfile.BadZipFile, zlib.error, struct.error, EOFError, NotImplementedError, RuntimeError, OSError,
+            ValueError, OverflowError) as exc:
+        # A truncated or damaged archive (a CRC mismatch reads "Bad CRC-32"; a damaged directory can make
+        # zipfile fail in struct or seek), or a zip feature numpy never writes (encryption, another
+        # compression): the file is not the one numpy.savez wrote.
+        raise ValueError(f"{path} is not a readable .npz file: damaged or truncated ({_first_line(exc)})") from None
+
+
+class _Refused(ValueError):
+    """An .npz read whole but refused for what it holds (its message says why)."""
+
+
+def _array_name(member: str, path: Path) -> str:
+    if not member.endswith(".npy"):
+        raise _Refused(f"{path}: member {member!r} is not an array (.npy); an .npz holds arrays only")
+    return member[: -len(".npy")]
+
+
+_NPY_HEADERS = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
+
+
+def _read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, path: Path) -> np.ndarray:
+    name = info.filename[: -len(".npy")]
+    with archive.open(info) as member:
+        try:
+            version = np.lib.format.read_magic(member)
+            shape, fortran_order, dtype = _NPY_HEADERS[version](member)
+        except (ValueError, KeyError) as exc:  # not .npy, or version 3.0 (only for unicode field names)
+            raise _Refused(f"{path}: array {name!r} has no readable .npy header ({_first_line(exc)})") from None
+        if dtype.hasobject:
+            raise _Refused(
+                f"{path}: array {name!r} is an object array; privml reads .npz with allow_pickle=False because a "
+                "pickle can run code: save numeric features and numeric or fixed-width string labels"
+            )
+        if dtype.names is not None or dtype.subdtype is not None or dtype.kind not in "biufUS":
+            raise _Refused(f"{path}: array {name!r} has dtype {dtype}; privml reads real numbers (features) and "
+                           "real numbers or fixed-width strings (labels), not complex, structured or other arrays")
+        # The header's shape against the member's size (from the zip directory, itself checked by the CRC and
+        # the read below): a header that lies is refused before its array is allocated.
+        expected = math.prod(shape) * dtype.itemsize
+        if member.tell() + expected != info.file_size:
+            raise _Refused(f"{path}: array {name!r} claims shape {shape} of {dtype} ({expected} bytes), but its "
+                           f"member holds {info.file_size - member.tell()} bytes of data")
+        data = member.read(expected)
+        member.read()  # to the member's end, where zipfile checks the CRC-32 of what was read
+    array = np.frombuffer(data, dtype=dtype, count=math.prod(shape))
+    return array.reshape(shape, order="F" if fortran_order else "C").copy()
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc)
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _check_pair(X: np.ndarray, y: np.ndarray, *, what: str) -> None:
-    if X.ndim < 2 or not (np.issubdtype(X.dtype, np.number) or X.dtype == bool):
+    if X.ndim < 2 or X.dtype.kind not in "biuf":  # bool, integers, floats: not complex
         raise ValueError(f"{what}: features must be a numeric array with a record axis, got {X.dtype} {X.shape}")
     if y.ndim != 1 or y.shape[0] != X.shape[0]:
         raise ValueError(f"{what}: labels must have shape ({X.shape[0]},), got {y.shape}")

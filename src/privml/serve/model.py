@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from privml._extras import import_torch_or_explain
 from privml.io import MODEL_CLASSES, read_model_metadata
 from privml.ledger import BudgetLedger, calibration_context, open_ledger
 
@@ -59,6 +60,7 @@ def model_pipeline(metadata: dict) -> tuple[Callable[[np.ndarray], np.ndarray] |
         raise ValueError("model metadata field 'extra.dataset.classes' must be a list of class names")
     preprocess = None
     if name and _runs_on_torch(metadata):
+        import_torch_or_explain(f"a CNN model file ({metadata.get('method')})")
         from privml.torch.data import standardise_images  # torch: only for CNN files, which need it anyway
 
         def preprocess(X: np.ndarray) -> np.ndarray:
@@ -106,6 +108,7 @@ def model_device(path: str | Path, metadata: dict, device: str | None) -> str | 
             raise ValueError(f"--device applies to CNN model files (dpsgd-cnn) only; {path} holds a "
                              f"{metadata.get('method')} model")
         return None
+    import_torch_or_explain(f"{path}, a CNN model file ({metadata.get('method')}),")
     from privml.torch.classifier import resolve_device  # torch: only for CNN files, which need it anyway
 
     device = "auto" if device is None else device

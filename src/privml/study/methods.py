@@ -36,6 +36,8 @@ from typing import Any
 
 import numpy as np
 
+from privml._extras import TORCH_HINT, torch_is_missing
+
 __all__ = ["METHODS", "Fitted", "Method", "MethodUnavailable", "RunResult", "get_method"]
 
 
@@ -115,7 +117,10 @@ class Method:
 
     def unavailable_reason(self) -> str | None:
         """``None`` if the method can run here, else one line saying what is missing."""
-        missing = _missing(self.target)
+        # Every image method trains CNNs with privml.torch, whatever class aggregates them: without torch, a
+        # subsample-and-aggregate over CNN teachers would be planned and then fail run by run.
+        missing = _missing("privml.torch:TorchClassifier") if self.inputs == "images" else None
+        missing = missing or _missing(self.target)
         return None if missing is None else f"method {self.name!r} ({self.label}) is unavailable: {missing}"
 
     def estimator_class(self) -> type:
@@ -218,6 +223,8 @@ def _missing(target: str) -> str | None:
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
+        if torch_is_missing(exc):
+            return f"it {TORCH_HINT}"
         return f"module {module_name} cannot be imported ({exc})"
     if not hasattr(module, class_name):
         return f"{module_name} has no {class_name} yet"
