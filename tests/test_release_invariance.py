@@ -359,7 +359,7 @@ def test_cli_train(capsys, tmp_path: Path, method: str) -> None:
     pair = _csv_pair(tmp_path)
     privacy = [] if method == "nonprivate" else ["--epsilon", "1"]
     argv = lambda path: ["train", "--method", method, "--dataset", f"csv:{path}", "--classes", "no,yes",  # noqa: E731
-                         "--seed", "0", *privacy]
+                         "--bounds", "unit", "--seed", "0", *privacy]
     assert _cli_violations(capsys, argv, pair, set()) == []
 
 
