@@ -11,7 +11,8 @@ import pytest
 
 from privml.data import load_dataset
 from privml.data.preprocessing import project_to_unit_ball
-from privml.data.schema import Categorical, Label, Numeric, Schema, load_schema, suggest_schema
+from privml.data.schema import Categorical, Label, Numeric, Schema, load_schema
+from privml.data.schema_draft import suggest_schema
 from privml.exceptions import PrivacyLeakWarning
 from privml.registry import estimator_class
 from tests.data.raw_tables import breast_cancer_schema, write_raw_breast_cancer

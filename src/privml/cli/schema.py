@@ -45,7 +45,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _suggest(args: argparse.Namespace) -> None:
-    from privml.data.schema import FROM_THE_DATA, suggest_schema
+    from privml.data.schema_draft import FROM_THE_DATA, suggest_schema
 
     data = Path(args.data)
     out = Path(args.out) if args.out is not None else data.with_name(data.stem + ".schema.toml")
