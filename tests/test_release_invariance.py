@@ -451,8 +451,8 @@ def test_cli_train_dpsgd_cnn(capsys, tmp_path: Path, monkeypatch) -> None:
 
 def test_cli_select(capsys, tmp_path: Path) -> None:
     pair = _csv_pair(tmp_path, n=400)
-    argv = lambda path: ["select", "--dataset", f"csv:{path}", "--classes", "no,yes", "--target-error",  # noqa: E731
-                         "0.3", "--at-epsilon", "1", "--seed", "0"]
+    argv = lambda path: ["select", "--dataset", f"csv:{path}", "--classes", "no,yes", "--bounds", "unit",  # noqa: E731
+                         "--target-error", "0.3", "--at-epsilon", "1", "--seed", "0"]
     # Where the search stopped (and so what it published and cost) is AboveThreshold's DP output.
     dp = {"stopped_at", "met_target", "ex_post_epsilon", "ex_post_delta", "n_published", "trace"}
     assert _cli_violations(capsys, argv, pair, dp) == []

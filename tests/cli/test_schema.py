@@ -103,3 +103,12 @@ def test_train_predict_and_serve_apply_the_schema(capsys, patients, tmp_path):
     metadata_free = PredictionService(served.predictor, preprocess=type(served.preprocess)(schema=strict, bias=0.5))
     with pytest.raises(RequestError, match="row 1, column 'site': the cell is not one of the schema's levels"):
         metadata_free.predict(json.dumps({"rows": [rows[1][:30] + ["west"]]}).encode())
+
+
+def test_select_reads_a_csv_through_the_schema_or_refuses_it(capsys, patients, tmp_path):
+    code, out, err = run(capsys, "select", "--dataset", f"csv:{patients}", "--target-error", "0.2")
+    assert code == 2 and out == "" and "--schema FILE" in err
+    schema = breast_cancer_schema().save(tmp_path / "schema.json")
+    r = run_json(capsys, "select", "--dataset", f"csv:{patients}", "--schema", str(schema), "--target-error", "0.3",
+                 "--at-epsilon", "1", "--seed", "0")
+    assert r["n_train"] + r["n_validation"] == 455
