@@ -24,7 +24,11 @@ from privml.registry import METHODS
 from privml.release import check_released_info, strip_seeds
 
 FORMAT = "privml-model"
-FORMAT_VERSION = 1
+#: The newest format this privml reads. 1: the original layout. 2: ``extra`` may hold a data schema
+#: (``extra.schema``, :mod:`privml.data.schema`) or ``extra.bounds``, which every reader must apply to
+#: incoming rows: a reader of format 1 would ignore them and answer unscaled rows silently wrong, so files that
+#: carry one are written as format 2 (refused by older privml), the others still as format 1.
+FORMAT_VERSION = 2
 _METADATA_KEY = "__metadata__"
 
 #: method name -> "module:Class" of the estimator that reads it back (from :mod:`privml.registry`)
@@ -104,7 +108,7 @@ def save_model(model: Any, path: str | Path, *, extra: dict | None = None) -> Pa
             )
     metadata = {
         "format": FORMAT,
-        "format_version": FORMAT_VERSION,
+        "format_version": 2 if {"schema", "bounds"} & set(extra or {}) else 1,
         "privml_version": __version__,
         "method": method,
         "class": type(model).__name__,

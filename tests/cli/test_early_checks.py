@@ -61,6 +61,7 @@ def test_a_leak_warning_is_printed_when_loading_then_fails(capsys, tmp_path, com
     data = tmp_path / "one.csv"
     data.write_text("x,label\n" + "".join(f"{i / 10},secretlabel\n" for i in range(10)))
     argv = ["--dataset", f"csv:{data}"]
+    argv += ["--bounds", "unit"]
     argv += (["--method", "output", "--epsilon", "1"] if command == "train" else ["--target-error", "0.5"])
     code, out, err = run(capsys, command, *argv)
     lines = err.strip().splitlines()

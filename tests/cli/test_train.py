@@ -79,7 +79,7 @@ def _write_csv(path: Path, n: int = 300, label: str = "label", seed: int = 0) ->
 def test_train_on_user_csv_with_public_classes(capsys, tmp_path):
     data = tmp_path / "data.csv"
     _write_csv(data, label="outcome")
-    r = run_json(capsys, "train", "--method", "objective", "--dataset", f"csv:{data}", "--label-column", "outcome",
+    r = run_json(capsys, "train", "--method", "objective", "--dataset", f"csv:{data}", "--bounds", "unit", "--label-column", "outcome",
                  "--classes", "no,yes", "--epsilon", "5", "--seed", "0")
     assert r["n_train"] == 240 and r["n_test"] == 60  # 80/20 split
     # The held-out rows of the user's data are private: their exact accuracy is not printed by default.
@@ -89,7 +89,7 @@ def test_train_on_user_csv_with_public_classes(capsys, tmp_path):
 def test_show_nonprivate_prints_diagnostics_with_a_warning(capsys, tmp_path):
     data = tmp_path / "data.csv"
     _write_csv(data, label="outcome")
-    code, out, err = run(capsys, "train", "--method", "objective", "--dataset", f"csv:{data}", "--label-column",
+    code, out, err = run(capsys, "train", "--method", "objective", "--dataset", f"csv:{data}", "--bounds", "unit", "--label-column",
                          "outcome", "--classes", "no,yes", "--epsilon", "5", "--seed", "0", "--show-nonprivate",
                          "--json")
     assert code == 0
@@ -119,7 +119,7 @@ def test_dpcd_uses_the_l2_it_is_given(capsys, tmp_path):
 def test_inferred_classes_warn_on_stderr(capsys, tmp_path):
     data = tmp_path / "data.csv"
     _write_csv(data)
-    code, out, err = run(capsys, "train", "--method", "output", "--dataset", f"csv:{data}", "--epsilon", "5",
+    code, out, err = run(capsys, "train", "--method", "output", "--dataset", f"csv:{data}", "--bounds", "unit", "--epsilon", "5",
                          "--json")
     assert code == 0
     assert "warning" in err.lower() and "classes" in err.lower()
@@ -149,7 +149,7 @@ def test_bad_arguments_exit_2_with_one_line(capsys, argv):
 def test_csv_without_the_label_column_is_a_clear_error(capsys, tmp_path):
     data = tmp_path / "data.csv"
     _write_csv(data, label="target")
-    code, out, err = run(capsys, "train", "--method", "output", "--dataset", f"csv:{data}", "--epsilon", "1",
+    code, out, err = run(capsys, "train", "--method", "output", "--dataset", f"csv:{data}", "--bounds", "unit", "--epsilon", "1",
                          "--classes", "no,yes", "--json")
     assert code == 2 and out == ""
     assert "label" in err and len(err.strip().splitlines()) == 1
@@ -166,7 +166,7 @@ def test_missing_builtin_dataset_names_the_fix(capsys, tmp_path, monkeypatch):
 def test_bad_class_lists_are_refused_before_training(capsys, tmp_path, classes):
     data = tmp_path / "data.csv"
     _write_csv(data)
-    code, out, err = run(capsys, "train", "--method", "output", "--dataset", f"csv:{data}", "--classes", classes,
+    code, out, err = run(capsys, "train", "--method", "output", "--dataset", f"csv:{data}", "--bounds", "unit", "--classes", classes,
                          "--epsilon", "1")
     assert code == 2 and "--classes" in err and out == ""
 

@@ -269,3 +269,41 @@ def fmt(x: float | None, digits: int = 6) -> str:
     if x is None:
         return "n/a"
     return f"{x:.{digits}g}"
+
+
+def add_schema_options(parser: argparse.ArgumentParser) -> None:
+    """``--schema`` and ``--bounds``: how the columns of a CSV reach the public scale the models need."""
+    parser.add_argument("--schema", help="public schema of a csv: dataset, TOML or JSON (ranges, levels, missing "
+                                         "values, classes; draft one with `privml schema suggest`)")
+    parser.add_argument("--bounds", choices=("unit",),
+                        help="csv:/npz: data without a schema: 'unit' states every feature is already on a public "
+                             "scale within [-1, 1] (values are clipped to it)")
+
+
+def check_schema_options(args: argparse.Namespace) -> Any:
+    """The schema of ``args.schema`` (read and checked), or None; refuses a CSV given neither --schema nor --bounds,
+    before any data is read."""
+    dataset = args.dataset or ""
+    if args.schema is None and args.bounds is None and dataset.startswith("csv:"):
+        raise CliError(f"{dataset} has no public bounds: give --schema FILE (draft one with `privml schema suggest "
+                       f"{dataset[4:]}`), or --bounds unit if every feature is already scaled into [-1, 1]")
+    if args.schema is None:
+        if args.bounds is not None and held_out_is_public(dataset):
+            raise CliError("--bounds applies to csv:/npz: datasets only")
+        return None
+    if not dataset.startswith("csv:"):
+        raise CliError("--schema applies to csv: datasets only")
+    if args.bounds is not None:
+        raise CliError("give --schema or --bounds, not both: the schema states each column's bounds")
+    from privml.data.schema import load_schema
+
+    schema = load_schema(args.schema)
+    schema.check_final(args.schema)
+    return schema
+
+
+def schema_extra(schema: Any, bounds: str | None) -> dict[str, Any]:
+    """What a model file keeps of the schema or bounds, for ``predict`` and ``serve`` to apply (public inputs)."""
+    if schema is not None:
+        return {"schema": schema.to_dict()}
+    return {"bounds": bounds} if bounds is not None else {}

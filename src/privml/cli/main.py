@@ -32,6 +32,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
                "find the most private model that meets an error target, with its ex-post privacy"),
     "study": ("privml.cli.study",
               "run the trade-off study: which private method to use for your n, d, k, epsilon, delta and budget"),
+    "schema": ("privml.cli.schema", "write a draft schema (public ranges, levels, classes) for a CSV"),
     "audit": ("privml.cli.audit",
               "lower-bound a training method's epsilon empirically (canary audit) and measure membership leakage"),
 }

@@ -62,13 +62,14 @@ from privml.cli._common import (
     refuse_seed_with_ledger,
     table,
 )
+from privml.data.schema import Schema
 from privml.data.user import is_number
 from privml.exceptions import BudgetExhausted
 from privml.io import load_model, read_model_metadata
 from privml.prediction.calibration import ACCOUNTANTS
 from privml.prediction.loading import PREDICTION_METHODS
 from privml.registry import Kind, names_of_kind
-from privml.serve.model import model_device, model_pipeline, open_served_model
+from privml.serve.model import SchemaPipeline, model_device, model_pipeline, open_served_model
 
 #: Non-private baselines (linear, CNN): predict answers them locally, with a warning, when no private option is given
 BASELINES = names_of_kind(Kind.BASELINE)
@@ -112,8 +113,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=_predict, prog=parser.prog)
 
 
-def _read_rows(path: Path, label_column: str | None) -> tuple[np.ndarray, list[str] | None, list[str]]:
-    """Feature values, labels (or None) and the feature column names of ``path``."""
+def _read_cells(
+    path: Path, label_column: str | None, default_label: str = "label"
+) -> tuple[list[str], list[tuple[int, list[str]]], int | None, str]:
+    """The header, each row with its file line, where the label column is (or None) and its name."""
     if label_column == "":
         raise CliError("--label-column must name a column of the input (drop it to use a column named 'label')")
     if not path.is_file():
@@ -134,22 +137,46 @@ def _read_rows(path: Path, label_column: str | None) -> tuple[np.ndarray, list[s
     if label_column is not None and label_column not in header:
         # Ignored, a misspelt name would silently report no accuracy (or read the label as a feature).
         raise CliError(f"--label-column {label_column!r} is not a column of {path} (its header: {', '.join(header)})")
-    label_column = "label" if label_column is None else label_column
+    label_column = default_label if label_column is None else label_column
     label_at = header.index(label_column) if label_column in header else None
-    values, labels = [], []
     for line, row in rows:
         if len(row) != len(header):  # before the row is indexed: a short row has no label cell
             raise CliError(f"{path}:{line}: expected {len(header)} cells, got {len(row)}")
+    return header, rows, label_at, label_column
+
+
+def _read_rows(path: Path, label_column: str | None) -> tuple[np.ndarray, list[str] | None, list[str]]:
+    """Feature values, labels (or None) and the feature column names of ``path``."""
+    header, rows, label_at, _ = _read_cells(path, label_column)
+    names = [name for i, name in enumerate(header) if i != label_at]
+    values, labels = [], []
+    for line, row in rows:
         if label_at is not None:
             labels.append(row[label_at].strip())
-        names = [name for i, name in enumerate(header) if i != label_at]
         cells = [c for i, c in enumerate(row) if i != label_at]
         try:
             values.append([float(c) for c in cells])
         except ValueError:
             raise CliError(_not_a_number(path, line, names, cells, label_at is None)) from None
-    names = [name for i, name in enumerate(header) if i != label_at]
     return np.asarray(values, dtype=np.float64), (labels if label_at is not None else None), names
+
+
+def _read_schema_rows(
+    path: Path, label_column: str | None, schema: Schema
+) -> tuple[list[list[str]], list[str] | None, list[str]]:
+    """The feature cells of ``path`` in the schema's column order, checked against it (one line naming the file
+    line and column of a cell that does not fit), the labels (or None) and the feature column names."""
+    default = schema.label.column if schema.label is not None else "label"
+    header, rows, label_at, _ = _read_cells(path, label_column, default)
+    names = [name for i, name in enumerate(header) if i != label_at]
+    cells = [[c for i, c in enumerate(row) if i != label_at] for _, row in rows]
+    try:
+        schema.transform(cells, header=names, where=str(path), lines=[line for line, _ in rows])
+        positions = schema.check_header(names, where=str(path))
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    labels = [row[label_at].strip() for _, row in rows] if label_at is not None else None
+    return [[row[j] for j in positions] for row in cells], labels, list(schema.feature_columns())
 
 
 def _not_a_number(path: Path, line: int, names: list[str], cells: list[str], no_label: bool) -> str:
@@ -195,9 +222,13 @@ def _predict(args: argparse.Namespace) -> None:
                        "covers this run only)")
     # The rows are read and preprocessed before any ledger is opened: opening one binds its budget for good,
     # so input refused afterwards would leave a budget the corrected command cannot use.
-    X, labels, names = _read_rows(Path(args.input), args.label_column)
     preprocess, class_names = model_pipeline(metadata)
-    X = _features(args, X, names, preprocess)
+    if isinstance(preprocess, SchemaPipeline):  # trained through a schema: the cells are read and checked by it
+        cells, labels, names = _read_schema_rows(Path(args.input), args.label_column, preprocess.schema)
+        X = preprocess(cells)
+    else:
+        X, labels, names = _read_rows(Path(args.input), args.label_column)
+        X = _features(args, X, names, preprocess)
     check = functools.partial(_check_rows, args, X, names, class_names)
     private_options = (args.method, args.epsilon, args.budget, args.ledger)
     if metadata.get("method") in BASELINES and all(option is None for option in private_options):

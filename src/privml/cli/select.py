@@ -29,7 +29,9 @@ from privml.cli._common import (
     CliError,
     add_json_flag,
     add_nonprivate_flag,
+    add_schema_options,
     check_output_path,
+    check_schema_options,
     emit,
     finite_float,
     fmt,
@@ -67,6 +69,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--classes",
         help="comma-separated public class set for user data (default: read from the labels, which leaks; warns)",
     )
+    add_schema_options(parser)
     parser.add_argument("--method", choices=SELECT_METHODS, default="output", help="private ERM method (output)")
     parser.add_argument("--target-error", type=finite_float, required=True, help="largest acceptable error, in (0, 1)")
     parser.add_argument("--max-epsilon", type=finite_float, default=10.0, help="top of the search (default 10)")
@@ -114,6 +117,7 @@ def _check_args(args: argparse.Namespace) -> None:
     if not user and (args.test_path or args.label_column != "label" or args.classes is not None):
         raise ValueError("--test, --label-column and --classes apply to csv:/npz: datasets only")
     parse_classes(args.classes)
+    args.public_schema = check_schema_options(args)  # a CSV without public bounds is refused here
     check_output_path(args.plot, "--plot")
     if args.plot:
         try:
@@ -146,6 +150,7 @@ def _select(args: argparse.Namespace) -> None:
             args.dataset, bias=BIAS, max_train=args.max_train, random_state=args.seed,
             classes=parse_classes(args.classes),
             label_column=args.label_column, test_path=args.test_path if user else None,
+            schema=args.public_schema, bounds=args.bounds,
         )
     info = data.info
     model = AccuracyFirstClassifier(

@@ -1,6 +1,7 @@
 """``privml train``: train one private (or baseline) model on a dataset.
 
     privml train --method output|objective|dpsgd|dpcd|nonprivate --dataset NAME|csv:PATH
+                 [--schema schema.toml | --bounds unit]
                  --epsilon E --delta D [--l2 L] [--seed S] [--out model.npz] [--json]
     privml train --method dpsgd-cnn --dataset mnist|fashion-mnist --epsilon E [--epochs N]
                  [--batch-size B] [--learning-rate LR] [--clip-norm C] [--architecture A] [--threads T]
@@ -15,6 +16,14 @@ Prints ``{"method", "dataset", "n_train", "n_test", "test_accuracy", "epsilon",
 "delta", "neighbouring", ...}``. The model file (``--out``) is ``.npz`` plus
 JSON metadata (never a pickle), carrying the guarantee and the preprocessing
 so ``privml predict`` can apply it to new rows.
+
+A CSV is read through a public schema (``--schema``, :mod:`privml.data.schema`;
+``privml schema suggest`` drafts one), which the model file carries; a CSV
+without one is refused in one line unless ``--bounds unit`` states that its
+features are already on a public scale within [-1, 1] (then clipped to it).
+Unscaled columns (a column in the thousands) would otherwise swamp the rest
+after the unit-ball projection and give a silently wrong model; deciding so
+from the data would itself read the private records.
 
 The release rule (:mod:`privml.release`): ``test_accuracy`` is printed for a
 built-in dataset, whose test split is public; on csv:/npz: data the held-out
@@ -44,7 +53,9 @@ from privml._validation import (
 from privml.cli._common import (
     add_json_flag,
     add_nonprivate_flag,
+    add_schema_options,
     check_output_path,
+    check_schema_options,
     emit,
     finite_float,
     fmt,
@@ -52,6 +63,7 @@ from privml.cli._common import (
     integer,
     nonprivate_block,
     parse_classes,
+    schema_extra,
     seed_integer,
     table,
     warnings_as_lines,
@@ -91,6 +103,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--classes",
         help="comma-separated public class set for user data (default: read from the labels, which leaks; warns)",
     )
+    add_schema_options(parser)
     parser.add_argument("--epsilon", type=finite_float, help="privacy budget epsilon (required unless nonprivate)")
     # Default None, not 1e-5: a value the user gave must be told apart from none, so that it is refused where it
     # does not apply (nonprivate) rather than silently dropped; DEFAULT_DELTA is filled in otherwise.
@@ -186,6 +199,7 @@ def _train(args: argparse.Namespace) -> None:
     user = not held_out_is_public(args.dataset)
     if not user and (args.test_path or args.label_column != "label" or classes is not None):
         raise ValueError("--test, --label-column and --classes apply to csv:/npz: datasets only")
+    schema = check_schema_options(args)
 
     with warnings_as_lines():  # printed even when loading fails (a leak warning must not be lost)
         data = load_dataset(
@@ -196,6 +210,8 @@ def _train(args: argparse.Namespace) -> None:
             label_column=args.label_column,
             test_path=args.test_path,
             random_state=args.seed,
+            schema=schema,
+            bounds=args.bounds,
         )
     info = data.info
     model = build_estimator(
@@ -227,7 +243,8 @@ def _train(args: argparse.Namespace) -> None:
     else:
         nonprivate["test_accuracy"] = accuracy
     if args.out:
-        path = save_model(model, args.out, extra={"dataset": info.to_dict(), "bias": None if args.no_bias else BIAS})
+        extra = {"dataset": info.to_dict(), "bias": None if args.no_bias else BIAS, **schema_extra(schema, args.bounds)}
+        path = save_model(model, args.out, extra=extra)
         result["model"] = str(path)
     result.update(nonprivate_block(args, nonprivate, what="non-private diagnostics of this fit"))
     emit(result, as_json=args.json, render=_render)
@@ -249,9 +266,11 @@ def _check_cnn_args(args: argparse.Namespace) -> str:
     for name in ("batch_size", "max_train", "threads"):
         if getattr(args, name) is not None:
             check_count(getattr(args, name), f"--{name.replace('_', '-')}")
-    user_data_options = args.test_path or args.classes is not None or args.label_column != "label"
+    user_data_options = (args.test_path or args.classes is not None or args.label_column != "label"
+                         or args.schema is not None or args.bounds is not None)
     if args.l2 is not None or args.no_bias or user_data_options:
-        raise ValueError("--l2, --no-bias, --test, --label-column and --classes do not apply to --method dpsgd-cnn")
+        raise ValueError("--l2, --no-bias, --test, --label-column, --classes, --schema and --bounds do not apply to "
+                         "--method dpsgd-cnn")
     check_output_path(args.out, "--out", suffix=".npz")
     return dataset
 

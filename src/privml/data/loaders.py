@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from collections.abc import Callable, Sequence
@@ -21,6 +22,7 @@ from privml.data.labels import check_classes, class_key, encode_labels
 from privml.data.pipelines import PROJECT_STEP
 from privml.data.preprocessing import DEFAULT_BIAS, add_bias_feature, flatten_images, project_to_unit_ball
 from privml.data.registry import BUILTIN, CachedSet, canonical_name
+from privml.data.schema import Schema, load_schema
 from privml.data.user import UserSplits, load_csv, load_npz
 
 USER_PREFIXES = ("csv:", "npz:")
@@ -43,6 +45,8 @@ def load_dataset(
     random_state: RandomState = None,
     cache_dir: str | os.PathLike[str] | None = None,
     offline: bool | None = None,
+    schema: Schema | str | os.PathLike[str] | None = None,
+    bounds: str | None = None,
 ) -> Dataset:
     """Load a dataset as a train/test split with unit-norm features.
 
@@ -98,6 +102,19 @@ def load_dataset(
     offline : bool, optional
         ``True`` never downloads: a missing MNIST or Adult raises
         :class:`DatasetNotAvailable` instead. Default: ``$PRIVML_OFFLINE``.
+    schema : Schema or path, optional
+        ``csv:`` data only: the public schema (:mod:`privml.data.schema`, or a
+        TOML/JSON file of one) the cells are read through: numeric columns
+        clipped to public ranges and scaled onto ``[-1, 1]``, categorical
+        ones one-hot, missing cells by the declared rule; its label column
+        and classes are used (``label_column`` and ``classes``, if given, must
+        agree). A draft schema is refused.
+    bounds : {"unit"}, optional
+        User data without a schema: ``"unit"`` states that every feature is
+        already on a public scale within ``[-1, 1]``; each is clipped to it
+        (data-independent) before the projection. Without either, features
+        are used as given (only projected), which suits data scaled by public
+        bounds beforehand; ``privml train`` refuses a CSV given neither.
 
     Returns
     -------
@@ -131,12 +148,16 @@ def load_dataset(
     if max_train is not None:
         max_train = check_count(max_train, "max_train")
     is_user = is_user_data(name)
+    public_schema = _check_schema(name, schema, bounds, classes=classes, label_column=label_column)
     featurize: Callable[[np.ndarray], tuple[np.ndarray, list[str]]]
     if is_user:
+        if public_schema is not None:
+            label = public_schema.require_label("the schema")
+            classes, label_column = label.classes, label.column
         X_train, y_train, X_test, y_test, public, source, display = _user_data(
-            name, classes=classes, label_column=label_column, test_path=test_path
+            name, classes=classes, label_column=label_column, test_path=test_path, schema=public_schema
         )
-        featurize = _user_features
+        featurize = functools.partial(_user_features, schema=public_schema, bounds=bounds)
     else:
         if test_path is not None or label_column != "label":
             raise ValueError("test_path and label_column apply to user data (csv:PATH, npz:PATH) only")
@@ -193,18 +214,26 @@ def _load_builtin(spec: CachedSet | BundledSet, root: Path, *, offline: bool | N
     return spec.load(root)
 
 
-def preprocess_features(name: str, X: ArrayLike, *, bias: bool | float = False) -> np.ndarray:
+def preprocess_features(
+    name: str, X: ArrayLike, *, bias: bool | float = False, schema: Schema | None = None, bounds: str | None = None
+) -> np.ndarray:
     """Apply ``name``'s default feature pipeline (the one :func:`load_dataset`
     uses with ``preprocess=True``) to raw records, e.g. new rows to predict on.
 
     Every step is data-independent, so applying it to new records reveals
-    nothing about the training data. User data (``csv:``/``npz:``) is only
-    flattened and projected onto the unit ball.
+    nothing about the training data. User data (``csv:``/``npz:``) is
+    encoded by its ``schema`` (rows of cells in the schema's column order),
+    or clipped to ``[-1, 1]`` (``bounds="unit"``), then projected onto the
+    unit ball.
     """
     bias_value = _check_bias(bias, preprocess=True)
+    if schema is not None:
+        rows = X if isinstance(X, list) else np.asarray(X, dtype=object).tolist()
+        out, _ = _user_features(schema.transform(rows), schema=schema, bounds=None)
+        return out if bias_value is None else add_bias_feature(out, value=bias_value)
     arr = np.asarray(X)
     if is_user_data(name):
-        out, _ = _user_features(arr)
+        out, _ = _user_features(arr, schema=None, bounds=bounds)
     else:
         out, _ = BUILTIN[canonical_name(name)].featurize(arr)
     if bias_value is not None:
@@ -224,8 +253,35 @@ def _check_bias(bias: bool | float, *, preprocess: bool) -> float | None:
     return float(bias)
 
 
+def _check_schema(
+    name: str, schema: Schema | str | os.PathLike[str] | None, bounds: str | None, *,
+    classes: Sequence[Any] | None, label_column: str,
+) -> Schema | None:
+    """The schema object (read from its file), checked against the other options before any data is read."""
+    if bounds is not None and bounds != "unit":
+        raise ValueError(f"bounds must be 'unit' (or a schema), got {bounds!r}")
+    if schema is None:
+        if bounds is not None and not is_user_data(name):
+            raise ValueError("bounds applies to user data (csv:PATH, npz:PATH) only")
+        return None
+    if not (isinstance(name, str) and name.startswith("csv:")):
+        raise ValueError("schema applies to csv: data only")
+    if bounds is not None:
+        raise ValueError("give a schema or bounds='unit', not both: the schema states each column's bounds")
+    where = "the schema" if isinstance(schema, Schema) else str(schema)
+    public = schema if isinstance(schema, Schema) else load_schema(schema)
+    public.check_final(where)
+    label = public.require_label(where)
+    if label_column != "label" and label_column != label.column:
+        raise ValueError(f"the label column {label_column!r} differs from the schema's {label.column!r}")
+    if classes is not None and [str(c) for c in classes] != list(label.classes):
+        raise ValueError(f"the classes {list(classes)} differ from the schema's {list(label.classes)}")
+    return public
+
+
 def _user_data(
-    name: str, *, classes: Sequence[Any] | None, label_column: str, test_path: str | os.PathLike[str] | None
+    name: str, *, classes: Sequence[Any] | None, label_column: str, test_path: str | os.PathLike[str] | None,
+    schema: Schema | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, tuple[Any, ...], str, str]:
     kind, _, location = name.partition(":")
     if not location:
@@ -236,7 +292,7 @@ def _user_data(
         if p is not None and not p.is_file():
             raise FileNotFoundError(f"{p} does not exist or is not a file")
     if kind == "csv":
-        splits: UserSplits = load_csv(path, label_column=label_column, test_path=test)
+        splits: UserSplits = load_csv(path, label_column=label_column, test_path=test, schema=schema)
     else:
         if label_column != "label":
             raise ValueError("label_column applies to csv: data only")
@@ -251,15 +307,32 @@ def _user_data(
     return splits.X_train, y_train, splits.X_test, y_test, public, splits.source, f"{kind}:{path}"
 
 
-def _user_features(X: np.ndarray) -> tuple[np.ndarray, list[str]]:
+def _user_features(X: np.ndarray, *, schema: Schema | None, bounds: str | None) -> tuple[np.ndarray, list[str]]:
+    if schema is not None:  # X is already encoded (user.read_csv_schema, or preprocess_features)
+        kinds = [c.kind for c in schema.columns]
+        steps = [
+            f"encode {len(kinds)} columns by the public schema: {kinds.count('numeric')} numeric clipped to their "
+            f"public ranges and scaled onto [-1, 1], {kinds.count('categorical')} categorical one-hot on their "
+            f"public levels, missing cells by each column's rule ({X.shape[1]} features; data-independent)",
+            f"rows then have norm <= sqrt({round(schema.norm_bound() ** 2)}) = {schema.norm_bound():.4g} "
+            "(a public bound)",
+            PROJECT_STEP,
+        ]
+        return project_to_unit_ball(X), steps
     steps = []
     if X.ndim > 2:
         steps.append(
             f"flatten records of shape {'x'.join(map(str, X.shape[1:]))} to {int(np.prod(X.shape[1:]))} features"
         )
-    steps.append("features used as given: privml knows no public bounds for user data")
+    flat = flatten_images(X).astype(np.float64)
+    if bounds == "unit":
+        steps.append("clip every feature to [-1, 1], the public scale the user stated (bounds='unit'; "
+                     "data-independent)")
+        flat = np.clip(flat, -1.0, 1.0)
+    else:
+        steps.append("features used as given: privml knows no public bounds for user data")
     steps.append(PROJECT_STEP)
-    return project_to_unit_ball(flatten_images(X).astype(np.float64)), steps
+    return project_to_unit_ball(flat), steps
 
 
 def _select_classes(

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from privml.data.schema import Schema
 from privml.data.split import fixed_split
 
 
@@ -43,8 +44,11 @@ class UserSplits:
     lines_test: np.ndarray | None = None
 
 
-def load_csv(path: Path, *, label_column: str, test_path: Path | None) -> UserSplits:
+def load_csv(path: Path, *, label_column: str, test_path: Path | None, schema: Schema | None = None) -> UserSplits:
     """Read a CSV file (and optionally a separate test CSV with the same header).
+
+    With ``schema`` the cells are encoded by it (:func:`read_csv_schema`)
+    and its label column is read; ``label_column`` is then unused.
 
     Raises
     ------
@@ -54,7 +58,10 @@ def load_csv(path: Path, *, label_column: str, test_path: Path | None) -> UserSp
         Naming the file, line and column of a missing label column, a
         non-numeric or non-finite feature, or a row of the wrong length.
     """
-    header, X, y, lines = read_csv(path, label_column=label_column)
+    def read(p: Path) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
+        return read_csv(p, label_column=label_column) if schema is None else read_csv_schema(p, schema)
+
+    header, X, y, lines = read(path)
     if test_path is None:
         train, test = fixed_split(X.shape[0])
         return UserSplits(
@@ -62,7 +69,7 @@ def load_csv(path: Path, *, label_column: str, test_path: Path | None) -> UserSp
             source=f"{path} (fixed 80/20 split, seed 0)",
             lines_train=lines[train], lines_test=lines[test],
         )  # fmt: skip
-    test_header, X_test, y_test, lines_test = read_csv(test_path, label_column=label_column)
+    test_header, X_test, y_test, lines_test = read(test_path)
     if test_header != header:
         raise ValueError(f"{test_path}: header {test_header} differs from the training file's {header}")
     return UserSplits(
@@ -105,6 +112,35 @@ def _check_complete(path: Path) -> None:
 
 
 def _read_csv_cells(path: Path, label_column: str) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
+    header, table, line_numbers, label_at = _read_table(path, label_column)
+    feature_names = [h for j, h in enumerate(header) if j != label_at]
+    if not feature_names:
+        raise ValueError(f"{path}: no feature columns besides {label_column!r}")
+    features = np.delete(table, label_at, axis=1)
+    X = _to_float(features, path=path, names=feature_names, lines=line_numbers)
+    y = np.char.strip(table[:, label_at])
+    return header, X, y, line_numbers
+
+
+def read_csv_schema(path: Path, schema: Schema) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
+    """Parse one CSV file through ``schema``: its feature columns encoded, the label cells and each record's line.
+
+    Like :func:`read_csv`, with the cells read and checked by
+    :meth:`~privml.data.schema.Schema.transform` (ranges, levels, missing
+    values) and the label column the schema's.
+    """
+    label = schema.require_label(str(path))
+    try:
+        header, table, lines, label_at = _read_table(path, label.column)
+    except (csv.Error, UnicodeDecodeError) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ValueError(f"{path} is not a readable CSV file ({reason})") from None
+    X = schema.transform(table.tolist(), header=header, where=str(path), lines=lines.tolist())
+    return header, X, np.char.strip(table[:, label_at]), lines
+
+
+def _read_table(path: Path, label_column: str) -> tuple[list[str], np.ndarray, np.ndarray, int]:
+    """The header, the cells (str), the line of each record and where the label column is."""
     with open(path, newline="", encoding="utf-8") as fh:
         reader = csv.reader(fh)
         header = next(reader, None)
@@ -133,15 +169,7 @@ def _read_csv_cells(path: Path, label_column: str) -> tuple[list[str], np.ndarra
             lines.append(reader.line_num)
     if not cells:
         raise ValueError(f"{path} has a header but no records")
-    table = np.array(cells, dtype=str)
-    feature_names = [h for j, h in enumerate(header) if j != label_at]
-    if not feature_names:
-        raise ValueError(f"{path}: no feature columns besides {label_column!r}")
-    features = np.delete(table, label_at, axis=1)
-    line_numbers = np.array(lines, dtype=np.int64)
-    X = _to_float(features, path=path, names=feature_names, lines=line_numbers)
-    y = np.char.strip(table[:, label_at])
-    return header, X, y, line_numbers
+    return header, np.array(cells, dtype=str), np.array(lines, dtype=np.int64), label_at
 
 
 def is_number(text: str) -> bool:

@@ -16,10 +16,11 @@ from typing import Any
 import numpy as np
 
 from privml._extras import import_torch_or_explain
+from privml.data.schema import Schema
 from privml.io import MODEL_CLASSES, read_model_metadata
 from privml.ledger import BudgetLedger, calibration_context, open_ledger
 
-__all__ = ["ServedModel", "model_device", "model_pipeline", "open_served_model"]
+__all__ = ["SchemaPipeline", "ServedModel", "model_device", "model_pipeline", "open_served_model"]
 
 
 @dataclass(frozen=True)
@@ -66,15 +67,47 @@ def model_pipeline(metadata: dict) -> tuple[Callable[[np.ndarray], np.ndarray] |
         def preprocess(X: np.ndarray) -> np.ndarray:
             return standardise_images(name, X).reshape(len(X), -1)
 
+    elif extra.get("schema") is not None:
+        preprocess = SchemaPipeline(schema=_schema(extra["schema"]), bias=extra.get("bias") or False)
     elif name:
         from privml.data import preprocess_features
 
         bias = extra.get("bias") or False
+        bounds = extra.get("bounds")
+        if bounds is not None and bounds != "unit":
+            raise ValueError("model metadata field 'extra.bounds' must be \"unit\" or absent")
 
         def preprocess(X: np.ndarray) -> np.ndarray:
-            return preprocess_features(name, X, bias=bias)
+            return preprocess_features(name, X, bias=bias, bounds=bounds)
 
     return preprocess, dataset.get("classes") or None
+
+
+@dataclass(frozen=True)
+class SchemaPipeline:
+    """The preprocessing of a model trained through a data schema: rows of cells in the schema's column order
+    (numbers, or strings for categorical columns; ``None`` is missing) encoded, projected, given the bias."""
+
+    schema: Schema
+    bias: bool | float
+
+    #: Served rows may hold strings (categorical levels) and nulls, not only numbers.
+    accepts_text = True
+
+    @property
+    def raw_width(self) -> int:
+        return len(self.schema.columns)
+
+    def __call__(self, X: Any) -> np.ndarray:
+        from privml.data import preprocess_features
+
+        return preprocess_features("csv:", X, bias=self.bias, schema=self.schema)
+
+
+def _schema(data: Any) -> Schema:
+    schema = Schema.from_dict(data, where="model metadata field 'extra.schema'")
+    schema.check_final("model metadata field 'extra.schema'")
+    return schema
 
 
 def _kind(value: Any) -> str:

@@ -81,14 +81,16 @@ def decode_json(body: bytes) -> Any:
         _invalid(f"body is not valid JSON: {str(exc).splitlines()[0]}")
 
 
-def parse_predict_body(body: bytes, *, max_rows: int) -> PredictRequest:
+def parse_predict_body(body: bytes, *, max_rows: int, text: bool = False) -> PredictRequest:
     """Validate a ``POST /predict`` body.
 
     The body must be a JSON object ``{"rows": [[number, ...], ...],
     "probabilities": bool}`` (``probabilities`` optional, default false),
     with 1 to ``max_rows`` rows of equal, non-zero width and finite numbers.
     The width against the model is checked by the service (after the
-    model's preprocessing).
+    model's preprocessing). With ``text`` (a model trained through a data
+    schema) a cell may also be a string (a categorical level) or ``null``
+    (missing); the rows are then an object array for the schema to check.
 
     Raises
     ------
@@ -124,5 +126,10 @@ def parse_predict_body(body: bytes, *, max_rows: int) -> PredictRequest:
                 _invalid("rows[0] is empty")
         elif len(row) != width:
             _invalid(f"rows[{i}] has {len(row)} values, rows[0] has {width}: rows must have equal width")
-        matrix.append([_finite(v, i, j) for j, v in enumerate(row)])
+        matrix.append([v if text and (v is None or isinstance(v, str)) else _finite(v, i, j)
+                       for j, v in enumerate(row)])
+    if text:
+        cells = np.empty((len(matrix), width or 0), dtype=object)
+        cells[:] = matrix
+        return PredictRequest(rows=cells, probabilities=probabilities)
     return PredictRequest(rows=np.asarray(matrix, dtype=np.float64), probabilities=probabilities)

@@ -194,7 +194,8 @@ class PredictionService:
 
     def predict(self, body: bytes, key: str | None = None) -> dict[str, Any]:
         """Answer a ``POST /predict`` body (already authenticated)."""
-        request = parse_predict_body(body, max_rows=self.limits.max_rows)
+        request = parse_predict_body(body, max_rows=self.limits.max_rows,
+                                     text=getattr(self.preprocess, "accepts_text", False))
         X = request.rows
         if self.preprocess is not None:
             raw_width = self._raw_input_width()
@@ -245,7 +246,9 @@ class PredictionService:
         """The raw row width the preprocessing takes (found once), or 0 when it cannot be found."""
         if self._raw_width is None:
             assert self.preprocess is not None
-            self._raw_width = _raw_width(self.preprocess, self.n_features) or 0
+            # A schema's pipeline states its width (its columns); others are probed.
+            stated = getattr(self.preprocess, "raw_width", None)
+            self._raw_width = stated if isinstance(stated, int) else _raw_width(self.preprocess, self.n_features) or 0
         return self._raw_width
 
     def _expected_width(self) -> str:
