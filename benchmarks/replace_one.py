@@ -165,7 +165,7 @@ def noise_table() -> list[dict]:
             base = {"sample_rate": q, "steps": steps, "delta": 1e-5, "accountant": acct}
             row[f"{acct}_add_remove"] = calibrate_dpsgd(eps, **base).noise_multiplier
             row[f"{acct}_tight"] = calibrate_dpsgd(eps, neighbouring="replace-one", **base).noise_multiplier
-            row[f"{acct}_group"] = calibrate_dpsgd(eps, neighbouring="replace-one", method="group", **base).noise_multiplier
+            row[f"{acct}_group"] = calibrate_dpsgd(eps, neighbouring="replace-one", replace_one_bound="group", **base).noise_multiplier
         row["rdp_fixed_size"] = calibrate_dpsgd(
             eps, sample_rate=q, steps=steps, delta=1e-5, accountant="rdp", neighbouring="replace-one",
             sampling="fixed-size", population=n,

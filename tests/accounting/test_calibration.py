@@ -16,11 +16,11 @@ from privml.accounting.calibration import (
     ACCOUNTANTS,
     NoiseCalibration,
     ParameterCalibration,
-    calibrate_dpsgd,
     calibrate_noise_multiplier,
     calibrate_parameter,
     make_accountant,
 )
+from privml.accounting.dpsgd import calibrate_dpsgd, dpsgd_event
 from privml.accounting.events import (
     DpEvent,
     EpsilonDeltaEvent,
@@ -28,7 +28,6 @@ from privml.accounting.events import (
     LaplaceEvent,
     PoissonSampledEvent,
     SelfComposedEvent,
-    dpsgd_event,
 )
 from privml.exceptions import UnsupportedEventError
 

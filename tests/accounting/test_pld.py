@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from scipy.optimize import brentq
 from scipy.special import expit, gammaln, log_ndtr, ndtr
 
+from privml.accounting.dpsgd import dpsgd_event
 from privml.accounting.events import (
     ComposedEvent,
     EpsilonDeltaEvent,
@@ -26,7 +27,6 @@ from privml.accounting.events import (
     LaplaceEvent,
     PoissonSampledEvent,
     SelfComposedEvent,
-    dpsgd_event,
 )
 from privml.accounting.pld import PLDAccountant
 from privml.exceptions import UnsupportedEventError

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from scipy import integrate, stats
 
 from privml.accounting.analytic_gaussian import gaussian_delta, gaussian_epsilon
+from privml.accounting.dpsgd import dpsgd_event
 from privml.accounting.events import (
     ComposedEvent,
     EpsilonDeltaEvent,
@@ -29,7 +30,6 @@ from privml.accounting.events import (
     LaplaceEvent,
     PoissonSampledEvent,
     SelfComposedEvent,
-    dpsgd_event,
 )
 from privml.accounting.rdp import (
     DEFAULT_ORDERS,

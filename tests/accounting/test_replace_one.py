@@ -494,7 +494,7 @@ def test_tight_replace_one_noise_is_below_group_privacy_noise():
             "neighbouring": "replace-one",
         }
         tight = calibrate_dpsgd(epsilon, **kwargs)
-        group = calibrate_dpsgd(epsilon, method="group", **kwargs)
+        group = calibrate_dpsgd(epsilon, replace_one_bound="group", **kwargs)
         add_remove = calibrate_dpsgd(
             epsilon, sample_rate=q, steps=steps, delta=1e-5, accountant="pld"
         )
@@ -512,7 +512,7 @@ def test_tight_replace_one_noise_is_below_group_privacy_noise():
     [
         ("pld", {"neighbouring": "replace-one"}),
         ("rdp", {"neighbouring": "replace-one"}),
-        ("rdp", {"neighbouring": "replace-one", "method": "group"}),
+        ("rdp", {"neighbouring": "replace-one", "replace_one_bound": "group"}),
         (
             "rdp",
             {
@@ -541,7 +541,7 @@ def test_calibration_round_trip(accountant, options):
     def epsilon(s):
         acc = (
             GroupPrivacyAccountant(accountant)
-            if options.get("method") == "group"
+            if options.get("replace_one_bound") == "group"
             else make_accountant(accountant)
         )
         return acc.compose(
@@ -578,7 +578,7 @@ def test_calibration_refuses_bad_combinations_before_searching():
             **kwargs,
         )
     with pytest.raises(ValueError, match="replace-one"):
-        calibrate_dpsgd(1.0, accountant="pld", method="group", **kwargs)
+        calibrate_dpsgd(1.0, accountant="pld", replace_one_bound="group", **kwargs)
     with pytest.raises(ValueError, match="replace-one"):
         calibrate_dpsgd(
             1.0, accountant="rdp", sampling="fixed-size", population=1000, **kwargs
@@ -588,14 +588,14 @@ def test_calibration_refuses_bad_combinations_before_searching():
             1.0,
             accountant="rdp",
             neighbouring="replace-one",
-            method="group",
+            replace_one_bound="group",
             sampling="fixed-size",
             population=1000,
             **kwargs,
         )
-    with pytest.raises(ValueError, match="method"):
+    with pytest.raises(ValueError, match="replace_one_bound"):
         calibrate_dpsgd(
-            1.0, accountant="rdp", neighbouring="replace-one", method="loose", **kwargs
+            1.0, accountant="rdp", neighbouring="replace-one", replace_one_bound="loose", **kwargs
         )
 
 

@@ -132,16 +132,16 @@ RO = ("--neighbouring", "replace-one")
 def test_dpsgd_replace_one_reports_its_relation_and_bound(capsys):
     ar = run_json(capsys, "account", "dpsgd", "--noise-multiplier", "1.1", *MNIST)
     tight = run_json(capsys, "account", "dpsgd", "--noise-multiplier", "1.1", *MNIST, *RO)
-    group = run_json(capsys, "account", "dpsgd", "--noise-multiplier", "1.1", *MNIST, *RO, "--method", "group")
+    group = run_json(capsys, "account", "dpsgd", "--noise-multiplier", "1.1", *MNIST, *RO, "--replace-one-bound", "group")
     assert tight["neighbouring"] == group["neighbouring"] == "replace-one"
     assert tight["neighbouring_detail"] == "replace-one: same n, one record replaced by any other"
-    assert ar["neighbouring"] == "add/remove-one" and ar["method"] == "tight" and ar["sampling"] == "poisson"
+    assert ar["neighbouring"] == "add/remove-one" and ar["replace_one_bound"] == "tight" and ar["sampling"] == "poisson"
     assert "dominating pair" in tight["bound"] and "group privacy" in group["bound"]
     assert tight["accountant"] == "pld" and group["accountant"] == "pld+group"
     assert ar["epsilon"] < tight["epsilon"] < group["epsilon"]
 
 
-@pytest.mark.parametrize("extra", [(), ("--method", "group"), ("--accountant", "rdp")])
+@pytest.mark.parametrize("extra", [(), ("--replace-one-bound", "group"), ("--accountant", "rdp")])
 def test_dpsgd_replace_one_calibration_round_trips(capsys, extra):
     r = run_json(capsys, "account", "dpsgd", "--target-epsilon", "2.0", *MNIST, *RO, *extra)
     assert 1.98 < r["epsilon"] <= 2.0
@@ -165,12 +165,12 @@ def test_dpsgd_fixed_size_sampling(capsys):
 @pytest.mark.parametrize(
     "extra, message",
     [
-        (("--method", "group"), "replace-one"),
+        (("--replace-one-bound", "group"), "replace-one"),
         (("--sampling", "fixed-size", "--population", "60000"), "replace-one only"),
         (("--sampling", "fixed-size", *RO), "--population"),
-        (("--sampling", "fixed-size", "--population", "1000", *RO), "accountant rdp"),
-        (("--sampling", "fixed-size", "--population", "1000", *RO, "--accountant", "rdp", "--method", "group"),
-         "not available"),
+        (("--sampling", "fixed-size", "--population", "1000", *RO), "accounted by RDP only"),
+        (("--sampling", "fixed-size", "--population", "1000", *RO, "--accountant", "rdp", "--replace-one-bound", "group"),
+         "group privacy needs an add/remove-one analysis"),
     ],
 )
 def test_dpsgd_bad_combinations_are_one_line_errors(capsys, extra, message):

@@ -320,7 +320,7 @@ def test_explicit_noise_multiplier_is_accounted_and_capped(digits) -> None:
     assert 0 < model.privacy_.epsilon < 5.0
     rng = np.random.default_rng(0)
     state = rng.bit_generator.state
-    with pytest.raises(ValueError, match="too small for the budget"):
+    with pytest.raises(ValueError, match="above the target epsilon"):
         DPSGDClassifier(
             epsilon=0.1, noise_multiplier=2.0, batch_size=256, epochs=2, classes=DIGITS_CLASSES, random_state=rng
         ).fit(digits.X_train, digits.y_train)
@@ -438,7 +438,7 @@ def test_audit_passes_dpsgd_and_catches_broken_clipping() -> None:
         ({"epsilon": 1.0, "ema_decay": 1.0}, "ema_decay"),
         ({"epsilon": 1.0, "l2": -0.1}, "l2"),
         ({"epsilon": 1.0, "noise_multiplier": -1.0}, "noise_multiplier"),
-        ({"epsilon": 1.0, "noise_multiplier": 0.3, "accountant": "rdp"}, "budget"),
+        ({"epsilon": 1.0, "noise_multiplier": 0.3, "accountant": "rdp"}, "above the target epsilon"),
     ],
 )
 def test_bad_hyperparameters_fail_before_any_noise(params: dict, message: str, digits) -> None:

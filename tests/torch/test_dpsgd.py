@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch")
 from scipy import stats  # noqa: E402
 from torch import nn  # noqa: E402
 
-from privml.accounting import calibrate_dpsgd, dpsgd_event, make_accountant  # noqa: E402
+from privml.accounting import DPSGDPlan, calibrate_dpsgd, dpsgd_event, make_accountant  # noqa: E402
 from privml.exceptions import BudgetExhausted  # noqa: E402
 from privml.torch import DPSGD, PoissonSampler, TramerBonehCNN, micro_batches  # noqa: E402
 from privml.torch.noise import secure_standard_normal  # noqa: E402
@@ -162,7 +162,7 @@ def test_target_epsilon_calibration_matches_the_accountant():
     engine = engine_for(model, noise_multiplier=None, target_epsilon=2.0, accountant="rdp", steps=50)
     expected = calibrate_dpsgd(2.0, sample_rate=0.25, steps=50, delta=1e-5, accountant="rdp").noise_multiplier
     assert engine.noise_multiplier == pytest.approx(expected)
-    with pytest.raises(ValueError, match="target_epsilon"):
+    with pytest.raises(ValueError, match="above the target epsilon"):
         engine_for(model, noise_multiplier=0.5, target_epsilon=0.1, steps=50)
 
 
@@ -197,7 +197,7 @@ def test_micro_batches_split():
     "kwargs, match",
     [
         (dict(sample_rate=None, batch_size=None), "exactly one"),
-        (dict(noise_multiplier=None), "noise_multiplier, target_epsilon"),
+        (dict(noise_multiplier=None), "give noise_multiplier, a target epsilon, or both"),
         (dict(noise_multiplier=None, target_epsilon=1.0, steps=None), "planned number"),
         (dict(accountant="basic"), "accountant"),
         (dict(mode="fast"), "mode"),
@@ -266,8 +266,8 @@ def test_the_progress_bar_accounts_about_ten_times_not_once_per_epoch(monkeypatc
     engine = DPSGD(model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1), n_samples=30, clip_norm=1.0,
                    sample_rate=0.5, epochs=40, noise_multiplier=1.0, seed=0)
     calls = []
-    original = DPSGD._guarantee
-    monkeypatch.setattr(DPSGD, "_guarantee", lambda self, s, t: calls.append(t) or original(self, s, t))
+    original = DPSGDPlan.guarantee_after
+    monkeypatch.setattr(DPSGDPlan, "guarantee_after", lambda self, t: calls.append(t) or original(self, t))
     engine.fit(X, Y, progress=True)
     assert engine.steps_taken == 80
     assert 2 <= len(calls) <= 11 and calls[-1] == 80  # the last step's epsilon is always shown

@@ -38,7 +38,8 @@ _WHERE: dict[str, str] = {
     "AdvancedCompositionAccountant": "privml.accounting.advanced",
     "BasicAccountant": "privml.accounting.basic",
     "ComposedEvent": "privml.accounting.events",
-    "DPSGD_METHODS": "privml.accounting.calibration",
+    "DPSGDPlan": "privml.accounting.dpsgd",
+    "DPSGD_ACCOUNTANTS": "privml.accounting.dpsgd",
     "DpEvent": "privml.accounting.events",
     "EpsilonDeltaEvent": "privml.accounting.events",
     "ExponentialEvent": "privml.accounting.events",
@@ -54,11 +55,15 @@ _WHERE: dict[str, str] = {
     "SelfComposedEvent": "privml.accounting.events",
     "ZCDPAccountant": "privml.accounting.zcdp",
     "add_remove_twin": "privml.accounting.events",
-    "calibrate_dpsgd": "privml.accounting.calibration",
+    "REPLACE_ONE_BOUNDS": "privml.accounting.dpsgd",
+    "SAMPLINGS": "privml.accounting.dpsgd",
+    "calibrate_dpsgd": "privml.accounting.dpsgd",
+    "check_dpsgd_options": "privml.accounting.dpsgd",
     "calibrate_noise_multiplier": "privml.accounting.calibration",
-    "dpsgd_accountant": "privml.accounting.calibration",
-    "dpsgd_event": "privml.accounting.events",
+    "dpsgd_accountant": "privml.accounting.dpsgd",
+    "dpsgd_event": "privml.accounting.dpsgd",
     "make_accountant": "privml.accounting.calibration",
+    "plan_dpsgd": "privml.accounting.dpsgd",
 }
 
 
@@ -78,13 +83,17 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, imported eagerl
     from privml.accounting.accountant import PrivacyAccountant
     from privml.accounting.advanced import AdvancedCompositionAccountant
     from privml.accounting.basic import BasicAccountant
-    from privml.accounting.calibration import (
-        ACCOUNTANTS,
-        DPSGD_METHODS,
+    from privml.accounting.calibration import ACCOUNTANTS, calibrate_noise_multiplier, make_accountant
+    from privml.accounting.dpsgd import (
+        DPSGD_ACCOUNTANTS,
+        REPLACE_ONE_BOUNDS,
+        SAMPLINGS,
+        DPSGDPlan,
         calibrate_dpsgd,
-        calibrate_noise_multiplier,
+        check_dpsgd_options,
         dpsgd_accountant,
-        make_accountant,
+        dpsgd_event,
+        plan_dpsgd,
     )
     from privml.accounting.events import (
         ComposedEvent,
@@ -97,7 +106,6 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, imported eagerl
         SampledWithoutReplacementEvent,
         SelfComposedEvent,
         add_remove_twin,
-        dpsgd_event,
     )
     from privml.accounting.gdp import GaussianDPAccountant
     from privml.accounting.group import GroupPrivacyAccountant
@@ -108,7 +116,8 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, imported eagerl
 __all__ = [
     "ACCOUNTANTS",
     "AdvancedCompositionAccountant",
-    "DPSGD_METHODS",
+    "DPSGDPlan",
+    "DPSGD_ACCOUNTANTS",
     "BasicAccountant",
     "ComposedEvent",
     "DpEvent",
@@ -125,10 +134,14 @@ __all__ = [
     "SampledWithoutReplacementEvent",
     "SelfComposedEvent",
     "ZCDPAccountant",
+    "REPLACE_ONE_BOUNDS",
+    "SAMPLINGS",
     "add_remove_twin",
     "calibrate_dpsgd",
     "calibrate_noise_multiplier",
+    "check_dpsgd_options",
     "dpsgd_accountant",
     "dpsgd_event",
     "make_accountant",
+    "plan_dpsgd",
 ]

@@ -9,7 +9,7 @@ parameter always satisfies the target exactly as the accountant certifies it.
 :func:`calibrate_noise_multiplier` applies it to "the smallest noise multiplier
 whose event, composed by an accountant, costs at most ``target_epsilon`` at
 ``delta``"; the feasible end is then the *noisier* end of the bracket.
-:func:`calibrate_dpsgd` does it for DP-SGD's sampled Gaussian steps.
+:func:`privml.accounting.dpsgd.calibrate_dpsgd` does it for DP-SGD's sampled Gaussian steps.
 :func:`make_accountant` maps the accountant names in :data:`ACCOUNTANTS` to
 fresh accountants.
 """
@@ -17,11 +17,11 @@ fresh accountants.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
-from privml._validation import check_count, check_delta, check_epsilon, check_probability
+from privml._validation import check_count, check_delta, check_epsilon
 from privml.accounting.accountant import PrivacyAccountant
-from privml.accounting.events import ADD_REMOVE, REPLACE_ONE, DpEvent, dpsgd_event
+from privml.accounting.events import DpEvent
 from privml.accounting.parameter_search import ParameterCalibration as ParameterCalibration
 from privml.accounting.parameter_search import (
     _bracket_and_bisect,
@@ -30,7 +30,6 @@ from privml.accounting.parameter_search import (
 )
 from privml.accounting.parameter_search import calibrate_parameter as calibrate_parameter
 from privml.exceptions import UnsupportedEventError
-from privml.neighbouring import Neighbouring
 
 #: Names accepted by :func:`make_accountant` (and by every ``accountant=`` argument).
 ACCOUNTANTS: tuple[str, ...] = ("basic", "advanced", "optimal", "rdp", "zcdp", "gdp", "pld")
@@ -172,7 +171,7 @@ def calibrate_noise_multiplier(
     ----------
     make_event:
         Maps a noise multiplier (> 0) to the event of the whole computation,
-        e.g. ``lambda s: dpsgd_event(s, q, steps)``. Epsilon must fall as the
+        e.g. ``lambda s: dpsgd_event(s, q, steps)`` (:mod:`privml.accounting.dpsgd`). Epsilon must fall as the
         multiplier grows.
     target_epsilon:
         Privacy budget epsilon (> 0).
@@ -273,126 +272,3 @@ def _rdp_bracket(
         return None, None
     return 0.9 * rdp.noise_multiplier, rdp.noise_multiplier
 
-
-#: How a DP-SGD guarantee under replace-one is obtained: the tight dominating pair, or group privacy.
-DPSGD_METHODS: tuple[str, ...] = ("tight", "group")
-
-
-def dpsgd_accountant(
-    accountant: AccountantSpec, *, neighbouring: Neighbouring | str = ADD_REMOVE, method: str = "tight"
-) -> Callable[[], PrivacyAccountant]:
-    """Factory of the accountant that states DP-SGD's guarantee under ``neighbouring`` by ``method``.
-
-    ``method="tight"``: ``accountant`` itself (it must support the event:
-    the replace-one events have their own dominating pair / RDP curve in the
-    ``pld`` and ``rdp`` accountants). ``method="group"`` (replace-one only):
-    :class:`~privml.accounting.group.GroupPrivacyAccountant` around
-    ``accountant``, i.e. (2 eps, (1 + e^eps) delta) from the add/remove-one
-    guarantee.
-    """
-    relation = Neighbouring.parse(neighbouring)
-    if method not in DPSGD_METHODS:
-        raise ValueError(f"method must be one of {', '.join(DPSGD_METHODS)}, got {method!r}")
-    factory, _ = _accountant_factory(accountant)
-    if method == "tight":
-        return factory
-    if relation is not REPLACE_ONE:
-        raise ValueError("method='group' derives a replace-one guarantee: it needs neighbouring='replace-one'")
-    from privml.accounting.group import GroupPrivacyAccountant
-
-    return lambda: GroupPrivacyAccountant(factory)
-
-
-def calibrate_dpsgd(
-    target_epsilon: float,
-    *,
-    sample_rate: float,
-    steps: int,
-    delta: float,
-    accountant: AccountantSpec = "rdp",
-    neighbouring: Neighbouring | str = ADD_REMOVE,
-    sampling: str = "poisson",
-    method: str = "tight",
-    population: int | None = None,
-    lower: float | None = None,
-    upper: float | None = None,
-    tolerance: float = 1e-3,
-    max_iterations: int = 100,
-) -> NoiseCalibration:
-    """Noise multiplier of DP-SGD for a budget: ``steps`` sampled Gaussian steps.
-
-    Each step adds N(0, (s C)^2 I) to a sum of per-example gradients clipped
-    to L2 norm C, over a random batch; the event is
-    :func:`~privml.accounting.events.dpsgd_event` and the search is
-    :func:`calibrate_noise_multiplier` (see there for the search arguments and
-    the guarantee on the returned multiplier).
-
-    Parameters
-    ----------
-    target_epsilon, delta:
-        The budget.
-    sample_rate:
-        q: the Poisson rate, or b / n for ``sampling="fixed-size"``.
-    steps:
-        T.
-    accountant:
-        ``"rdp"`` (default) or ``"pld"`` (or any name / factory; an accountant
-        that cannot account for the event raises ``UnsupportedEventError``
-        before any search).
-    neighbouring:
-        ``"add/remove-one"`` (default: Poisson sampling, sensitivity C, Abadi
-        et al. 2016; Mironov, Talwar and Zhang 2019) or ``"replace-one"``
-        (same n, one record replaced: the clipped sum moves by up to 2C when
-        the record is sampled).
-    sampling:
-        ``"poisson"`` (default) or ``"fixed-size"`` (a batch of exactly
-        b = q n records drawn without replacement; replace-one only, RDP only:
-        Wang, Balle and Kasiviswanathan 2019, Theorem 9; needs ``population``).
-    method:
-        Under replace-one: ``"tight"`` (default; the dominating pair of
-        :class:`~privml.accounting.pld._ReplaceOnePoissonGaussianPair` in PLD,
-        its Rényi divergence in RDP) or ``"group"`` (group privacy from the
-        add/remove-one guarantee, (2 eps, (1 + e^eps) delta): the fallback
-        and the yardstick).
-
-    Returns
-    -------
-    NoiseCalibration
-        With ``accountant`` naming what certified the epsilon (e.g.
-        ``"pld"``, ``"rdp+group"``).
-    """
-    # long-function: a long numpy-style docstring (parameters, guarantee, references) and code that is argument
-    # checks, the accountant probe and one search.
-    relation = Neighbouring.parse(neighbouring)
-    steps = check_count(steps, "steps")
-    sample_rate = check_probability(sample_rate, "sample_rate")
-
-    def make_event(s: float) -> DpEvent:
-        return dpsgd_event(s, sample_rate, steps, neighbouring=relation, sampling=sampling, population=population)
-
-    make_event(1.0)  # bad combinations of relation, sampling and population fail here, before any search
-    factory = dpsgd_accountant(accountant, neighbouring=relation, method=method)
-    probe = factory()
-    if not probe.supports(make_event(1.0)):
-        raise UnsupportedEventError(
-            f"the {probe.name} accountant cannot account for DP-SGD with {sampling} sampling under "
-            f"{relation.value} neighbours"
-            + (" (fixed-size sampling: use accountant='rdp')" if sampling == "fixed-size" else "")
-        )
-    if method == "group" and accountant == "pld" and lower is None and upper is None:
-        # the RDP version of the same bound is looser (more noise): a cheap bracket for the PLD search
-        lower, upper = _rdp_bracket(
-            make_event, target_epsilon, delta, tolerance, max_iterations,
-            accountant=dpsgd_accountant("rdp", neighbouring=relation, method="group"),
-        )
-    result = calibrate_noise_multiplier(
-        make_event,
-        target_epsilon=target_epsilon,
-        delta=delta,
-        accountant=accountant if method == "tight" else factory,
-        lower=lower,
-        upper=upper,
-        tolerance=tolerance,
-        max_iterations=max_iterations,
-    )
-    return result if method == "tight" else replace(result, accountant=probe.name)

@@ -77,7 +77,7 @@ class GroupPrivacyAccountant(PrivacyAccountant):
 
     Examples
     --------
-    >>> from privml.accounting.events import dpsgd_event
+    >>> from privml.accounting.dpsgd import dpsgd_event
     >>> acc = GroupPrivacyAccountant("pld").compose(dpsgd_event(1.1, 0.01, 100, neighbouring="replace-one"))
     >>> acc.name, str(acc.neighbouring)
     ('pld+group', 'replace-one')

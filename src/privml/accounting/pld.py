@@ -152,7 +152,7 @@ class PLDAccountant(PrivacyAccountant):
 
     Examples
     --------
-    >>> from privml.accounting.events import dpsgd_event
+    >>> from privml.accounting.dpsgd import dpsgd_event
     >>> acc = PLDAccountant().compose(dpsgd_event(1.1, 256 / 60000, 14040))
     >>> round(acc.get_epsilon(1e-5), 2)
     2.38

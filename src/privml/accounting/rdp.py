@@ -178,7 +178,7 @@ class RDPAccountant(PrivacyAccountant):
 
     Examples
     --------
-    >>> from privml.accounting.events import dpsgd_event
+    >>> from privml.accounting.dpsgd import dpsgd_event
     >>> acc = RDPAccountant().compose(dpsgd_event(1.1, 256 / 60000, 14040))
     >>> round(acc.get_epsilon(1e-5), 4)
     2.5944

@@ -4,7 +4,7 @@ Forms (each takes ``--json``)::
 
     privml account dpsgd --noise-multiplier S --sample-rate Q --steps T --delta D [--accountant rdp|pld]
     privml account dpsgd --target-epsilon E --sample-rate Q --steps T --delta D [--accountant rdp|pld]
-        [--neighbouring add/remove-one|replace-one] [--method tight|group]
+        [--neighbouring add/remove-one|replace-one] [--replace-one-bound tight|group]
         [--sampling poisson|fixed-size --batch-size B --population N]
     privml account gaussian --epsilon E --delta D --sensitivity S
     privml account compose --epsilon E --delta D --count K --delta-slack DS
@@ -13,7 +13,6 @@ Forms (each takes ``--json``)::
 from __future__ import annotations
 
 import argparse
-import math
 import time
 
 from privml._validation import (
@@ -25,14 +24,10 @@ from privml._validation import (
     check_probability,
 )
 from privml.accounting.analytic_gaussian import analytic_gaussian_sigma, classic_gaussian_sigma
-from privml.accounting.calibration import DPSGD_METHODS, calibrate_dpsgd, dpsgd_accountant
 from privml.accounting.composition import advanced_composition, basic_composition, optimal_composition_epsilon
-from privml.accounting.events import SAMPLINGS, dpsgd_event
+from privml.accounting.dpsgd import DPSGD_ACCOUNTANTS, REPLACE_ONE_BOUNDS, SAMPLINGS, plan_dpsgd
 from privml.cli._common import add_json_flag, emit, finite_float, fmt, integer, table
-from privml.exceptions import UnsupportedEventError
 from privml.neighbouring import Neighbouring
-
-DPSGD_ACCOUNTANTS = ("pld", "rdp")
 
 # Public limits: numbers outside them are errors at once, never a computation that runs
 # without end or overflows (an epsilon of 1e308, a noise multiplier of 1e-300).
@@ -65,8 +60,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "DP-SGD: give --noise-multiplier to get epsilon, or --target-epsilon to get the smallest noise "
             "multiplier that meets it. Poisson sampling under add/remove-one neighbours by default; "
             "--neighbouring replace-one for the same-n, one-record-replaced relation (tight dominating pair, or "
-            "--method group: group privacy from add/remove-one), --sampling fixed-size for batches of exactly "
-            "--batch-size records drawn without replacement (replace-one, RDP)."
+            "--replace-one-bound group: group privacy from add/remove-one), --sampling fixed-size for batches of "
+            "exactly --batch-size records drawn without replacement (replace-one, RDP)."
         ),
     )
     noise = dpsgd.add_mutually_exclusive_group(required=True)
@@ -82,9 +77,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=Neighbouring.ADD_REMOVE_ONE.value,
         help="relation of the guarantee (default: add/remove-one)",
     )
-    dpsgd.add_argument(
-        "--method", choices=DPSGD_METHODS, default="tight", help="replace-one bound: tight (default) or group"
-    )
+    dpsgd.add_argument("--replace-one-bound", choices=REPLACE_ONE_BOUNDS, default="tight",
+                       help="how a replace-one guarantee is obtained: tight (default) or group")
     dpsgd.add_argument("--sampling", choices=SAMPLINGS, default="poisson", help="default: poisson")
     dpsgd.add_argument("--batch-size", type=integer, help="fixed-size sampling: records per batch b")
     dpsgd.add_argument("--population", type=integer, help="fixed-size sampling: number of records n")
@@ -115,7 +109,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     compose.set_defaults(handler=_compose, prog=compose.prog)
 
 
-#: What each (relation, sampling, method) accounts with, as reported in ``bound``.
+#: What each (relation, sampling, replace-one bound) accounts with, as reported in ``bound``.
 _BOUNDS = {
     ("add/remove-one", "poisson", "tight"): "sampled Gaussian (Mironov, Talwar & Zhang 2019)",
     ("replace-one", "poisson", "tight"): (
@@ -152,60 +146,35 @@ def _sampling(args: argparse.Namespace) -> tuple[float, int | None]:
 
 def _dpsgd(args: argparse.Namespace) -> None:
     steps = check_count(args.steps, "--steps", maximum=MAX_COMPOSITIONS)
-    delta = check_delta(args.delta, "--delta")
-    if delta == 0:
+    if check_delta(args.delta, "--delta") == 0:
         raise ValueError("--delta must be > 0 for DP-SGD (the Gaussian mechanism is not pure DP)")
-    relation = Neighbouring.parse(args.neighbouring)
     q, population = _sampling(args)
-    key = (relation.value, args.sampling, args.method)
-    if key not in _BOUNDS:
-        if args.method == "group" and relation is Neighbouring.ADD_REMOVE_ONE:
-            raise ValueError("--method group derives a replace-one guarantee: add --neighbouring replace-one")
-        raise ValueError(
-            f"--method {args.method} is not available with --sampling {args.sampling} "
-            "(group privacy needs an add/remove-one analysis, which fixed-size sampling lacks)"
-        )
-    options = {"neighbouring": relation, "sampling": args.sampling, "population": population}
-    event = dpsgd_event(1.0, q, steps, **options)  # bad combinations fail here, before any accounting
-    factory = dpsgd_accountant(args.accountant, neighbouring=relation, method=args.method)
-    if not factory().supports(event):
-        raise UnsupportedEventError(
-            f"the {args.accountant} accountant cannot account for {args.sampling} sampling under {relation.value} "
-            "neighbours" + ("; use --accountant rdp" if args.sampling == "fixed-size" else "")
-        )
-    start = time.perf_counter()
+    target = None
     if args.target_epsilon is not None:
         target = _bounded(check_epsilon(args.target_epsilon, "--target-epsilon"), "--target-epsilon", EPSILON_RANGE)
-        # A record takes part in some step with probability 1 - (1 - q)^T; a delta at least that large
-        # is met by any noise (epsilon 0), and a search for the smallest multiplier would never end.
-        touched = -math.expm1(steps * math.log1p(-q)) if q < 1 else 1.0
-        if delta >= touched:
-            raise ValueError(
-                f"--delta {delta:g} is at least the probability that a record is ever sampled ({touched:.3g}): "
-                "every noise multiplier meets every epsilon; choose a smaller delta"
-            )
-        calibrated = calibrate_dpsgd(
-            target, sample_rate=q, steps=steps, delta=delta, accountant=args.accountant, method=args.method, **options
-        )
-        noise_multiplier, epsilon, name = calibrated.noise_multiplier, calibrated.epsilon, calibrated.accountant
     else:
-        noise_multiplier = _bounded(check_positive(args.noise_multiplier, "--noise-multiplier"), "--noise-multiplier",
-                                    NOISE_MULTIPLIER_RANGE)
-        target = None
-        accountant = factory().compose(dpsgd_event(noise_multiplier, q, steps, **options))
-        epsilon, name = accountant.get_epsilon(delta), accountant.name
+        _bounded(check_positive(args.noise_multiplier, "--noise-multiplier"), "--noise-multiplier",
+                 NOISE_MULTIPLIER_RANGE)
+    start = time.perf_counter()
+    # DP-SGD's rules and noise, as the trainers plan them (privml.accounting.dpsgd): one place for all three.
+    plan = plan_dpsgd(
+        population, delta=args.delta, epsilon=target, sample_rate=q, steps=steps, accountant=args.accountant,
+        neighbouring=args.neighbouring, sampling=args.sampling, replace_one_bound=args.replace_one_bound,
+        noise_multiplier=args.noise_multiplier,
+    )
+    assert plan.guarantee is not None  # steps are given
     result = {
-        "epsilon": epsilon,
-        "delta": delta,
-        "noise_multiplier": noise_multiplier,
+        "epsilon": plan.guarantee.epsilon,
+        "delta": plan.delta,
+        "noise_multiplier": plan.noise_multiplier,
         "sample_rate": q,
         "steps": steps,
-        "accountant": name,
-        "neighbouring": relation.value,
-        "neighbouring_detail": relation.detail,
+        "accountant": plan.guarantee.accountant,
+        "neighbouring": plan.neighbouring.value,
+        "neighbouring_detail": plan.neighbouring.detail,
         "sampling": args.sampling,
-        "method": args.method,
-        "bound": _BOUNDS[key],
+        "replace_one_bound": plan.bound,
+        "bound": _BOUNDS[(plan.neighbouring.value, args.sampling, plan.bound)],
         "seconds": time.perf_counter() - start,
     }
     if population is not None:

@@ -15,11 +15,8 @@ design        batches                          neighbouring      accounting
               batches of a random partition                      parallel composition (Sec. 2.1)
 ``linear``    Poisson sample at rate q, T      add/remove-one    each step (eps_0, delta_0)-DP, amplified by
               steps                                              subsampling, composed linearly (Thm 3, 2.2)
-``poisson``   Poisson sample at rate q, T      add/remove-one    sampled Gaussian, RDP or PLD accountant
-(default)     steps (or a fixed-size batch     or replace-one    (Abadi et al. 2016; Sec. 2.3); under
-              drawn without replacement)                         replace-one the tight pair of
-                                                                 :mod:`privml.accounting.pld` (Poisson) or
-                                                                 WBK19 (fixed-size), or group privacy
+``poisson``   Poisson sample at rate q, T      add/remove-one    DP-SGD (Abadi et al. 2016; Sec. 2.3),
+(default)     steps (or a fixed-size batch)    or replace-one    :func:`privml.accounting.dpsgd.plan_dpsgd`
 ============  ===============================  ================  ==========================================
 
 Per-example gradients are never materialised. For a linear model with
@@ -45,7 +42,7 @@ tenth of what the worst case would need (the usual bias-variance trade of
 clipping; see :class:`DPSGDClassifier` for the tuning).
 
 The step's pieces (samplers, clipped sum, schedules, averaging) live in
-:mod:`privml.linear.dpsgd_steps`, each design's noise and the plan of a fit in
+:mod:`privml.linear.dpsgd_steps`, the older designs' noise in
 :mod:`privml.linear.dpsgd_noise`; this module re-exports the public ones.
 """
 
@@ -67,11 +64,18 @@ from privml._validation import (
     check_positive_delta,
     check_probability,
 )
-from privml.accounting.calibration import DPSGD_METHODS
+from privml.accounting.dpsgd import (
+    DPSGD_ACCOUNTANTS,
+    REPLACE_ONE_BOUNDS,
+    SAMPLINGS,
+    check_dpsgd_options,
+    plan_dpsgd,
+    planned_steps,
+)
 from privml.guarantee import PrivacyGuarantee
 from privml.linear._batch_rows import BatchRows
 from privml.linear.base import PrivateLinearClassifier, make_loss
-from privml.linear.dpsgd_noise import _check_budget, _direct_noise, _linear_noise, _Plan, _poisson_noise
+from privml.linear.dpsgd_noise import _check_budget, _direct_noise, _linear_noise, _Noise, _Plan
 from privml.linear.dpsgd_steps import (
     LR_SCHEDULES,
     _Averager,
@@ -90,8 +94,6 @@ __all__ = [
     "DESIGNS",
     "DPSGDClassifier",
     "LR_SCHEDULES",
-    "POISSON_ACCOUNTANTS",
-    "SAMPLINGS",
     "fixed_size_sample",
     "clipped_gradient_sum",
     "learning_rate_schedule",
@@ -106,10 +108,6 @@ Averaging = Literal["none", "uniform", "tail", "ema"]
 DESIGNS: tuple[str, ...] = ("poisson", "direct", "linear")
 #: Iterate averaging accepted by ``averaging``.
 AVERAGING: tuple[str, ...] = ("none", "uniform", "tail", "ema")
-#: Accountants for the ``poisson`` design (those that account for a sampled Gaussian).
-POISSON_ACCOUNTANTS: tuple[str, ...] = ("pld", "rdp")
-#: Batch samplers of the ``poisson`` design: independent coins, or b records without replacement.
-SAMPLINGS: tuple[str, ...] = ("poisson", "fixed-size")
 
 #: Default expected batch size (see :class:`DPSGDClassifier` for how it was chosen).
 DEFAULT_BATCH_SIZE = 4096
@@ -376,8 +374,8 @@ class DPSGDClassifier(PrivateLinearClassifier):
         """Checks that need no data; run by :meth:`fit` before anything else."""
         if self.design not in DESIGNS:
             raise ValueError(f"design must be one of {', '.join(DESIGNS)}, got {self.design!r}")
-        if self.accountant not in POISSON_ACCOUNTANTS:
-            raise ValueError(f"accountant must be one of {', '.join(POISSON_ACCOUNTANTS)}, got {self.accountant!r}")
+        if self.accountant not in DPSGD_ACCOUNTANTS:
+            raise ValueError(f"accountant must be one of {', '.join(DPSGD_ACCOUNTANTS)}, got {self.accountant!r}")
         self._check_relation()
         check_epsilon(self.epsilon)
         delta = check_delta(self.delta)
@@ -417,41 +415,35 @@ class DPSGDClassifier(PrivateLinearClassifier):
         return check_positive(self.l2, "l2", allow_zero=True)
 
     def _check_relation(self) -> tuple[Neighbouring, str]:
-        """(relation, sampling) of the design; ValueError for a combination no analysis covers."""
-        if self.replace_one_bound not in DPSGD_METHODS:
-            raise ValueError(
-                f"replace_one_bound must be one of {', '.join(DPSGD_METHODS)}, got {self.replace_one_bound!r}"
-            )
+        """(relation, sampling) of the design; ValueError for a combination no analysis covers.
+
+        The ``poisson`` design is DP-SGD: its rules are
+        :func:`privml.accounting.dpsgd.check_dpsgd_options`, shared with the
+        torch engine. The older designs are analysed under their own relation
+        with independent coins (``linear``) or one partition (``direct``).
+        """
         own = Neighbouring.REPLACE_ONE if self.design == "direct" else Neighbouring.ADD_REMOVE_ONE
         relation = own if self.neighbouring is None else Neighbouring.parse(self.neighbouring)
-        if relation is not own and self.design != "poisson":
-            raise ValueError(
-                f"the {self.design} design is analysed under {own.value} neighbours only; "
-                "use design='poisson' for the other relation"
-            )
+        if self.design == "poisson":
+            sampling = "poisson" if self.sampling is None else self.sampling
+            relation = check_dpsgd_options(neighbouring=relation, sampling=sampling, accountant=self.accountant,
+                                           replace_one_bound=self.replace_one_bound)
+            return relation, sampling
+        if self.replace_one_bound not in REPLACE_ONE_BOUNDS:
+            raise ValueError(f"replace_one_bound must be one of {', '.join(REPLACE_ONE_BOUNDS)}, "
+                             f"got {self.replace_one_bound!r}")
+        if relation is not own:
+            raise ValueError(f"the {self.design} design is analysed under {own.value} neighbours only; "
+                             "use design='poisson' for the other relation")
         if self.design == "direct":
             if self.sampling is not None:
                 raise ValueError("the direct design partitions the data once: leave sampling unset")
             return relation, "partition"
-        sampling = "poisson" if self.sampling is None else self.sampling
-        if sampling not in SAMPLINGS:
-            raise ValueError(f"sampling must be one of {', '.join(SAMPLINGS)}, got {sampling!r}")
-        if sampling == "fixed-size":
-            if self.design != "poisson":
+        if self.sampling not in (None, "poisson"):
+            if self.sampling == "fixed-size":
                 raise ValueError("fixed-size sampling is available with design='poisson' only")
-            if relation is not Neighbouring.REPLACE_ONE:
-                raise ValueError(
-                    "fixed-size sampling is analysed under replace-one neighbours only (Wang, Balle and "
-                    "Kasiviswanathan 2019): set neighbouring='replace-one'"
-                )
-            if self.accountant != "rdp":
-                raise ValueError("fixed-size sampling is accounted by RDP only: set accountant='rdp'")
-            if self.replace_one_bound != "tight":
-                raise ValueError(
-                    "group privacy needs an add/remove-one analysis, which fixed-size sampling lacks: "
-                    "use replace_one_bound='tight'"
-                )
-        return relation, sampling
+            raise ValueError(f"sampling must be one of {', '.join(SAMPLINGS)}, got {self.sampling!r}")
+        return relation, "poisson"
 
     def fit(self, X: Any, y: Any) -> DPSGDClassifier:
         """Train on (X, y); sets ``weights_``, ``privacy_``, ``privacy_event_`` and ``fit_info_``.
@@ -479,10 +471,19 @@ class DPSGDClassifier(PrivateLinearClassifier):
         """Batches, noise and guarantee, from n and the hyper-parameters alone."""
         epsilon, delta = float(self.epsilon), float(self.delta)
         relation, sampling = self._check_relation()
+        if self.design == "poisson":
+            # DP-SGD's plan, shared with privml.torch.DPSGD: every privacy rule checked there, once.
+            dpsgd = plan_dpsgd(
+                n, delta=delta, epsilon=epsilon, accountant=self.accountant, neighbouring=relation, sampling=sampling,
+                replace_one_bound=self.replace_one_bound, noise_multiplier=self.noise_multiplier,
+                **self._rate(n), **self._length(),
+            )
+            info = {"sampling": sampling, **({"bound": dpsgd.bound} if dpsgd.sensitivity == 2 else {})}
+            steps, event, guarantee, batch = dpsgd.steps, dpsgd.event, dpsgd.guarantee, dpsgd.batch_size
+            assert steps and event and guarantee and batch  # n and the length are given: all planned
+            noise = _Noise("gaussian", dpsgd.noise_multiplier, dpsgd.sensitivity, event, guarantee, info)
+            return _Plan("poisson", steps, dpsgd.sample_rate, batch, steps * dpsgd.sample_rate, noise, sampling)
         q = self._sample_rate(n)
-        if sampling == "fixed-size":
-            size = int(self.batch_size) if self.batch_size is not None else max(1, round(q * n))
-            q = size / n
         if self.design == "direct":
             size = int(self.batch_size) if self.batch_size is not None else round(q * n)
             n_batches = n // size if size >= 1 else 0
@@ -491,21 +492,20 @@ class DPSGDClassifier(PrivateLinearClassifier):
             noise = _direct_noise(epsilon, delta, self.noise_multiplier)
             plan = _Plan("direct", n_batches, 1.0 / n_batches, n / n_batches, 1.0, noise)
         else:
-            if self.steps is not None:
-                steps = int(self.steps)
-            else:
-                epochs = DEFAULT_EPOCHS if self.epochs is None else float(self.epochs)
-                steps = check_planned_steps(max(1, round(epochs / q)), epochs)
-            if self.design == "poisson":
-                noise = _poisson_noise(
-                    epsilon, delta, self.noise_multiplier, q, steps, self.accountant, neighbouring=relation,
-                    sampling=sampling, population=n, bound=self.replace_one_bound,
-                )
-            else:
-                noise = _linear_noise(epsilon, delta, self.noise_multiplier, q, steps)
+            steps = int(planned_steps(q=q, **self._length()) or 0)  # never None: _length gives steps or epochs
+            noise = _linear_noise(epsilon, delta, self.noise_multiplier, q, steps)
             plan = _Plan(self.design, steps, q, q * n, steps * q, noise, sampling)
         _check_budget(plan.noise.guarantee, epsilon)
         return plan
+
+    def _rate(self, n: int) -> dict[str, Any]:
+        """The rate as given (batch_size), else sample_rate or the default expected batch capped at n."""
+        return {"batch_size": self.batch_size} if self.batch_size is not None else {"sample_rate": self._sample_rate(n)}
+
+    def _length(self) -> dict[str, Any]:
+        """The run's length as given (steps), else the epochs or their default."""
+        return {"steps": int(self.steps)} if self.steps is not None else {
+            "epochs": DEFAULT_EPOCHS if self.epochs is None else float(self.epochs)}
 
     # ------------------------------------------------------------- training
     def _fit_private(

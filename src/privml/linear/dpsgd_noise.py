@@ -2,10 +2,9 @@
 
 Each design of :class:`privml.linear.dpsgd.DPSGDClassifier` fixes its noise,
 and the guarantee that noise buys, from n and the hyper-parameters alone,
-before training: ``poisson`` accounts T sampled Gaussian steps tightly
-(Abadi et al. 2016; Mironov, Talwar and Zhang 2019; the replace-one pair of
-Balle, Barthe and Gaboardi 2018 and Zhu, Dong and Wang 2022, or Wang, Balle
-and Kasiviswanathan 2019 for fixed-size batches); ``linear`` composes
+before training: ``poisson`` is DP-SGD, planned by
+:func:`privml.accounting.dpsgd.plan_dpsgd` (shared with the torch engine);
+``linear`` composes
 amplified (eps_0, delta_0) steps by basic composition (Li, Qardaji and Su
 2012; Dwork and Roth 2014); ``direct`` makes one pass over disjoint batches
 with parallel composition (McSherry 2009; Balle and Wang 2018 for the
@@ -18,19 +17,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from privml.accounting.analytic_gaussian import analytic_gaussian_sigma, gaussian_epsilon
-from privml.accounting.calibration import (
-    calibrate_dpsgd,
-    calibrate_parameter,
-    dpsgd_accountant,
-    make_accountant,
-)
+from privml.accounting.calibration import calibrate_parameter, make_accountant
 from privml.accounting.events import (
     DpEvent,
     EpsilonDeltaEvent,
     GaussianEvent,
     PoissonSampledEvent,
     SelfComposedEvent,
-    dpsgd_event,
 )
 from privml.guarantee import PrivacyGuarantee
 from privml.neighbouring import Neighbouring
@@ -85,59 +78,6 @@ def _check_budget(guarantee: PrivacyGuarantee, epsilon: float) -> None:
             f"epsilon={guarantee.epsilon:.6g} at delta={guarantee.delta:g}, above epsilon={epsilon:g}; "
             "raise noise_multiplier or leave it None to calibrate it"
         )
-
-
-def _poisson_noise(
-    epsilon: float,
-    delta: float,
-    noise_multiplier: float | None,
-    q: float,
-    steps: int,
-    accountant: str,
-    *,
-    neighbouring: Neighbouring = Neighbouring.ADD_REMOVE_ONE,
-    sampling: str = "poisson",
-    population: int | None = None,
-    bound: str = "tight",
-) -> _Noise:
-    """DP-SGD of Abadi et al. (2016): T sampled Gaussian steps, tight accounting.
-
-    Each step adds N(0, s^2 C^2 I) to the clipped sum of a random batch: a
-    Poisson sample of rate q, or (``sampling="fixed-size"``) b = q n records
-    drawn without replacement. Every clipped term has norm <= C, so the sum
-    has L2 sensitivity C under add/remove-one and 2C under replace-one, the
-    latter only when the replaced record is in the batch.
-
-    - add/remove-one, Poisson: the sampled Gaussian mechanism with noise
-      multiplier s (Mironov, Talwar and Zhang 2019, Section 3).
-    - replace-one, Poisson: the dominating pair (1-q) N(0, s^2) + q N(1, s^2)
-      vs (1-q) N(0, s^2) + q N(-1, s^2) (proved in
-      :class:`privml.accounting.pld._ReplaceOnePoissonGaussianPair`, from
-      Balle, Barthe and Gaboardi 2018, Theorem 2; Zhu, Dong and Wang 2022),
-      or, with ``bound="group"``, group privacy from the add/remove-one
-      guarantee, (2 eps, (1 + e^eps) delta).
-    - replace-one, fixed-size: Wang, Balle and Kasiviswanathan 2019,
-      Theorem 9 (RDP only).
-
-    The T steps compose adaptively; the accountant is RDP (Mironov 2017,
-    Prop. 1; Balle et al. 2020, Thm 21 for the conversion) or PLD (Koskela
-    et al. 2020; Doroshenko et al. 2022), via
-    :func:`privml.accounting.dpsgd_event`; a missing ``s`` is the smallest one
-    meeting (epsilon, delta), by :func:`privml.accounting.calibrate_dpsgd`.
-    """
-    if noise_multiplier is None:
-        noise_multiplier = calibrate_dpsgd(
-            epsilon, sample_rate=q, steps=steps, delta=delta, accountant=accountant, method=bound,
-            neighbouring=neighbouring, sampling=sampling, population=population,
-        ).noise_multiplier
-    event = dpsgd_event(noise_multiplier, q, steps, neighbouring=neighbouring, sampling=sampling, population=population)
-    guarantee = dpsgd_accountant(accountant, neighbouring=neighbouring, method=bound)().compose(event).guarantee(delta)
-    info = {"sampling": sampling}
-    sensitivity = 1.0
-    if neighbouring is Neighbouring.REPLACE_ONE:
-        info["bound"] = bound
-        sensitivity = 2.0  # a replaced clipped gradient can flip from +C to -C
-    return _Noise("gaussian", noise_multiplier, sensitivity, event, guarantee, info)
 
 
 def _linear_noise(epsilon: float, delta: float, noise_multiplier: float | None, q: float, steps: int) -> _Noise:

@@ -9,12 +9,13 @@ import torch
 from sklearn.base import BaseEstimator, ClassifierMixin
 
 from privml._validation import check_fitted, check_positive
+from privml.accounting.dpsgd import planned_steps
 from privml.budget import charged_fit
 from privml.data.labels import fit_classes
 from privml.guarantee import PrivacyGuarantee
 from privml.neighbouring import Neighbouring
 from privml.torch.dpsgd import DPSGD
-from privml.torch.dpsgd_setup import check_precisions, planned_steps
+from privml.torch.dpsgd_setup import check_precisions
 from privml.torch.models import IMAGE_ARCHITECTURES, build_model
 
 #: Defaults of Tramer and Boneh (2021), Table 9, for the end-to-end MNIST CNN:
@@ -243,7 +244,7 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         inside the accountant (or ran for ever) after the model was built.
         """
         size = self._batch(n)
-        planned_steps(self.epochs, None, size / n)  # the private run's steps, and the baseline's: one cap
+        planned_steps(self.epochs, q=size / n)  # the private run's steps, and the baseline's: one cap
 
     def _batch(self, n: int) -> float:
         """The expected batch: the one given (at most n), or the default capped at n, as DPSGDClassifier's."""
@@ -303,8 +304,7 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
                     cuda_graph=self.cuda_graph,
                 )
                 # The planned steps' guarantee is charged to an active budget before the first step.
-                planned = int(engine.planned_steps or 0)  # epochs are always set here, so steps are planned
-                with charged_fit(self, lambda: engine._guarantee(engine.noise_multiplier, planned)):
+                with charged_fit(self, lambda: engine.plan.guarantee):  # epochs are set here: the plan has one
                     engine.fit(X_t, y_t, progress=self.progress)
                     self.privacy_ = engine.privacy_
                     self.fit_info_ = engine.info()

@@ -51,25 +51,20 @@ import torch
 from torch import nn
 
 from privml._progress import progress_bar
-from privml._validation import check_delta, check_epsilon, check_positive, check_positive_delta
-from privml.accounting.calibration import calibrate_dpsgd, dpsgd_accountant
-from privml.accounting.events import ComposedEvent, DpEvent, dpsgd_event
+from privml._validation import check_positive
+from privml.accounting.dpsgd import plan_dpsgd
+from privml.accounting.events import ComposedEvent, DpEvent
 from privml.exceptions import BudgetExhausted
 from privml.guarantee import PrivacyGuarantee
 from privml.neighbouring import Neighbouring
 from privml.torch.clipping import MODES, Mode
 from privml.torch.dpsgd_setup import (
-    DPSGD_ACCOUNTANTS,
-    PRECISIONS,  # noqa: F401 - re-exported: the precisions the engine accepts
-    SAMPLINGS,  # noqa: F401 - re-exported: the samplers the engine accepts
+    check_distributed_sampling,
     check_precisions,
-    check_sampling,
     cross_entropy_per_example,
     init_distributed,
     module_device,
-    planned_steps,
     resolve_mode,
-    sample_rate_of,
     shards_total,
 )
 from privml.torch.ghost.engine import ghost_clipped_sum
@@ -247,21 +242,18 @@ class DPSGD:
             raise ValueError(f"n_samples must be a positive int, got {n_samples!r}")
         self.n_samples = n_samples
         self.clip_norm = check_positive(clip_norm, "clip_norm")
-        self.sample_rate = sample_rate_of(sample_rate, batch_size, n_samples)
-        self.expected_batch_size = self.sample_rate * n_samples
-        self.planned_steps = planned_steps(epochs, steps, self.sample_rate)
-        self.delta = check_positive_delta(check_delta(delta))
-        if accountant not in DPSGD_ACCOUNTANTS:
-            raise ValueError(f"accountant must be one of {', '.join(DPSGD_ACCOUNTANTS)}, got {accountant!r}")
-        self.accountant = accountant
-        self.neighbouring = Neighbouring.parse(neighbouring)
-        self.sampling = check_sampling(
-            sampling, replace_one_bound, distributed, neighbouring=self.neighbouring, accountant=accountant,
-            sample_rate=self.sample_rate, n_samples=n_samples,
+        # Every DP-SGD privacy rule (rate, steps, sampler, relation, bound, accountant, noise) is checked once there.
+        self.plan = plan_dpsgd(
+            n_samples, delta=delta, epsilon=target_epsilon, sample_rate=sample_rate, batch_size=batch_size,
+            epochs=epochs, steps=steps, accountant=accountant, neighbouring=neighbouring, sampling=sampling,
+            replace_one_bound=replace_one_bound, noise_multiplier=noise_multiplier,
         )
-        self.replace_one_bound = replace_one_bound
-        self.target_epsilon = None if target_epsilon is None else check_epsilon(target_epsilon, "target_epsilon")
-        self.noise_multiplier = self._noise_multiplier(noise_multiplier)
+        check_distributed_sampling(self.plan.sampling, distributed)
+        self.sample_rate = self.plan.sample_rate
+        self.expected_batch_size = self.sample_rate * n_samples  # q n: the public divisor of every step
+        self.planned_steps, self.delta, self.neighbouring = self.plan.steps, self.plan.delta, self.plan.neighbouring
+        self.accountant, self.sampling, self.replace_one_bound = accountant, sampling, replace_one_bound
+        self.target_epsilon, self.noise_multiplier = self.plan.target_epsilon, self.plan.noise_multiplier
         self.loss_fn = loss_fn or cross_entropy_per_example
         if mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
@@ -290,71 +282,17 @@ class DPSGD:
         self._params = [(name, p) for name, p in module.named_parameters() if p.requires_grad]
         self._graphed = graphed_step_for(self, cuda_graph)
 
-    # ------------------------------------------------------------ planning
-    def _event(self, noise_multiplier: float, steps: int) -> DpEvent:
-        """The accounted event: ``steps`` sampled Gaussian steps under the engine's relation and sampler."""
-        return dpsgd_event(
-            noise_multiplier,
-            self.sample_rate,
-            steps,
-            neighbouring=self.neighbouring,
-            sampling=self.sampling,
-            population=self.n_samples,
-        )
-
-    def _noise_multiplier(self, noise_multiplier: float | None) -> float:
-        if self.target_epsilon is None:
-            if noise_multiplier is None:
-                raise ValueError("give noise_multiplier, target_epsilon, or both")
-            return check_positive(noise_multiplier, "noise_multiplier")
-        if self.planned_steps is None:
-            raise ValueError("target_epsilon needs the planned number of steps: give epochs or steps")
-        if noise_multiplier is None:
-            return calibrate_dpsgd(
-                self.target_epsilon,
-                sample_rate=self.sample_rate,
-                steps=self.planned_steps,
-                delta=self.delta,
-                accountant=self.accountant,
-                neighbouring=self.neighbouring,
-                sampling=self.sampling,
-                method=self.replace_one_bound,
-                population=self.n_samples,
-            ).noise_multiplier
-        noise_multiplier = check_positive(noise_multiplier, "noise_multiplier")
-        planned = self._guarantee(noise_multiplier, self.planned_steps)
-        if not planned.epsilon <= self.target_epsilon:
-            raise ValueError(
-                f"noise_multiplier={noise_multiplier:g} over {self.planned_steps} steps costs epsilon="
-                f"{planned.epsilon:.4g} > target_epsilon={self.target_epsilon:g} ({self.accountant}); "
-                "raise it or leave it None to calibrate"
-            )
-        return noise_multiplier
-
     # ------------------------------------------------------------ privacy
-    def _guarantee(self, noise_multiplier: float, steps: int) -> PrivacyGuarantee:
-        accountant = dpsgd_accountant(self.accountant, neighbouring=self.neighbouring, method=self._bound)()
-        if steps == 0:
-            return PrivacyGuarantee(0.0, self.delta, self.neighbouring, accountant.name)
-        return accountant.compose(self._event(noise_multiplier, steps)).guarantee(self.delta)
-
-    @property
-    def _bound(self) -> str:
-        """The replace-one bound in use ("tight" under add/remove-one, where there is nothing to derive)."""
-        return self.replace_one_bound if self.neighbouring is Neighbouring.REPLACE_ONE else "tight"
-
     @property
     def privacy_event_(self) -> DpEvent:
         """The event accounted for so far: ``steps_taken`` sampled Gaussian steps (empty before the first)."""
-        if self.steps_taken == 0:
-            return ComposedEvent(())
-        return self._event(self.noise_multiplier, self.steps_taken)
+        return ComposedEvent(()) if self.steps_taken == 0 else self.plan.event_after(self.steps_taken)
 
     @property
     def privacy_(self) -> PrivacyGuarantee:
         """(epsilon spent so far, delta) under the engine's neighbouring relation, with the accountant's name."""
         if self._guarantee_cache is None or self._guarantee_cache[0] != self.steps_taken:
-            self._guarantee_cache = (self.steps_taken, self._guarantee(self.noise_multiplier, self.steps_taken))
+            self._guarantee_cache = (self.steps_taken, self.plan.guarantee_after(self.steps_taken))
         return self._guarantee_cache[1]
 
     @property
@@ -592,7 +530,7 @@ class DPSGD:
             "delta": guarantee.delta,
             "neighbouring": guarantee.neighbouring.value,
             "sampling": self.sampling,
-            **({"bound": self._bound} if self.neighbouring is Neighbouring.REPLACE_ONE else {}),
+            **({"bound": self.plan.bound} if self.neighbouring is Neighbouring.REPLACE_ONE else {}),
             "world_size": self.world_size,
             "secure_noise": self.secure_noise,
             "precision": self.precision,

@@ -1,13 +1,12 @@
 """Setting up a run of :class:`privml.torch.dpsgd.DPSGD`: its options, the model's device, the plan.
 
-The checks the engine makes on its arguments before any computation: the
-accountants, samplers and precisions it accepts, the device of the model and
-the default per-example loss, the clipping mode (ghost clipping where every
-layer supports it), the Poisson rate q and the planned number of
-steps T (Abadi et al. 2016, Algorithm 1), the sampler against the
-neighbouring relation (fixed-size batches are analysed under replace-one
-neighbours only, by Wang, Balle and Kasiviswanathan 2019), and the
-data-parallel group. None of them draws randomness or touches the data.
+The checks the engine makes on its arguments before any computation that
+are its own: the precisions it accepts, the device of the model and the
+default per-example loss, the clipping mode (ghost clipping where every
+layer supports it) and the data-parallel group. The privacy rules (rate,
+steps, sampler, relation, accountant, noise) are DP-SGD's, shared with the
+linear trainer: :func:`privml.accounting.dpsgd.plan_dpsgd`. None of them
+draws randomness or touches the data.
 """
 
 from __future__ import annotations
@@ -16,24 +15,16 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from privml._validation import MAX_COMPOSITIONS, check_count, check_planned_steps, check_positive, check_probability
-from privml.accounting.calibration import DPSGD_METHODS
-from privml.neighbouring import Neighbouring
 from privml.torch.ghost.engine import ghost_modules
 
 __all__ = [
-    "DPSGD_ACCOUNTANTS",
     "PRECISIONS",
+    "check_distributed_sampling",
     "check_precisions",
-    "SAMPLINGS",
     "cross_entropy_per_example",
     "module_device",
 ]
 
-#: Accountants that can account for the sampled Gaussian mechanism.
-DPSGD_ACCOUNTANTS: tuple[str, ...] = ("pld", "rdp")
-#: Batch samplers: independent coins (rate q), or exactly b records without replacement.
-SAMPLINGS: tuple[str, ...] = ("poisson", "fixed-size")
 #: Arithmetic of the forward and backward passes (clipping and noise are always float32 or wider).
 PRECISIONS: tuple[str, ...] = ("fp32", "bf16")
 
@@ -58,58 +49,10 @@ def cross_entropy_per_example(outputs: torch.Tensor, targets: torch.Tensor) -> t
     return F.cross_entropy(outputs, targets, reduction="none")
 
 
-def sample_rate_of(sample_rate: float | None, batch_size: float | None, n_samples: int) -> float:
-    """The Poisson rate q: ``sample_rate``, or ``batch_size`` / n (give exactly one)."""
-    if (sample_rate is None) == (batch_size is None):
-        raise ValueError("give exactly one of sample_rate and batch_size (the expected batch size q n)")
-    if sample_rate is not None:
-        return check_probability(sample_rate, "sample_rate")
-    size = check_positive(batch_size, "batch_size")
-    if size > n_samples:
-        raise ValueError(f"batch_size={size} exceeds n_samples={n_samples}")
-    return size / n_samples
-
-
-def planned_steps(epochs: float | None, steps: int | None, sample_rate: float) -> int | None:
-    """The planned number of logical steps T: ``steps``, or round(epochs / q); None for an open-ended run."""
-    if epochs is not None and steps is not None:
-        raise ValueError("give epochs or steps, not both")
-    if steps is not None:
-        if not (isinstance(steps, int) and steps >= 1):
-            raise ValueError(f"steps must be a positive int, got {steps!r}")
-        return check_count(steps, "steps", maximum=MAX_COMPOSITIONS)
-    if epochs is not None:
-        # The accountants compose at most MAX_COMPOSITIONS steps (as linear DP-SGD and `privml account` cap
-        # them): more would fail inside the PLD convolution (epochs=1e300) or run for ever (1e7 epochs).
-        return check_planned_steps(max(1, round(check_positive(epochs, "epochs") / sample_rate)), epochs)
-    return None
-
-
-def check_sampling(
-    sampling: str, bound: str, distributed: bool, *, neighbouring: Neighbouring, accountant: str,
-    sample_rate: float, n_samples: int,
-) -> str:
-    """Validate the sampler and the replace-one bound against the relation (before any computation)."""
-    if sampling not in SAMPLINGS:
-        raise ValueError(f"sampling must be one of {', '.join(SAMPLINGS)}, got {sampling!r}")
-    if bound not in DPSGD_METHODS:
-        raise ValueError(f"replace_one_bound must be one of {', '.join(DPSGD_METHODS)}, got {bound!r}")
-    if sampling == "fixed-size":
-        if neighbouring is not Neighbouring.REPLACE_ONE:
-            raise ValueError(
-                "fixed-size sampling is analysed under replace-one neighbours only (Wang, Balle and "
-                "Kasiviswanathan 2019): set neighbouring='replace-one'"
-            )
-        if accountant != "rdp":
-            raise ValueError("fixed-size sampling is accounted by RDP only: set accountant='rdp'")
-        if bound != "tight":
-            raise ValueError("group privacy needs an add/remove-one analysis, which fixed-size sampling lacks")
-        if distributed:
-            raise ValueError("fixed-size sampling draws one batch from all n records: not with distributed=True")
-        size = sample_rate * n_samples
-        if abs(size - round(size)) > 1e-9 * max(1.0, size) or round(size) < 1:
-            raise ValueError(f"fixed-size sampling needs a whole batch size b = q n, got {size!r}")
-    return sampling
+def check_distributed_sampling(sampling: str, distributed: bool) -> None:
+    """Fixed-size batches are drawn from all n records at once: not across data-parallel shards."""
+    if sampling == "fixed-size" and distributed:
+        raise ValueError("fixed-size sampling draws one batch from all n records: not with distributed=True")
 
 
 def resolve_mode(module: nn.Module, mode: str) -> tuple[str, list]:
