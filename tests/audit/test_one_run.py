@@ -149,7 +149,7 @@ def test_chance_scores_certify_nothing():
         ({"scores": [1.0, np.nan], "included": [1, 0]}, "scores"),
         ({"scores": [1.0, 2.0], "included": [1, 0], "guesses": 3}, "between 1 and m"),
         ({"scores": [1.0, 2.0], "included": [1, 0], "guesses": []}, "at least one"),
-        ({"scores": [1.0, 2.0], "included": [1, 0], "neighbouring": "replace-one"}, "convert it to add/remove"),
+        ({"scores": [1.0, 2.0], "included": [1, 0], "neighbouring": "swap"}, "unknown neighbouring"),
         ({"scores": [1.0, 2.0], "included": [1, 0], "scores_from": "grey-box"}, "scores_from"),
     ],
 )

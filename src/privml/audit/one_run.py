@@ -189,7 +189,8 @@ class OneRunAudit:
     claimed_epsilon:
         The guarantee the audited run claims under ``neighbouring`` (None: none compared).
     neighbouring:
-        The relation ``epsilon_lower`` is a bound under: independent inclusion of each canary is add/remove.
+        The relation ``epsilon_lower`` is a bound under: what one canary's coin switches between (its
+        absence or a null record: add/remove-one; a counterpart record: replace-one).
     scores_from:
         ``"black-box"`` (scores from the released output only, e.g. the canary's loss) or ``"white-box"``
         (from internals, e.g. the model updates' alignment with a gradient canary).
@@ -310,9 +311,11 @@ def audit_from_scores(
     guesses:
         None (the default sweep), one total r, a list of totals, or a list of explicit (k+, k-) pairs.
     neighbouring:
-        The relation the claim is stated under; one-run auditing with independent inclusion tests
-        add/remove of one canary, so anything else is refused (convert the claim first; see
-        :mod:`privml.neighbouring`, and say how in ``claim_note``).
+        The relation one coin flip realises, which must be the claim's: add/remove-one when an excluded
+        canary is absent (or, zero-out, a null record), replace-one when it is replaced by a counterpart
+        record (Theorem 3 needs only that flipping one coin, the others fixed, is one (eps, delta)-DP step).
+        A claim stated under another relation must be converted first (:mod:`privml.neighbouring`; say how
+        in ``claim_note``).
     scores_from:
         ``"black-box"`` or ``"white-box"``.
     """
@@ -331,9 +334,6 @@ def audit_from_scores(
     c = _check_confidence(confidence)
     claim = None if claimed_epsilon is None else check_epsilon(claimed_epsilon, "claimed_epsilon", allow_inf=True)
     rel = Neighbouring.parse(neighbouring)
-    if rel is not Neighbouring.ADD_REMOVE_ONE:
-        raise ValueError(f"a one-run audit tests add/remove of one canary; the claim is stated under {rel.value}: "
-                         "convert it to add/remove first")
     if scores_from not in SCORE_KINDS:
         raise ValueError(f"scores_from must be one of {SCORE_KINDS}, got {scores_from!r}")
     pairs = _guess_pairs(m, guesses)
