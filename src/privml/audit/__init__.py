@@ -7,6 +7,9 @@
 - :mod:`~privml.audit.epsilon_lower_bound`: train with and without a canary,
   lower-bound epsilon with Clopper-Pearson intervals.
 - :mod:`~privml.audit.canaries`: canary records and neighbouring datasets.
+- :mod:`~privml.audit.one_run`: one-run auditing (Steinke, Nasr and Jagielski
+  2023): m canaries each in with probability 1/2, one training run, an epsilon
+  lower bound from the count of correct membership guesses.
 - :mod:`~privml.audit.exposure`: canary exposure (Carlini et al. 2019).
 - :mod:`~privml.testing.negative_controls`: deliberately broken implementations
   that an audit must catch. Never train with them; they are not exported here.
@@ -38,6 +41,7 @@ from privml.audit.membership import (
     roc_curve,
 )
 from privml.audit.neighbour_test import NeighbourTestResult, neighbour_distribution_test
+from privml.audit.one_run import OneRunAudit, audit_from_scores, one_run_epsilon_lower_bound
 
 __all__ = [
     "AuditResult",
@@ -48,7 +52,9 @@ __all__ = [
     "MembershipResult",
     "NeighbourTestResult",
     "NeighbouringPair",
+    "OneRunAudit",
     "audit_epsilon",
+    "audit_from_scores",
     "audit_mechanism",
     "canary_log_odds",
     "clipbkd_canary",
@@ -63,6 +69,7 @@ __all__ = [
     "membership_metrics",
     "neighbour_distribution_test",
     "neighbouring_pair",
+    "one_run_epsilon_lower_bound",
     "roc_auc",
     "roc_curve",
 ]

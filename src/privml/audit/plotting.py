@@ -97,3 +97,41 @@ def plot_roc(
     fig.savefig(path, dpi=120, format=None if Path(path).suffix else "png")
     plt.close(fig)
     return str(path)
+
+
+def plot_one_run(
+    scores: np.ndarray,
+    included: np.ndarray,
+    path: str | os.PathLike[str],
+    *,
+    guesses_in: int,
+    guesses_out: int,
+    title: str = "One-run audit",
+) -> str:
+    """Histograms of the canaries' scores, included against excluded, with the guess thresholds.
+
+    The scores right of the "in" line are the k+ guessed in, those left of the "out" line the k- guessed
+    out. The plot reads the coins (which canaries were trained on): an audit's picture, not a release.
+    """
+    plt = _pyplot()
+    s = np.asarray(scores, dtype=float)
+    inc = np.asarray(included, dtype=bool)
+    order = np.sort(s)
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    bins = np.linspace(order[0], order[-1], 41) if order[-1] > order[0] else 10
+    ax.hist(s[inc], bins=bins, alpha=0.6, label=f"included ({int(inc.sum())})")
+    ax.hist(s[~inc], bins=bins, alpha=0.6, label=f"excluded ({int((~inc).sum())})")
+    if guesses_in:
+        ax.axvline(order[-guesses_in], color="black", linestyle="--", linewidth=1, label=f"guess in: top {guesses_in}")
+    if guesses_out:
+        ax.axvline(order[guesses_out - 1], color="grey", linestyle=":", linewidth=1,
+                   label=f"guess out: bottom {guesses_out}")
+    ax.set_xlabel("canary score")
+    ax.set_ylabel("canaries")
+    ax.set_title(title)
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120, format=None if Path(path).suffix else "png")
+    plt.close(fig)
+    return str(path)

@@ -62,10 +62,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--dataset", required=True, help="built-in dataset name (see `privml datasets`)")
     parser.add_argument("--epsilon", type=finite_float, help="claimed epsilon to train at (required unless nonprivate)")
     parser.add_argument("--delta", type=finite_float, help="delta in [0, 1) (default 1e-5; not for nonprivate)")
-    parser.add_argument("--trials", type=integer, required=True, help="models per world (with / without canary), >= 4")
-    parser.add_argument("--canary", choices=CANARIES, default="clipbkd", help="canary construction (default clipbkd)")
+    parser.add_argument("--trials", type=integer, help="models per world (with / without canary), >= 4")
+    parser.add_argument("--canary", choices=CANARIES, help="canary construction (default clipbkd)")
     parser.add_argument(
-        "--n-train", type=integer, default=DEFAULT_N_TRAIN,
+        "--one-run", action="store_true",
+        help="one-run audit (Steinke, Nasr and Jagielski 2023): ONE fit on the whole dataset plus --canaries "
+             "canaries, each in with probability 1/2; built-in, csv: and npz: datasets",
+    )
+    parser.add_argument("--canaries", type=integer, help="canaries of a one-run audit (default 1000)")
+    parser.add_argument("--white-box", action="store_true",
+                        help="one-run audit scored from training internals (DP-SGD methods only)")
+    parser.add_argument(
+        "--n-train", type=integer,
         help=f"training records drawn from the dataset (default {DEFAULT_N_TRAIN}; each trial trains on them, "
              "plus the canary in the worlds that hold it: the output's n_train counts it)",
     )
@@ -102,6 +110,16 @@ def _select_classes(dataset: str, text: str | None) -> tuple | None:
 
 def _audit(args: argparse.Namespace) -> None:
     # Validate everything before loading data or training anything.
+    if args.one_run:
+        _one_run(args)
+        return
+    for flag, value in (("--canaries", args.canaries), ("--white-box", args.white_box or None)):
+        if value is not None:
+            raise CliError(f"{flag} applies to one-run audits only (add --one-run)")
+    if args.trials is None:
+        raise CliError("--trials is required (or use --one-run)")
+    args.canary = "clipbkd" if args.canary is None else args.canary
+    args.n_train = DEFAULT_N_TRAIN if args.n_train is None else args.n_train
     check_privacy_options(args)  # as privml train: delta > 0 for dpsgd and dpcd, nothing for the baseline
     trials = check_count(args.trials, "--trials", minimum=4, maximum=MAX_TRIALS)
     n_train = check_count(args.n_train, "--n-train", minimum=2)
@@ -171,6 +189,92 @@ def _audit(args: argparse.Namespace) -> None:
             title=f"{args.method} on {info.name}",
         )
     emit(out, as_json=args.json, render=_render)
+
+
+def _check_plot(path: str | None) -> None:
+    check_output_path(path, "--plot")
+    if path:
+        from privml.audit.plotting import check_plot_path, require_matplotlib
+
+        try:  # fail now, not after training
+            check_plot_path(path)
+            require_matplotlib()
+        except (ImportError, ValueError) as exc:
+            raise CliError(f"--plot: {exc}") from None
+
+
+def _one_run(args: argparse.Namespace) -> None:
+    """``--one-run``: every check before the data is read; then one fit (privml.audit.one_run_linear)."""
+    for flag, value in (("--trials", args.trials), ("--canary", args.canary), ("--n-train", args.n_train)):
+        if value is not None:
+            raise CliError(f"{flag} does not apply to --one-run (one fit on the whole dataset with --canaries "
+                           "random canaries)")
+    if args.white_box:
+        if args.method == "dpsgd":
+            raise CliError("--white-box is not available for --method dpsgd yet (use the black-box audit)")
+        raise CliError(f"--white-box applies to DP-SGD methods only, not --method {args.method}")
+    check_privacy_options(args)
+    m = check_count(1000 if args.canaries is None else args.canaries, "--canaries", minimum=1, maximum=10**7)
+    if not 0 < args.confidence < 1:
+        raise ValueError(f"--confidence must be in (0, 1), got {args.confidence!r}")
+    _check_plot(args.plot)
+
+    from privml.audit.one_run_linear import linear_one_run_audit
+
+    with warnings_as_lines():
+        classes = None if args.classes is None else _select_classes(args.dataset, args.classes)
+        data = load_dataset(args.dataset, bias=BIAS, classes=classes, random_state=args.seed)
+    info = data.info
+    model = build_estimator(
+        args.method, n_classes=len(info.classes), epsilon=args.epsilon, delta=args.delta, l2=None, seed=args.seed
+    )
+    if not args.no_progress:
+        print(f"one-run audit of {type(model).__name__} on {info.name} ({info.n_train} records + {m} canary "
+              "slots): one training run...", file=sys.stderr)
+    # Labels are indices into the public class set, as every estimator here is built with classes=range(k).
+    result = linear_one_run_audit(model, data.X_train, data.y_train, m=m, confidence=args.confidence,
+                                  random_state=args.seed)
+    if not args.no_progress:
+        print(f"trained in {result.seconds_fit:.1f} s; scored {m} canaries", file=sys.stderr)
+    out = {
+        **result.to_dict(),
+        "dataset": info.name,
+        "method": args.method,
+        "audit": "one-run",
+        "guarantee_of_the_audit": "none: the audit reads which canaries were trained on; it is a test, not a "
+                                  "release (the audited fit itself has the claimed guarantee on n_train records)",
+    }
+    if args.plot:
+        from privml.audit.plotting import plot_one_run
+
+        out["plot"] = plot_one_run(result.scores, result.included, args.plot, guesses_in=result.audit.guesses_in,
+                                   guesses_out=result.audit.guesses_out,
+                                   title=f"one-run audit: {args.method} on {info.name}, "
+                                         f"bound {result.audit.epsilon_lower:.3f}")
+    emit(out, as_json=args.json, render=_render_one_run)
+
+
+def _render_one_run(r: dict) -> str:
+    claim = r["claimed_epsilon"]
+    if claim is None:
+        verdict, claimed = "no claim to compare", "none (not private)"
+    else:
+        verdict = "VIOLATED: the claim is false" if r["exceeds_claim"] else "consistent with the claim"
+        claimed = f"({fmt(claim, 4)}, {fmt(r['delta'], 3)})-DP, {r['neighbouring']}"
+    rows = [
+        ("method", f"{r['method']} ({r['estimator']}) on {r['dataset']}: {r['n_real']} records + {r['m']} canary "
+                   f"slots = {r['n_train']} (one training run)"),
+        ("claimed", claimed),
+        ("epsilon lower bound", f"{r['epsilon_lower']:.4f} at {100 * r['confidence']:.0f}% confidence ({verdict})"),
+        ("guesses", f"{r['correct']} of {r['guesses']} right (top {r['guesses_in']} in, bottom {r['guesses_out']} "
+                    f"out; best of {r['tried']} counts, union bound)"),
+        ("time", f"{r['seconds']:.1f} s (fit {r['seconds_fit']:.1f} s)"),
+    ]
+    if r.get("claim_note"):
+        rows.append(("note", r["claim_note"]))
+    if "plot" in r:
+        rows.append(("plot", r["plot"]))
+    return table(rows)
 
 
 def _render(r: dict) -> str:
