@@ -324,10 +324,19 @@ def _recommend(args: argparse.Namespace) -> None:
               "label": rec.label, "accuracy": rec.accuracy, "std": rec.std, "nonprivate": rec.nonprivate,
               "runner_up": None if rec.runner_up is None else {"label": rec.runner_up[0], "accuracy": rec.runner_up[1]},
               "selection_leaky": rec.leaky}
+    from privml.cli.from_study import recipe
+
+    # How to get this model: its hyper-parameters, and the exact `privml train` command (or what serves it).
+    result.update(recipe(rec, results.spec, args.results))
     emit(result, as_json=args.json, render=lambda r: table([
         ("best method", f"{r['label']} ({r['method']})"),
+        ("hyper-parameters", ", ".join(f"{k} = {v:g}" for k, v in r["hyper_parameters"].items()) or "none tuned"),
         ("accuracy", f"{100 * r['accuracy']:.1f}% ± {100 * r['std']:.1f}"),
         ("measured at", ", ".join(f"{k} = {v}" for k, v in r["measured_setting"].items() if v is not None)),
         ("neighbours", r["neighbouring_detail"]),
         ("distance", f"{r['distance']:.2f} (0: exactly your setting; log10 units)"),
+        *[("train it", r[key]) for key in ("command",) if key in r],
+        *[("or, standalone", r[key]) for key in ("explicit_command",) if key in r],
+        *[("serve it", line) for line in r.get("serve", [])],
+        *[("note", r[key]) for key in ("note",) if key in r],
     ]))
