@@ -125,3 +125,23 @@ def test_train_states_dpsgds_relation(capsys, tmp_path):
     assert code == 2 and "--neighbouring applies to --method dpsgd only" in err
     code, _, err = run(capsys, *args, "--method", "objective", "--clip-norm", "0.5")
     assert code == 2 and "--clip-norm applies to --method dpsgd-cnn only" in err
+
+
+def test_select_out_saves_the_model_it_selected(capsys, tmp_path):
+    patients = write_raw_breast_cancer(tmp_path / "patients.csv")
+    schema = breast_cancer_schema().save(tmp_path / "schema.toml")
+    model = tmp_path / "selected.npz"
+    r = run_json(capsys, "select", "--dataset", f"csv:{patients}", "--schema", str(schema), "--target-error", "0.3",
+                 "--at-epsilon", "1", "--seed", "0", "--out", str(model))
+    assert r["model"] == str(model) and model.is_file()
+    from privml.io import read_model_file
+
+    _, metadata = read_model_file(model)
+    assert "schema" in metadata["extra"] and metadata["method"] == "accuracy-first"
+    p = run_json(capsys, "predict", "--model", str(model), "--input", str(patients))
+    assert p["n"] == 569 and set(p["labels"]) <= {"no", "yes"}
+    # The model file's guarantee is the search's ex-post one.
+    served = run_json(capsys, "predict", "--model", str(model), "--input", str(patients))
+    assert served["labels"] == p["labels"]  # a private model's predictions are post-processing: no fresh noise
+    code, out, err = run(capsys, "select", "--dataset", "iris", "--target-error", "0.3", "--out", str(tmp_path))
+    assert code == 2 and out == "" and "is a directory" in err
