@@ -67,7 +67,7 @@ def test_text_output_states_the_verdict(capsys):
         (["--method", "output", "--dataset", "iris", "--epsilon", "-1", "--trials", "10"], "--epsilon must be > 0"),
         (["--method", "output", "--dataset", "iris", "--epsilon", "1", "--trials", "10", "--classes", "rose,tulip"],
          "not a class of iris"),
-        (["--method", "output", "--dataset", "csv:x.csv", "--epsilon", "1", "--trials", "10"], "built-in datasets"),
+        (["--method", "output", "--dataset", "csv:x.csv", "--epsilon", "1", "--trials", "10"], "has no public bounds"),
         (["--method", "output", "--dataset", "iris", "--epsilon", "1", "--trials", "10", "--confidence", "1"],
          "--confidence"),
     ],
@@ -113,3 +113,19 @@ def test_plot_formats_without_matplotlib_is_a_fixed_list(monkeypatch):
         plotting.check_plot_path("roc.txt")
     plotting.check_plot_path("roc.PDF")
     plotting.check_plot_path("roc")  # no suffix: matplotlib's default format
+
+
+def test_audit_reads_a_csv_through_its_schema(capsys, tmp_path):
+    from tests.data.raw_tables import breast_cancer_schema, write_raw_breast_cancer
+
+    patients = write_raw_breast_cancer(tmp_path / "patients.csv")
+    schema = breast_cancer_schema().save(tmp_path / "schema.toml")
+    code, out, err = run(capsys, "audit", "--method", "objective", "--dataset", f"csv:{patients}", "--schema",
+                         str(schema), "--epsilon", "1", "--trials", "4", "--n-train", "30", "--seed", "0",
+                         "--no-progress", "--json")
+    assert code == 0, err
+    assert json.loads(out)["n_train"] >= 30
+    assert "PrivacyLeakWarning" in err and "do not publish" in err
+    code, _, err = run(capsys, "audit", "--method", "objective", "--dataset", f"csv:{patients}", "--schema",
+                       str(schema), "--epsilon", "1", "--trials", "4", "--classes", "no,yes")
+    assert code == 2 and "--classes applies to built-in datasets" in err

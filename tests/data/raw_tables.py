@@ -6,6 +6,7 @@ Shared by the schema tests of privml.data and of the CLI.
 from __future__ import annotations
 
 import csv
+import math
 from pathlib import Path
 
 from sklearn.datasets import load_breast_cancer
@@ -40,4 +41,26 @@ def breast_cancer_schema(*, missing: str = "indicator", unseen: str = "other") -
         for name, (lo, hi) in zip(names, BREAST_CANCER_BOUNDS, strict=True)
     ]
     columns.append(Categorical(name="site", levels=SITES, unseen=unseen))
+    return Schema(columns=tuple(columns), label=Label(column="outcome", classes=("no", "yes")))
+
+
+def round_up(value: float) -> float:
+    """The next of 1, 2, 5 times a power of ten at or above ``value`` (a round number a clinician would quote)."""
+    exponent = math.floor(math.log10(value))
+    for step in (1, 2, 5, 10):
+        if step * 10.0**exponent >= value:
+            return float(f"{step * 10.0 ** exponent:.12g}")
+    raise AssertionError("unreachable")
+
+
+def generous_breast_cancer_schema() -> Schema:
+    """A schema a hospital could write without the data: every feature is a length, area or ratio, so at least 0,
+    and below a round number above the range the dataset's description (UCI WDBC) publishes, not its minimum and
+    maximum (e.g. "mean area" in [0, 5000] rather than [143.5, 2501])."""
+    names = load_breast_cancer().feature_names
+    columns = [
+        Numeric(name=str(name), lower=0.0, upper=round_up(hi), missing="indicator")
+        for name, (_, hi) in zip(names, BREAST_CANCER_BOUNDS, strict=True)
+    ]
+    columns.append(Categorical(name="site", levels=SITES, unseen="other"))
     return Schema(columns=tuple(columns), label=Label(column="outcome", classes=("no", "yes")))

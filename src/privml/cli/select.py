@@ -2,12 +2,16 @@
 
     privml select --dataset NAME|csv:PATH|npz:PATH --method output --target-error A [--max-epsilon E] [--delta D]
                   [--label-column C] [--classes a,b] [--test PATH]
-                  [--search noise-reduction|doubling] [--at-epsilon E_AT] [--seed S] [--plot PATH] [--json]
+                  [--search noise-reduction|doubling] [--at-epsilon E_AT] [--seed S] [--plot PATH]
+                  [--out model.npz] [--json]
 
 Prints ``{"ex_post_epsilon", "ex_post_delta", "test_accuracy", "stopped_at", "met_target", "trace": [...]}``;
 each trace entry is one published model: ``epsilon`` (its level), ``ex_post_epsilon`` (the cost had the
 search stopped there) and ``passed`` (the private check). ``stopped_at`` is null when no model met the
 target; the guarantee then covers every level searched (never -1). ``--plot`` writes a PNG of the trace.
+``--out`` saves the model it selected (the last one published when none met the target), with the
+dataset's preprocessing and schema, as a model file ``privml predict`` and ``privml serve`` read; its
+guarantee is the ex-post one.
 
 The validation split is private training data, so the exact validation accuracy of each step, the
 solver's diagnostics and the search time are printed (and plotted) only with ``--show-nonprivate``,
@@ -39,11 +43,13 @@ from privml.cli._common import (
     integer,
     nonprivate_block,
     parse_classes,
+    schema_extra,
     seed_integer,
     table,
     warnings_as_lines,
 )
 from privml.data import load_dataset
+from privml.io import save_model
 from privml.selection import AccuracyFirstClassifier, AccuracyFirstWarning
 
 SELECT_METHODS = ("output",)
@@ -86,6 +92,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--seed", type=seed_integer,
                         help="random seed, for experiments and tests only (default: fresh OS entropy)")
     parser.add_argument("--plot", help="write a PNG of the trace to this path (needs matplotlib)")
+    parser.add_argument("--out", help="save the selected model to this .npz file (for privml predict and serve)")
     add_nonprivate_flag(parser)
     add_json_flag(parser)
     parser.set_defaults(handler=_select, prog=parser.prog)
@@ -119,6 +126,7 @@ def _check_args(args: argparse.Namespace) -> None:
     parse_classes(args.classes)
     args.public_schema = check_schema_options(args)  # a CSV without public bounds is refused here
     check_output_path(args.plot, "--plot")
+    check_output_path(args.out, "--out", suffix=".npz")
     if args.plot:
         try:
             import matplotlib  # noqa: F401  (only checking that it is there)
@@ -206,6 +214,9 @@ def _select(args: argparse.Namespace) -> None:
         result["test_accuracy"] = accuracy
     else:
         nonprivate["test_accuracy"] = accuracy
+    if args.out:
+        extra = {"dataset": info.to_dict(), "bias": BIAS, **schema_extra(args.public_schema, args.bounds)}
+        result["model"] = str(save_model(model, args.out, extra=extra))
     result.update(nonprivate_block(args, nonprivate, what="non-private diagnostics of the search"))
     if args.plot:
         from privml.selection.plotting import plot_trace
@@ -232,6 +243,8 @@ def _render(r: dict) -> str:
         rows.append(("test accuracy", f"{100 * r['test_accuracy']:.2f}%"))
     if "plot" in r:
         rows.append(("plot", r["plot"]))
+    if "model" in r:
+        rows.append(("model file", r["model"]))
     shown = r.get("nonprivate", {})
     validation = shown.get("validation_accuracy")
     rows += [(f"{key} (non-private)", str(value)) for key, value in shown.items() if key != "validation_accuracy"]

@@ -4,7 +4,8 @@ Usage::
 
     privml study list [--json]
     privml study run PRESET|SPEC_FILE --out DIR [--jobs N] [--executor local|dask://HOST:PORT]
-                     [--dataset NAME|csv:PATH [--label-column COL]] [--selection MODE] [--neighbouring R]
+                     [--dataset NAME|csv:PATH [--label-column COL] [--schema FILE | --bounds unit]]
+                     [--selection MODE] [--neighbouring R]
                      [--repeats R] [--sweeps NAME ...] [--device D] [--no-cache | --clear-cache]
                      [--no-progress] [--json]
     privml study status DIR [--spec-hash H] [--json]
@@ -23,6 +24,11 @@ failed (stderr says how many and each distinct error once, one line each;
 ``--json`` carries ``failed`` and ``errors``; the report lists them at the
 top); 2 for bad input (an unknown preset, dataset or option), before any run.
 
+A ``csv:`` dataset is read through its public schema (``--schema FILE``, or
+``schema = "FILE"`` in a spec file), exactly as ``privml train --schema``
+reads it; without a schema or ``--bounds unit`` it is refused, in one line,
+before any run. The schema's content is part of every run's key.
+
 ``--device`` (``auto``, the default: CUDA when available; ``cpu``, ``cuda``
 or ``cuda:N``) is where the CNN methods run, in every worker; it is part of
 their runs' keys (:class:`privml.study.StudySpec`) and an error for a study
@@ -39,7 +45,9 @@ from typing import TYPE_CHECKING
 from privml._validation import check_count, check_delta, check_epsilon
 from privml.cli._common import (
     add_json_flag,
+    add_schema_options,
     check_out_folder,
+    check_schema_options,
     emit,
     finite_float,
     held_out_is_public,
@@ -82,6 +90,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--label-column", help="label column of a --dataset csv:PATH (default: label)")
     run.add_argument("--classes", help="the public class set of csv:/npz: data, comma-separated (e.g. no,yes); "
                      "without it the class set is read from the private labels, with a PrivacyLeakWarning")
+    add_schema_options(run)
     run.add_argument("--selection", choices=("validation", "private", "public"),
                      help="hyper-parameter selection mode (default: the study's)")
     run.add_argument("--neighbouring", choices=("replace-one", "add/remove-one", "mixed"),
@@ -147,7 +156,7 @@ def _list(args: argparse.Namespace) -> None:
 def _run(args: argparse.Namespace) -> int:
     from privml.study import load_preset, load_spec, make_executor, preset_names, run_study
     from privml.study.executors import DaskExecutor
-    from privml.study.runner import check_dataset, place_study, plan
+    from privml.study.runner import check_dataset, place_study, plan, size_study
 
     if args.label_column and not (args.dataset or "").startswith("csv:"):
         raise ValueError("--label-column applies to --dataset csv:PATH only")
@@ -183,8 +192,14 @@ def _run(args: argparse.Namespace) -> int:
         changes["sweeps"] = [sweep for sweep in spec.to_dict()["sweeps"] if sweep["name"] in args.sweeps]
     if args.device is not None:
         changes["device"] = args.device
+    if args.schema is not None:
+        changes["schema"] = args.schema
+    if args.bounds is not None:
+        changes["bounds"] = args.bounds
     if changes:
         spec = spec.with_overrides(**changes)
+    # A CSV without public bounds: refused as `privml train` refuses it (the same check, the same line).
+    check_schema_options(argparse.Namespace(dataset=spec.dataset, schema=spec.schema, bounds=spec.bounds))
     spec = place_study(spec)  # a bad or missing device is refused before any output
     executor = make_executor(args.executor, jobs=args.jobs)  # bad --executor/--jobs: refused before any output
     if isinstance(executor, DaskExecutor):  # before the "results in" line: an unreachable one is one line, alone
@@ -195,6 +210,10 @@ def _run(args: argparse.Namespace) -> int:
     # (run_study, before any run).
     with leak_warnings_as_lines():
         check_dataset(spec, local=not isinstance(executor, DaskExecutor))
+        sized = size_study(spec)  # the repeats and test split a verdict needs, from the data's size
+        for note in sized.notes[len(spec.notes):]:
+            print(f"note: {note}", file=sys.stderr)
+        spec = sized
         print(f"study {spec.name} on {spec.dataset}: results in {args.out}", file=sys.stderr)
         # Methods this install cannot run (the CNN methods without the torch extra) are left out: said now,
         # before any run, not only in the report.
@@ -305,10 +324,19 @@ def _recommend(args: argparse.Namespace) -> None:
               "label": rec.label, "accuracy": rec.accuracy, "std": rec.std, "nonprivate": rec.nonprivate,
               "runner_up": None if rec.runner_up is None else {"label": rec.runner_up[0], "accuracy": rec.runner_up[1]},
               "selection_leaky": rec.leaky}
+    from privml.cli.from_study import recipe
+
+    # How to get this model: its hyper-parameters, and the exact `privml train` command (or what serves it).
+    result.update(recipe(rec, results.spec, args.results))
     emit(result, as_json=args.json, render=lambda r: table([
         ("best method", f"{r['label']} ({r['method']})"),
+        ("hyper-parameters", ", ".join(f"{k} = {v:g}" for k, v in r["hyper_parameters"].items()) or "none tuned"),
         ("accuracy", f"{100 * r['accuracy']:.1f}% ± {100 * r['std']:.1f}"),
         ("measured at", ", ".join(f"{k} = {v}" for k, v in r["measured_setting"].items() if v is not None)),
         ("neighbours", r["neighbouring_detail"]),
         ("distance", f"{r['distance']:.2f} (0: exactly your setting; log10 units)"),
+        *[("train it", r[key]) for key in ("command",) if key in r],
+        *[("or, standalone", r[key]) for key in ("explicit_command",) if key in r],
+        *[("serve it", line) for line in r.get("serve", [])],
+        *[("note", r[key]) for key in ("note",) if key in r],
     ]))

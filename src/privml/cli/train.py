@@ -2,7 +2,9 @@
 
     privml train --method output|objective|dpsgd|dpcd|nonprivate --dataset NAME|csv:PATH
                  [--schema schema.toml | --bounds unit]
-                 --epsilon E --delta D [--l2 L] [--seed S] [--out model.npz] [--json]
+                 --epsilon E --delta D [--l2 L] [--clip-norm C] [--learning-rate LR]
+                 [--neighbouring replace-one|add/remove-one] [--seed S] [--out model.npz] [--json]
+    privml train --from-study RESULTS --epsilon E [--delta D] [--budget B] [--seed S] [--out model.npz] [--json]
     privml train --method dpsgd-cnn --dataset mnist|fashion-mnist --epsilon E [--epochs N]
                  [--batch-size B] [--learning-rate LR] [--clip-norm C] [--architecture A] [--threads T]
                  [--device auto|cpu|cuda[:N]] [--precision fp32|bf16]
@@ -24,6 +26,17 @@ features are already on a public scale within [-1, 1] (then clipped to it).
 Unscaled columns (a column in the thousands) would otherwise swamp the rest
 after the unit-ball projection and give a silently wrong model; deciding so
 from the data would itself read the private records.
+
+``--neighbouring`` states DP-SGD's relation: add/remove-one (the default,
+Poisson sampling's own) or replace-one, as ``privml study`` runs it (the
+other methods are analysed under replace-one). ``--clip-norm`` (DP-SGD, DP
+coordinate descent) and ``--learning-rate`` (DP-SGD) are the study's tuned
+hyper-parameters.
+
+``--from-study RESULTS`` trains the method ``privml study recommend``
+recommends at the given setting, exactly as the study ran it
+(:mod:`privml.cli.from_study`): the same data preparation and split, its
+settings, the hyper-parameters most of its repeats chose, and its relation.
 
 The release rule (:mod:`privml.release`): ``test_accuracy`` is printed for a
 built-in dataset, whose test split is public; on csv:/npz: data the held-out
@@ -51,6 +64,7 @@ from privml._validation import (
     check_positive_delta,
 )
 from privml.cli._common import (
+    CliError,
     add_json_flag,
     add_nonprivate_flag,
     add_schema_options,
@@ -95,8 +109,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "baseline, on a built-in dataset or your CSV."
         ),
     )
-    parser.add_argument("--method", choices=TRAIN_METHODS, required=True)
-    parser.add_argument("--dataset", required=True, help="built-in name (see `privml datasets`) or csv:PATH / npz:PATH")
+    parser.add_argument("--method", choices=TRAIN_METHODS, help="required unless --from-study")
+    parser.add_argument("--dataset", help="built-in name (see `privml datasets`) or csv:PATH / npz:PATH "
+                                          "(required unless --from-study)")
+    parser.add_argument("--from-study", metavar="RESULTS",
+                        help="train what `privml study recommend RESULTS` recommends at --epsilon (and --delta, "
+                             "--budget), as the study ran it: its data preparation and split, its settings, the "
+                             "hyper-parameters most of its repeats chose, its neighbouring relation")
+    parser.add_argument("--budget", type=integer, help="with --from-study: the inference budget B asked about")
     parser.add_argument("--label-column", default="label", help="label column of a CSV (default: label)")
     parser.add_argument("--test", dest="test_path", help="separate test file for csv:/npz: data (default: 80/20 split)")
     parser.add_argument(
@@ -110,6 +130,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--delta", type=finite_float,
                         help=f"delta in [0, 1) (default {DEFAULT_DELTA:g}; not for nonprivate)")
     parser.add_argument("--l2", type=finite_float, help="regularisation lambda (default: the method's own default)")
+    parser.add_argument("--neighbouring", choices=("replace-one", "add/remove-one"),
+                        help="dpsgd only: the relation its guarantee is stated under (default add/remove-one; "
+                             "privml study runs replace-one); the other methods are analysed under replace-one")
     parser.add_argument("--max-train", type=integer, help="use at most this many training records")
     parser.add_argument(
         "--seed", type=seed_integer,
@@ -120,8 +143,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     cnn = parser.add_argument_group("dpsgd-cnn options (defaults: Tramer & Boneh 2021 for MNIST)")
     cnn.add_argument("--epochs", type=finite_float, help="epochs (default 40)")
     cnn.add_argument("--batch-size", type=integer, help="expected Poisson batch size (default 512, at most n)")
-    cnn.add_argument("--learning-rate", type=finite_float, help="SGD learning rate, momentum 0.9 (default 0.5)")
-    cnn.add_argument("--clip-norm", type=finite_float, help="clip norm C of each example's gradient (default 0.1)")
+    cnn.add_argument("--learning-rate", type=finite_float,
+                     help="SGD learning rate (dpsgd-cnn: momentum 0.9, default 0.5; dpsgd: its own default)")
+    cnn.add_argument("--clip-norm", type=finite_float,
+                     help="clip norm C of each example's gradient (dpsgd-cnn: default 0.1; dpsgd, dpcd: their own)")
     cnn.add_argument("--architecture", choices=CNN_ARCHITECTURES, default="tramer-boneh")
     cnn.add_argument("--threads", type=integer, help="torch threads (default: torch's choice)")
     cnn.add_argument("--device", help="auto (default: CUDA when available), cpu, cuda or cuda:N")
@@ -137,13 +162,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=_train, prog=parser.prog)
 
 
-def build_estimator(method: str, *, n_classes: int, epsilon: float | None, delta: float, l2: float | None, seed: Any):
+#: linear methods' hyper-parameters beyond l2 that --clip-norm and --learning-rate set
+LINEAR_HYPER = {"dpsgd": ("clip_norm", "learning_rate"), "dpcd": ("clip_norm",)}
+
+
+def build_estimator(method: str, *, n_classes: int, epsilon: float | None, delta: float, l2: float | None, seed: Any,
+                    neighbouring: str | None = None, **hyper: float | None):
     """The estimator for ``method`` with the CLI's settings (defaults for the rest)."""
     cls = estimator_class(method)
     accepted = inspect.signature(cls).parameters
     kwargs: dict[str, Any] = {"classes": tuple(range(n_classes)), "random_state": seed}
     if method != "nonprivate":
         kwargs.update(epsilon=epsilon, delta=delta)
+    if neighbouring is not None:
+        kwargs["neighbouring"] = neighbouring
+    kwargs.update({name: value for name, value in hyper.items() if value is not None})
     if l2 is not None:
         if "l2" not in accepted:
             # An option a method cannot use is an error, never silently dropped.
@@ -173,19 +206,37 @@ def check_privacy_options(args: argparse.Namespace) -> None:
 
 
 def _train(args: argparse.Namespace) -> None:
+    if args.from_study is not None:
+        from privml.cli.from_study import train_from_study
+
+        train_from_study(args)
+        return
+    if args.method is None or args.dataset is None:
+        raise CliError("--method and --dataset are required (or --from-study RESULTS)")
+    if args.budget is not None:
+        raise CliError("--budget applies to --from-study only (the inference budget the study was asked about)")
     if args.method == "dpsgd-cnn":
         _train_cnn(args)
         return
+    if args.neighbouring is not None and args.method != "dpsgd":
+        raise CliError(f"--neighbouring applies to --method dpsgd only ({args.method} is analysed under replace-one)")
+    hyper = LINEAR_HYPER.get(args.method, ())
+    for name in hyper:
+        if getattr(args, name) is not None:
+            check_positive(getattr(args, name), f"--{name.replace('_', '-')}")
     cnn_only = [f"--{k.replace('_', '-')}"
                 for k in ("epochs", "batch_size", "learning_rate", "clip_norm", "threads", "device", "precision",
                           "clip_precision")
-                if getattr(args, k) is not None]
+                if getattr(args, k) is not None and k not in hyper]
     if args.architecture != "tramer-boneh":
         cnn_only.append("--architecture")
     if args.no_progress:  # the other methods draw no bar
         cnn_only.append("--no-progress")
     if cnn_only:
-        raise ValueError(f"{', '.join(cnn_only)} appl{'ies' if len(cnn_only) == 1 else 'y'} to --method dpsgd-cnn only")
+        linear = any(k in cnn_only for k in ("--clip-norm", "--learning-rate"))
+        also = " (--clip-norm, --learning-rate: also dpsgd; --clip-norm: dpcd)" if linear else ""
+        raise ValueError(f"{', '.join(cnn_only)} appl{'ies' if len(cnn_only) == 1 else 'y'} to --method dpsgd-cnn "
+                         f"only{also}")
     # Validate everything before touching data or drawing noise.
     check_privacy_options(args)
     if args.l2 is not None and "l2" not in inspect.signature(estimator_class(args.method)).parameters:
@@ -215,7 +266,8 @@ def _train(args: argparse.Namespace) -> None:
         )
     info = data.info
     model = build_estimator(
-        args.method, n_classes=len(info.classes), epsilon=args.epsilon, delta=args.delta, l2=args.l2, seed=args.seed
+        args.method, n_classes=len(info.classes), epsilon=args.epsilon, delta=args.delta, l2=args.l2, seed=args.seed,
+        neighbouring=args.neighbouring, **{name: getattr(args, name) for name in hyper},
     )
     print(f"training {type(model).__name__} on {info.name} ({info.n_train} records)...", file=sys.stderr)
     start = time.perf_counter()
@@ -266,6 +318,8 @@ def _check_cnn_args(args: argparse.Namespace) -> str:
     for name in ("batch_size", "max_train", "threads"):
         if getattr(args, name) is not None:
             check_count(getattr(args, name), f"--{name.replace('_', '-')}")
+    if args.neighbouring is not None:
+        raise ValueError("--neighbouring applies to --method dpsgd only (dpsgd-cnn states add/remove-one)")
     user_data_options = (args.test_path or args.classes is not None or args.label_column != "label"
                          or args.schema is not None or args.bounds is not None)
     if args.l2 is not None or args.no_bias or user_data_options:

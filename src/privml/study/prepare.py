@@ -15,7 +15,11 @@ cuts are data-independent and the same for every method and repeat):
    project every row onto the unit ball and append the bias feature (each a
    fixed per-record map once PCA is fitted on public data: no privacy cost).
 
-The test set is the dataset's own, with the same classes, kept whole.
+The test set is the dataset's own, with the same classes, kept whole; user
+data given a ``test_fraction`` is split again by the fixed seeded split of
+:func:`privml.data.split.fixed_split` with that share (data-independent).
+A ``csv:`` file with a ``schema`` is read through it, as ``privml train
+--schema`` reads it (:func:`privml.data.load_dataset`, the same function).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import numpy as np
 
 from privml.data import add_bias_feature, load_dataset, project_to_unit_ball
 from privml.data.loaders import is_user_data
+from privml.data.split import fixed_split
 
 #: Public constant feature appended to every record (privml.data.add_bias_feature).
 BIAS = 0.5
@@ -64,6 +69,9 @@ def prepare(
     label_column: str = "label",
     images: bool = False,
     classes: tuple[str, ...] | None = None,
+    schema: str | None = None,
+    bounds: str | None = None,
+    test_fraction: float | None = None,
 ) -> StudyData:
     """Cut ``dataset`` for one point; see the module docstring.
 
@@ -78,8 +86,22 @@ def prepare(
     ValueError
         If ``k``, ``n`` or ``d`` exceed what the data offer (naming them).
     """
-    return _prepare(dataset, n, d, k, float(public_size), int(seed), label_column, images,
-                    None if classes is None else tuple(classes), _file_version(dataset))
+    source = Source(dataset, label_column, None if classes is None else tuple(classes), schema, bounds,
+                    _file_version(dataset), None if schema is None else _file_version(f"csv:{schema}"))
+    return _prepare(source, n, d, k, float(public_size), int(seed), images, test_fraction)
+
+
+@dataclass(frozen=True)
+class Source:
+    """How a dataset is read: the key of the per-process caches (a user file's and a schema's versions included)."""
+
+    dataset: str
+    label_column: str = "label"
+    classes: tuple[str, ...] | None = None
+    schema: str | None = None
+    bounds: str | None = None
+    version: tuple[int, int] | None = None
+    schema_version: tuple[int, int] | None = None
 
 
 def _file_version(dataset: str) -> tuple[int, int] | None:
@@ -96,11 +118,19 @@ def _file_version(dataset: str) -> tuple[int, int] | None:
 
 @functools.lru_cache(maxsize=8)
 def _prepare(
-    dataset: str, n: int | None, d: int | None, k: int | None, public_size: float, seed: int, label_column: str,
-    images: bool, classes: tuple[str, ...] | None = None, version: tuple[int, int] | None = None,
+    source: Source, n: int | None, d: int | None, k: int | None, public_size: float, seed: int, images: bool,
+    test_fraction: float | None = None,
 ) -> StudyData:
-    X_train, y_train, X_test, y_test, n_classes = _load(dataset, label_column, images, classes, version)
+    dataset = source.dataset
+    X_train, y_train, X_test, y_test, n_classes = _load(source, images)
     image_shape = X_train.shape[1:] if images else None
+    steps = []
+    if test_fraction is not None:
+        X_all, y_all = np.concatenate([X_train, X_test]), np.concatenate([y_train, y_test])
+        train, test = fixed_split(y_all.shape[0], test_fraction=test_fraction)
+        X_train, y_train, X_test, y_test = X_all[train], y_all[train], X_all[test], y_all[test]
+        steps.append(f"test split of {test.size} of the {y_all.size} records (test_fraction = {test_fraction:.4g}; "
+                     "fixed seeded split by index)")
     if images:
         if X_train.ndim < 3:
             raise ValueError(f"{dataset} holds no images: CNN methods need image data such as mnist or fashion-mnist")
@@ -108,7 +138,6 @@ def _prepare(
             raise ValueError("d (PCA) does not apply to CNN methods, which read the images")
         X_train = X_train.reshape(X_train.shape[0], -1) / 255.0
         X_test = X_test.reshape(X_test.shape[0], -1) / 255.0
-    steps = []
     if k is not None:
         _check_k(k, n_classes)
         keep, keep_test = y_train < k, y_test < k
@@ -147,7 +176,7 @@ def check_point(dataset: str, n: int | None, d: int | None, k: int | None, publi
     For the public built-in sets only (their sizes are public): a study checks this before it writes
     anything (:func:`privml.study.runner.check_dataset`). No PCA, no split: just the counts.
     """
-    X_train, y_train, _, _, n_classes = _load(dataset, "label", images)
+    X_train, y_train, _, _, n_classes = _load(Source(dataset), images)
     if images and d is not None:
         raise ValueError("d (PCA) does not apply to CNN methods, which read the images")
     if k is not None:
@@ -183,10 +212,8 @@ def _check_d(d: int, n_public: int, n_features: int) -> None:
 
 
 @functools.lru_cache(maxsize=2)
-def _load(
-    dataset: str, label_column: str, raw: bool, classes: tuple[str, ...] | None = None,
-    version: tuple[int, int] | None = None,  # a user file's (mtime, size): only a key of the cache
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+def _load(source: Source, raw: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+    dataset, label_column, classes = source.dataset, source.label_column, source.classes
     user = is_user_data(dataset)
     with warnings.catch_warnings():
         # Without public classes the CSV's class set is read from its labels (a leak load_dataset warns
@@ -194,7 +221,8 @@ def _load(
         # (plan), rather than once per worker.
         warnings.simplefilter("ignore")
         data = load_dataset(dataset, label_column=label_column if user else "label", preprocess=not raw,
-                            classes=list(classes) if user and classes is not None else None)
+                            classes=list(classes) if user and classes is not None else None,
+                            schema=source.schema, bounds=source.bounds)
     return data.X_train, data.y_train, data.X_test, data.y_test, data.info.n_classes
 
 

@@ -9,8 +9,10 @@ the nearest measured one (distance on log scales), and says how far it is.
 
 from __future__ import annotations
 
+import json
 import math
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 from typing import Any
 
 from privml.study.aggregate import Cell, StudyResults
@@ -37,6 +39,9 @@ class Recommendation:
         Non-private accuracy at the same data setting.
     leaky : bool
         Whether its hyper-parameters were chosen without charging privacy.
+    chosen : dict
+        The hyper-parameters most of its repeats chose (the first such in
+        repeat order on a tie); empty when nothing was tuned.
     """
 
     setting: dict[str, Any]
@@ -47,6 +52,7 @@ class Recommendation:
     runner_up: tuple[str, float] | None
     nonprivate: float | None
     leaky: bool
+    chosen: dict[str, Any] = field(default_factory=dict)
 
 
 def not_like_for_like(neighbouring: str) -> str:
@@ -82,8 +88,17 @@ def recommendations(results: StudyResults) -> list[Recommendation]:
             setting=dict(zip(KEYS, key)), method=method, label=label, accuracy=cell.mean, std=cell.std,
             runner_up=(ranked[1][1], ranked[1][2].mean) if len(ranked) > 1 else None,
             nonprivate=baseline.get(key[3:]), leaky="validation" in cell.selection_modes,
+            chosen=most_common_choice(cell.chosen),
         ))
     return out
+
+
+def most_common_choice(chosen: tuple[dict[str, Any], ...]) -> dict[str, Any]:
+    """The hyper-parameters most repeats chose (``Counter`` keeps first-seen order on ties: the earliest repeat's)."""
+    if not chosen:
+        return {}
+    counts = Counter(json.dumps(c, sort_keys=True) for c in chosen)
+    return dict(json.loads(counts.most_common(1)[0][0]))
 
 
 def recommend(results: StudyResults, **setting: float | int | None) -> tuple[Recommendation, float]:

@@ -49,6 +49,8 @@ LOCK_FILE = ".privml-study.lock"
 RUNNING_DIR = ".running"
 #: What every run's result depends on besides its method, settings and seed (StudySpec.run_context).
 _RUN_CONTEXT = ("privml_version", "dataset", "label_column", "public_size", "data_seed", "selection")
+#: ...and what it depends on when the study gives it (left out otherwise, so earlier keys hold).
+_OPTIONAL_CONTEXT = ("classes", "schema", "bounds", "test_fraction")
 
 
 @dataclass(frozen=True)
@@ -121,7 +123,7 @@ def point_runs(spec: StudySpec) -> tuple[list[PointRun], list[str]]:
 
     cells: list[PointRun] = []
     notes: list[str] = []
-    if spec.classes is None and is_user_data(spec.dataset):
+    if spec.classes is None and spec.schema is None and is_user_data(spec.dataset):
         _note(notes, f"the class set of {spec.dataset} was read from its private labels (PrivacyLeakWarning): "
                      "give the public class set as classes = [...] in the spec, or --classes")
     for sweep, setting, name in spec.points():
@@ -243,6 +245,7 @@ def run_study(
         runner.check_reachable()
     if check_data:
         check_dataset(spec, local=not isinstance(runner, DaskExecutor))
+    spec = size_study(spec)
     out = Path(out)
     _warn_if_private(spec, out)
     with folder_lock(out):
@@ -407,7 +410,34 @@ def check_dataset(spec: StudySpec, *, local: bool = True) -> None:
             warnings.simplefilter("ignore")
             warnings.simplefilter("always", PrivacyLeakWarning)
             load_dataset(spec.dataset, label_column=spec.label_column, preprocess=False,
-                         classes=None if spec.classes is None else list(spec.classes))
+                         classes=None if spec.classes is None else list(spec.classes), schema=spec.schema,
+                         bounds=spec.bounds)
+
+
+def size_study(spec: StudySpec) -> StudySpec:
+    """``spec`` with its ``sizing`` resolved (:mod:`privml.study.sizing`): the test split and repeats chosen from
+    the number of records, and the note that says what a verdict can resolve; ``spec`` itself without sizing.
+
+    Reads the data (here: the runs of a remote executor need the sizes before they are planned).
+    """
+    if spec.sizing is None:
+        return spec
+    from privml.data import load_dataset
+    from privml.data.loaders import is_user_data
+    from privml.study.sizing import choose
+
+    user = is_user_data(spec.dataset)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # check_dataset has said what there is to say about the data
+        data = load_dataset(spec.dataset, label_column=spec.label_column if user else "label", preprocess=False,
+                            classes=None if spec.classes is None else list(spec.classes), schema=spec.schema,
+                            bounds=spec.bounds)
+    n_records = data.info.n_train + data.info.n_test
+    # A csv: file has no test split of its own (load_csv cuts a fixed 80/20 one): the sizing chooses it.
+    sizes = choose(spec.sizing, n_records=n_records, n_test=None if spec.dataset.startswith("csv:") else
+                   data.info.n_test, repeats=spec.repeats)
+    return spec.with_overrides(sizing=None, repeats=sizes.repeats, test_fraction=sizes.test_fraction,
+                               notes=[*spec.notes, sizes.note])
 
 
 def _check_points(spec: StudySpec) -> None:
@@ -432,7 +462,8 @@ def _check_points(spec: StudySpec) -> None:
 
 def _context(spec: StudySpec) -> dict[str, Any]:
     """What a worker needs beyond the job (plain data: it travels to other processes)."""
-    return dict(spec.run_context)
+    # The schema's path, to read it by (its content's hash is in the run context, the runs' keys).
+    return {**spec.run_context, "schema_path": spec.schema}
 
 
 def execute_batch(payload: tuple[dict[str, Any], list[dict[str, Any]]]) -> list[dict[str, Any]]:
@@ -472,7 +503,9 @@ def execute_job(payload: tuple[dict[str, Any], dict[str, Any]]) -> dict[str, Any
             data = prepare(context["dataset"], n=params.get("n"), d=params.get("d"), k=params.get("k"),
                            public_size=context["public_size"], seed=context["data_seed"],
                            label_column=context["label_column"],
-                           images=get_method(job["method"]).inputs == "images", classes=context.get("classes"))
+                           images=get_method(job["method"]).inputs == "images", classes=context.get("classes"),
+                           schema=context.get("schema_path"), bounds=context.get("bounds"),
+                           test_fraction=context.get("test_fraction"))
             sel = context["selection"]
             selection = Selection(mode=sel["mode"], validation_fraction=sel["validation_fraction"],
                                   stop_probability=sel["stop_probability"],
@@ -521,7 +554,7 @@ def _point_selection(context: dict[str, Any], job: dict[str, Any], cache: Any) -
     """The seed and key of a ``scope = "point"`` selection: one per (method, settings), whatever the repeat."""
     # Every field of StudySpec.run_context the study has (classes only when given: earlier keys unchanged); the
     # class set was left out, so a study with other classes into the same folder read another's search (a review).
-    run_context = {name: context[name] for name in (*_RUN_CONTEXT, "classes") if name in context}
+    run_context = {name: context[name] for name in (*_RUN_CONTEXT, *_OPTIONAL_CONTEXT) if name in context}
     key = content_digest({**run_context, "method": job["method"], "params": job["params"], "purpose": "selection"})
     return PointSelection(seed=selection_seed(context["data_seed"]), key=key, cache=cache)
 

@@ -150,6 +150,26 @@ class StudySpec:
         The public class set of ``csv:``/``npz:`` data (a built-in set's is
         public already). Without it the class set is read from the private
         labels, which leaks them (a warning and a note in the report say so).
+    schema : str, optional
+        A ``csv:`` dataset's public schema file (:mod:`privml.data.schema`),
+        read as ``privml train --schema`` reads it: numeric columns clipped to
+        public ranges and scaled, categorical ones one-hot. Its content (not
+        its path) is part of every run's key (:attr:`run_context`), so a
+        schema edited in place re-runs the study. A relative path in a spec
+        file is read from the file's folder.
+    bounds : {"unit"}, optional
+        ``csv:``/``npz:`` data without a schema whose features are already on a
+        public scale within [-1, 1] (clipped to it), as ``--bounds unit``.
+    test_fraction : float, optional
+        User data without a separate test file: the share of the records the
+        fixed, seeded split (:func:`privml.data.split.fixed_split`) keeps for
+        testing (default: the data's own split, 80/20).
+    sizing : dict, optional
+        Choose ``test_fraction`` and raise ``repeats`` from the number of
+        records, so that the report's verdicts can resolve a stated difference
+        (:mod:`privml.study.sizing`); resolved before any run
+        (:func:`privml.study.runner.size_study`), and the stored spec holds
+        the values chosen.
     methods : tuple of str
         Names in :mod:`privml.study.methods`.
     defaults : dict
@@ -204,6 +224,10 @@ class StudySpec:
     notes: tuple[str, ...] = ()
     neighbouring: str = "replace-one"
     device: str = "auto"
+    schema: str | None = None
+    bounds: str | None = None
+    test_fraction: float | None = None
+    sizing: dict[str, Any] | None = None
 
     @property
     def like_for_like(self) -> bool:
@@ -215,8 +239,9 @@ class StudySpec:
         out = _plain(asdict(self))
         if out["device"] == "auto":  # so a study that names no device keeps the hash it always had
             del out["device"]
-        if out["classes"] is None:  # likewise for a study that names no class set
-            del out["classes"]
+        for name in ("classes", "schema", "bounds", "test_fraction", "sizing"):
+            if out[name] is None:  # likewise for a study that names none of these
+                del out[name]
         return out
 
     @functools.cached_property
@@ -238,6 +263,10 @@ class StudySpec:
             "dataset": self.dataset,
             "label_column": self.label_column,
             **({} if self.classes is None else {"classes": list(self.classes)}),  # results stored before: unchanged
+            # The schema's content, not its path: the same file edited in place is another study (cache correctness).
+            **({} if self.schema is None else {"schema": schema_digest(self.schema)}),
+            **({} if self.bounds is None else {"bounds": self.bounds}),
+            **({} if self.test_fraction is None else {"test_fraction": self.test_fraction}),
             "public_size": self.public_size,
             "data_seed": self.seed,
             "selection": _selection_context(self.selection),
@@ -333,7 +362,8 @@ def spec_from_dict(raw: dict[str, Any]) -> StudySpec:
     )
 
     known = {"name", "dataset", "methods", "defaults", "sweeps", "description", "label_column", "classes", "repeats",
-             "seed", "public_size", "selection", "notes", "neighbouring", "device"}
+             "seed", "public_size", "selection", "notes", "neighbouring", "device", "schema", "bounds",
+             "test_fraction", "sizing"}
     unknown = sorted(set(raw) - known)
     if unknown:
         raise ValueError(f"unknown study field {unknown[0]!r}; fields are {', '.join(sorted(known))}")
@@ -370,8 +400,18 @@ def spec_from_dict(raw: dict[str, Any]) -> StudySpec:
     selection = _selection(raw.get("selection", {}), methods)
     check_m_is_known(sweeps, defaults, methods, selection)
     check_public_records(public, defaults, sweeps)
-    classes = _classes(raw.get("classes"), _text(raw["dataset"], "dataset"))
+    dataset = _text(raw["dataset"], "dataset")
+    classes = _classes(raw.get("classes"), dataset)
     check_classes_cover_k(classes, defaults, sweeps)
+    schema, bounds = _schema(raw.get("schema"), raw.get("bounds"), dataset)
+    if schema is not None and classes is None:  # the schema states the public class set
+        from privml.data.schema import load_schema
+
+        check_classes_cover_k(tuple(load_schema(schema).require_label(schema).classes), defaults, sweeps)
+    test_fraction = _test_fraction(raw.get("test_fraction"), dataset)
+    sizing = _sizing(raw.get("sizing"))
+    if sizing is not None and test_fraction is not None:
+        raise ValueError("give sizing or test_fraction, not both: sizing chooses the test split from the data's size")
     return StudySpec(
         name=_text(raw["name"], "name"),
         dataset=_text(raw["dataset"], "dataset"),
@@ -388,6 +428,10 @@ def spec_from_dict(raw: dict[str, Any]) -> StudySpec:
         notes=tuple(_str_list(raw.get("notes", []), "notes")),
         neighbouring=_relation(raw.get("neighbouring", "replace-one")),
         device=_device(raw.get("device", "auto")),
+        schema=schema,
+        bounds=bounds,
+        test_fraction=test_fraction,
+        sizing=sizing,
     )
 
 
@@ -399,6 +443,56 @@ def _relation(raw: Any) -> str:
     if raw not in RELATIONS:
         raise ValueError(f"neighbouring must be one of {', '.join(RELATIONS)}, got {raw!r}")
     return str(raw)
+
+
+def _schema(raw: Any, bounds: Any, dataset: str) -> tuple[str | None, str | None]:
+    """The schema path and bounds of user data: a csv: dataset's schema (read and checked now), or bounds 'unit'."""
+    from privml.data.loaders import is_user_data
+
+    if bounds is not None:
+        if bounds != "unit":
+            raise ValueError(f"bounds must be 'unit', got {bounds!r}")
+        if not is_user_data(dataset):
+            raise ValueError(f"bounds applies to csv:/npz: datasets only ({dataset}'s scale is public already)")
+    if raw is None:
+        return None, bounds
+    path = _text(raw, "schema")
+    if not dataset.startswith("csv:"):
+        raise ValueError(f"schema applies to csv: datasets only, not {dataset}")
+    if bounds is not None:
+        raise ValueError("give schema or bounds, not both: the schema states each column's bounds")
+    schema_digest(path)  # read and checked now (a draft is refused), before anything runs
+    return path, None
+
+
+def schema_digest(path: str) -> str:
+    """The content hash of the schema file at ``path`` (read and checked: a draft or bad schema raises)."""
+    from privml.data.schema import load_schema
+
+    schema = load_schema(path)
+    schema.check_final(path)
+    schema.require_label(path)
+    return content_digest(schema.to_dict())[:16]
+
+
+def _test_fraction(raw: Any, dataset: str) -> float | None:
+    from privml.data.loaders import is_user_data
+
+    if raw is None:
+        return None
+    if isinstance(raw, bool) or not isinstance(raw, (int, float)) or not 0 < raw < 1:
+        raise ValueError(f"test_fraction must be in (0, 1), got {raw!r}")
+    if not is_user_data(dataset):
+        raise ValueError(f"test_fraction applies to csv:/npz: datasets only ({dataset} has its own test split)")
+    return float(raw)
+
+
+def _sizing(raw: Any) -> dict[str, Any] | None:
+    if raw is None:
+        return None
+    from privml.study.sizing import check_sizing
+
+    return check_sizing(raw)
 
 
 def _device(raw: Any) -> str:

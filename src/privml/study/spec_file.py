@@ -46,6 +46,8 @@ def load_spec(path: str | Path) -> StudySpec:
             raise ValueError(f"{path}: not valid TOML: {exc}") from None
     if not isinstance(raw, dict):
         raise ValueError(f"{path}: a study spec is a table of fields, got {type(raw).__name__}")
+    if isinstance(raw.get("schema"), str) and not Path(raw["schema"]).expanduser().is_absolute():
+        raw["schema"] = str(path.parent / raw["schema"])  # a schema beside the spec file, wherever it is run from
     try:
         return spec_from_dict(raw)
     except ValueError as exc:
