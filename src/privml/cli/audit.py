@@ -136,15 +136,7 @@ def _audit(args: argparse.Namespace) -> None:
     if user and args.classes is not None:
         raise CliError("--classes applies to built-in datasets (a csv: dataset's class set is its schema's)")
     schema = check_schema_options(args)  # a CSV without public bounds is refused, as train refuses it
-    check_output_path(args.plot, "--plot")
-    if args.plot:
-        from privml.audit.plotting import check_plot_path, require_matplotlib
-
-        try:  # fail now, not after the trials
-            check_plot_path(args.plot)
-            require_matplotlib()
-        except (ImportError, ValueError) as exc:
-            raise CliError(f"--plot: {exc}") from None
+    _check_plot(args.plot)  # fail now, not after the trials
 
     with warnings_as_lines():  # printed even when loading fails (a leak warning must not be lost)
         classes = None if user else _select_classes(args.dataset, args.classes)

@@ -86,6 +86,7 @@ def recipe(rec: Any, spec: Any, results: str) -> dict[str, Any]:
 
 def train_from_study(args: argparse.Namespace) -> None:
     """``privml train --from-study RESULTS --epsilon E [--delta D] [--budget B]``: see the module docstring."""
+    # long-function: the study's run, rebuilt step by step (results, point, data, settings, fit, file) in order.
     from privml.cli.study import _store
     from privml.cli.train import BIAS
     from privml.data import load_dataset

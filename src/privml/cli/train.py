@@ -218,40 +218,7 @@ def _train(args: argparse.Namespace) -> None:
     if args.method == "dpsgd-cnn":
         _train_cnn(args)
         return
-    if args.neighbouring is not None and args.method != "dpsgd":
-        raise CliError(f"--neighbouring applies to --method dpsgd only ({args.method} is analysed under replace-one)")
-    hyper = LINEAR_HYPER.get(args.method, ())
-    for name in hyper:
-        if getattr(args, name) is not None:
-            check_positive(getattr(args, name), f"--{name.replace('_', '-')}")
-    cnn_only = [f"--{k.replace('_', '-')}"
-                for k in ("epochs", "batch_size", "learning_rate", "clip_norm", "threads", "device", "precision",
-                          "clip_precision")
-                if getattr(args, k) is not None and k not in hyper]
-    if args.architecture != "tramer-boneh":
-        cnn_only.append("--architecture")
-    if args.no_progress:  # the other methods draw no bar
-        cnn_only.append("--no-progress")
-    if cnn_only:
-        linear = any(k in cnn_only for k in ("--clip-norm", "--learning-rate"))
-        also = " (--clip-norm, --learning-rate: also dpsgd; --clip-norm: dpcd)" if linear else ""
-        raise ValueError(f"{', '.join(cnn_only)} appl{'ies' if len(cnn_only) == 1 else 'y'} to --method dpsgd-cnn "
-                         f"only{also}")
-    # Validate everything before touching data or drawing noise.
-    check_privacy_options(args)
-    if args.l2 is not None and "l2" not in inspect.signature(estimator_class(args.method)).parameters:
-        raise ValueError(f"--l2 does not apply to --method {args.method} (it has no l2 parameter)")
-    if args.l2 is not None:
-        check_positive(args.l2, "--l2")
-    if args.max_train is not None:
-        check_count(args.max_train, "--max-train")
-    classes = parse_classes(args.classes)
-    check_output_path(args.out, "--out", suffix=".npz")
-    user = not held_out_is_public(args.dataset)
-    if not user and (args.test_path or args.label_column != "label" or classes is not None):
-        raise ValueError("--test, --label-column and --classes apply to csv:/npz: datasets only")
-    schema = check_schema_options(args)
-
+    hyper, classes, user, schema = _check_linear_args(args)  # everything, before touching data or drawing noise
     with warnings_as_lines():  # printed even when loading fails (a leak warning must not be lost)
         data = load_dataset(
             args.dataset,
@@ -300,6 +267,45 @@ def _train(args: argparse.Namespace) -> None:
         result["model"] = str(path)
     result.update(nonprivate_block(args, nonprivate, what="non-private diagnostics of this fit"))
     emit(result, as_json=args.json, render=_render)
+
+
+def _check_linear_args(args: argparse.Namespace) -> tuple[tuple[str, ...], Any, bool, Any]:
+    """Every option of a linear method checked before any data is read: (hyper-parameters, classes, user?, schema)."""
+    if args.neighbouring is not None and args.method != "dpsgd":
+        raise CliError(f"--neighbouring applies to --method dpsgd only ({args.method} is analysed under replace-one)")
+    hyper = LINEAR_HYPER.get(args.method, ())
+    for name in hyper:
+        if getattr(args, name) is not None:
+            check_positive(getattr(args, name), f"--{name.replace('_', '-')}")
+    cnn_only = [f"--{k.replace('_', '-')}"
+                for k in ("epochs", "batch_size", "learning_rate", "clip_norm", "threads", "device", "precision",
+                          "clip_precision")
+                if getattr(args, k) is not None and k not in hyper]
+    if args.architecture != "tramer-boneh":
+        cnn_only.append("--architecture")
+    if args.no_progress:  # the other methods draw no bar
+        cnn_only.append("--no-progress")
+    if cnn_only:
+        linear = any(k in cnn_only for k in ("--clip-norm", "--learning-rate"))
+        also = " (--clip-norm, --learning-rate: also dpsgd; --clip-norm: dpcd)" if linear else ""
+        raise ValueError(f"{', '.join(cnn_only)} appl{'ies' if len(cnn_only) == 1 else 'y'} to --method dpsgd-cnn "
+                         f"only{also}")
+    # Validate everything before touching data or drawing noise.
+    check_privacy_options(args)
+    if args.l2 is not None and "l2" not in inspect.signature(estimator_class(args.method)).parameters:
+        raise ValueError(f"--l2 does not apply to --method {args.method} (it has no l2 parameter)")
+    if args.l2 is not None:
+        check_positive(args.l2, "--l2")
+    if args.max_train is not None:
+        check_count(args.max_train, "--max-train")
+    classes = parse_classes(args.classes)
+    check_output_path(args.out, "--out", suffix=".npz")
+    user = not held_out_is_public(args.dataset)
+    if not user and (args.test_path or args.label_column != "label" or classes is not None):
+        raise ValueError("--test, --label-column and --classes apply to csv:/npz: datasets only")
+    schema = check_schema_options(args)
+
+    return hyper, classes, user, schema
 
 
 def _check_cnn_args(args: argparse.Namespace) -> str:

@@ -34,13 +34,14 @@ from privml._progress import progress_bar
 from privml.exceptions import PrivacyLeakWarning
 from privml.linear.solvers import sharing_minimisers
 from privml.prediction.aggregate import sharing_votes
+from privml.study._spec_values import content_digest
 from privml.study.cache import CACHE_DIR, cache_ident, describe, get_cache, merge_stats
 from privml.study.executors import DaskExecutor, Executor, make_executor
 from privml.study.methods import METHODS, get_method
 from privml.study.prepare import prepare
 from privml.study.scheduling import ProgressTracker, dispatch_batches, leading_keys
 from privml.study.selection import PointSelection, select_and_run
-from privml.study.spec import Job, Selection, StudySpec, Sweep, content_digest, job_key, seed_of, selection_seed
+from privml.study.spec import Job, Selection, StudySpec, Sweep, job_key, seed_of, selection_seed
 from privml.study.store import ResultStore
 
 RESULTS_FILE = "results.sqlite"

@@ -25,11 +25,24 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import json
 import math
-import re
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
+
+from privml.study._spec_values import (
+    content_digest,
+    json_shape,
+    parse_count,
+    parse_device,
+    parse_list,
+    parse_relation,
+    parse_schema,
+    parse_sizing,
+    parse_str_list,
+    parse_test_fraction,
+    parse_text,
+    schema_digest,
+)
 
 #: Every setting a point may fix, with its kind (validated on load).
 SETTINGS: dict[str, str] = {
@@ -236,7 +249,7 @@ class StudySpec:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form; :func:`spec_from_dict` reads it back."""
-        out = _plain(asdict(self))
+        out = json_shape(asdict(self))
         if out["device"] == "auto":  # so a study that names no device keeps the hash it always had
             del out["device"]
         for name in ("classes", "schema", "bounds", "test_fraction", "sizing"):
@@ -278,7 +291,7 @@ class StudySpec:
             changes["selection"] = replace(self.selection, mode=changes["selection"])
         if isinstance(changes.get("selection"), Selection):
             changes["selection"] = asdict(changes["selection"])
-        return spec_from_dict({**self.to_dict(), **_plain(changes)})
+        return spec_from_dict({**self.to_dict(), **json_shape(changes)})
 
     def points(self) -> list[tuple[Sweep, dict[str, Any], str]]:
         """Every (sweep, full setting, method) the study asks for, in order."""
@@ -302,7 +315,7 @@ def _classes(raw: Any, dataset: str) -> tuple[str, ...] | None:
         return None
     from privml.data.loaders import is_user_data
 
-    names = tuple(_str_list(raw, "classes"))
+    names = tuple(parse_str_list(raw, "classes"))
     if len(names) < 2 or len(set(names)) != len(names) or not all(names):
         raise ValueError(f"classes must list at least two distinct, non-empty class names, got {list(names)}")
     if not is_user_data(dataset):
@@ -312,7 +325,7 @@ def _classes(raw: Any, dataset: str) -> tuple[str, ...] | None:
 
 def _label_column(raw: Any, dataset: str) -> str:
     """The label column of a ``csv:`` dataset; with any other one it would be dropped without a word, so an error."""
-    column = _text(raw, "label_column")
+    column = parse_text(raw, "label_column")
     if column != "label" and not dataset.startswith("csv:"):  # "label" is the default every spec carries
         raise ValueError(f"label_column applies to csv: datasets only ({dataset} has its own labels)")
     return column
@@ -334,7 +347,7 @@ def selection_seed(spec_seed: int) -> int:
 
 def _selection_context(selection: Selection) -> dict[str, Any]:
     """The selection as part of every run's key; the default scope is left out, so keys made before it existed hold."""
-    plain = _plain(asdict(selection))
+    plain = json_shape(asdict(selection))
     if plain.get("scope") == "run":
         del plain["scope"]
     return plain
@@ -353,6 +366,7 @@ def spec_from_dict(raw: dict[str, Any]) -> StudySpec:
     ValueError
         Naming the first invalid field.
     """
+    # long-function: a docstring and one flat sequence of field checks, each one line; splitting it scatters them.
     from privml.study.methods import METHODS  # the registry validates method names
     from privml.study.spec_checks import (
         check_classes_cover_k,
@@ -370,14 +384,14 @@ def spec_from_dict(raw: dict[str, Any]) -> StudySpec:
     for required in ("name", "dataset", "methods"):
         if required not in raw:
             raise ValueError(f"study field {required!r} is required")
-    methods = tuple(_str_list(raw["methods"], "methods"))
+    methods = tuple(parse_str_list(raw["methods"], "methods"))
     for method in methods:
         if method not in METHODS:
             raise ValueError(f"unknown method {method!r}; methods are {', '.join(METHODS)}")
     if not methods:
         raise ValueError("methods must name at least one method")
     defaults = _settings(raw.get("defaults", {}), "defaults")
-    sweeps = tuple(_sweep(s, i, methods) for i, s in enumerate(_list(raw.get("sweeps", []), "sweeps")))
+    sweeps = tuple(_sweep(s, i, methods) for i, s in enumerate(parse_list(raw.get("sweeps", []), "sweeps")))
     check_sweeps_matter(sweeps, methods)
     names = [s.name for s in sweeps]
     if len(set(names)) != len(names):
@@ -386,7 +400,7 @@ def spec_from_dict(raw: dict[str, Any]) -> StudySpec:
         missing = sorted({"epsilon", "delta", "budget"} - {*defaults, *sweep.fixed, sweep.parameter})
         if missing:
             raise ValueError(f"sweep {sweep.name!r} leaves {missing[0]} unset: give it in defaults")
-    repeats = _count(raw.get("repeats", 3), "repeats")
+    repeats = parse_count(raw.get("repeats", 3), "repeats")
     if repeats > MAX_REPEATS:
         raise ValueError(f"repeats must be at most {MAX_REPEATS}, got {repeats}")
     seed = raw.get("seed", 0)
@@ -400,34 +414,34 @@ def spec_from_dict(raw: dict[str, Any]) -> StudySpec:
     selection = _selection(raw.get("selection", {}), methods)
     check_m_is_known(sweeps, defaults, methods, selection)
     check_public_records(public, defaults, sweeps)
-    dataset = _text(raw["dataset"], "dataset")
+    dataset = parse_text(raw["dataset"], "dataset")
     classes = _classes(raw.get("classes"), dataset)
     check_classes_cover_k(classes, defaults, sweeps)
-    schema, bounds = _schema(raw.get("schema"), raw.get("bounds"), dataset)
+    schema, bounds = parse_schema(raw.get("schema"), raw.get("bounds"), dataset)
     if schema is not None and classes is None:  # the schema states the public class set
         from privml.data.schema import load_schema
 
         check_classes_cover_k(tuple(load_schema(schema).require_label(schema).classes), defaults, sweeps)
-    test_fraction = _test_fraction(raw.get("test_fraction"), dataset)
-    sizing = _sizing(raw.get("sizing"))
+    test_fraction = parse_test_fraction(raw.get("test_fraction"), dataset)
+    sizing = parse_sizing(raw.get("sizing"))
     if sizing is not None and test_fraction is not None:
         raise ValueError("give sizing or test_fraction, not both: sizing chooses the test split from the data's size")
     return StudySpec(
-        name=_text(raw["name"], "name"),
-        dataset=_text(raw["dataset"], "dataset"),
+        name=parse_text(raw["name"], "name"),
+        dataset=parse_text(raw["dataset"], "dataset"),
         methods=methods,
         defaults=defaults,
         sweeps=sweeps,
-        description=_text(raw.get("description", ""), "description"),
-        label_column=_label_column(raw.get("label_column", "label"), _text(raw["dataset"], "dataset")),
+        description=parse_text(raw.get("description", ""), "description"),
+        label_column=_label_column(raw.get("label_column", "label"), parse_text(raw["dataset"], "dataset")),
         classes=classes,
         repeats=repeats,
         seed=seed,
         public_size=float(public),
         selection=selection,
-        notes=tuple(_str_list(raw.get("notes", []), "notes")),
-        neighbouring=_relation(raw.get("neighbouring", "replace-one")),
-        device=_device(raw.get("device", "auto")),
+        notes=tuple(parse_str_list(raw.get("notes", []), "notes")),
+        neighbouring=parse_relation(raw.get("neighbouring", "replace-one")),
+        device=parse_device(raw.get("device", "auto")),
         schema=schema,
         bounds=bounds,
         test_fraction=test_fraction,
@@ -436,72 +450,6 @@ def spec_from_dict(raw: dict[str, Any]) -> StudySpec:
 
 
 #: The relations a study can state its guarantees under.
-RELATIONS = ("replace-one", "add/remove-one", "mixed")
-
-
-def _relation(raw: Any) -> str:
-    if raw not in RELATIONS:
-        raise ValueError(f"neighbouring must be one of {', '.join(RELATIONS)}, got {raw!r}")
-    return str(raw)
-
-
-def _schema(raw: Any, bounds: Any, dataset: str) -> tuple[str | None, str | None]:
-    """The schema path and bounds of user data: a csv: dataset's schema (read and checked now), or bounds 'unit'."""
-    from privml.data.loaders import is_user_data
-
-    if bounds is not None:
-        if bounds != "unit":
-            raise ValueError(f"bounds must be 'unit', got {bounds!r}")
-        if not is_user_data(dataset):
-            raise ValueError(f"bounds applies to csv:/npz: datasets only ({dataset}'s scale is public already)")
-    if raw is None:
-        return None, bounds
-    path = _text(raw, "schema")
-    if not dataset.startswith("csv:"):
-        raise ValueError(f"schema applies to csv: datasets only, not {dataset}")
-    if bounds is not None:
-        raise ValueError("give schema or bounds, not both: the schema states each column's bounds")
-    schema_digest(path)  # read and checked now (a draft is refused), before anything runs
-    return path, None
-
-
-def schema_digest(path: str) -> str:
-    """The content hash of the schema file at ``path`` (read and checked: a draft or bad schema raises)."""
-    from privml.data.schema import load_schema
-
-    schema = load_schema(path)
-    schema.check_final(path)
-    schema.require_label(path)
-    return content_digest(schema.to_dict())[:16]
-
-
-def _test_fraction(raw: Any, dataset: str) -> float | None:
-    from privml.data.loaders import is_user_data
-
-    if raw is None:
-        return None
-    if isinstance(raw, bool) or not isinstance(raw, (int, float)) or not 0 < raw < 1:
-        raise ValueError(f"test_fraction must be in (0, 1), got {raw!r}")
-    if not is_user_data(dataset):
-        raise ValueError(f"test_fraction applies to csv:/npz: datasets only ({dataset} has its own test split)")
-    return float(raw)
-
-
-def _sizing(raw: Any) -> dict[str, Any] | None:
-    if raw is None:
-        return None
-    from privml.study.sizing import check_sizing
-
-    return check_sizing(raw)
-
-
-def _device(raw: Any) -> str:
-    """A device name's form (whether it exists here is checked when a study runs, by torch)."""
-    if not isinstance(raw, str) or not re.fullmatch(r"auto|cpu|cuda(:\d+)?", raw):
-        raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {raw!r}")
-    return raw
-
-
 # ----------------------------------------------------------------- validation
 def _sweep(raw: Any, index: int, methods: tuple[str, ...]) -> Sweep:
     where = f"sweeps[{index}]"
@@ -513,20 +461,20 @@ def _sweep(raw: Any, index: int, methods: tuple[str, ...]) -> Sweep:
     parameter = raw.get("parameter")
     if parameter not in SETTINGS:
         raise ValueError(f"{where}: parameter must be one of {', '.join(SETTINGS)}, got {parameter!r}")
-    values = _list(raw.get("values"), f"{where}.values")
+    values = parse_list(raw.get("values"), f"{where}.values")
     if not values:
         raise ValueError(f"{where}.values must not be empty")
     values = [_setting(parameter, v, f"{where}.values") for v in values]
     fixed = _settings(raw.get("fixed", {}), f"{where}.fixed")
     sweep_methods = raw.get("methods")
     if sweep_methods is not None:
-        sweep_methods = tuple(_str_list(sweep_methods, f"{where}.methods"))
+        sweep_methods = tuple(parse_str_list(sweep_methods, f"{where}.methods"))
         for m in sweep_methods:
             if m not in methods:
                 raise ValueError(f"{where}.methods names {m!r}, which is not among the study's methods")
-    name = _text(raw.get("name", f"{parameter}-{index}"), f"{where}.name")
+    name = parse_text(raw.get("name", f"{parameter}-{index}"), f"{where}.name")
     return Sweep(name=name, parameter=parameter, values=tuple(values), fixed=fixed, methods=sweep_methods,
-                 title=_text(raw.get("title", ""), f"{where}.title"))
+                 title=parse_text(raw.get("title", ""), f"{where}.title"))
 
 
 def _selection(raw: Any, methods: tuple[str, ...]) -> Selection:
@@ -581,7 +529,7 @@ def _grid_values(name: str, raw: Any, where: str) -> list[Any]:
 
     Checked only, not converted: the values as written are part of the spec's hash.
     """
-    values = _list(raw, where)
+    values = parse_list(raw, where)
     for value in values:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             raise ValueError(f"{where}: {name} must be a finite number, got {value!r}")
@@ -625,46 +573,6 @@ def _setting(name: str, value: Any, where: str) -> Any:
     if not value > 0:
         raise ValueError(f"{where}: {name} must be > 0, got {value!r}")
     return float(value)
-
-
-def _list(value: Any, where: str) -> list[Any]:
-    if not isinstance(value, (list, tuple)):
-        raise ValueError(f"{where} must be a list, got {type(value).__name__}")
-    return list(value)
-
-
-def _str_list(value: Any, where: str) -> list[str]:
-    items = _list(value, where)
-    for item in items:
-        if not isinstance(item, str):
-            raise ValueError(f"{where} must be a list of strings, got {item!r}")
-    return items
-
-
-def _text(value: Any, where: str) -> str:
-    if not isinstance(value, str):
-        raise ValueError(f"{where} must be a string, got {type(value).__name__}")
-    return value
-
-
-def _count(value: Any, where: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{where} must be a positive integer, got {value!r}")
-    return value
-
-
-def _plain(value: Any) -> Any:
-    """Tuples to lists, recursively: the JSON shape, so hashes are stable."""
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
-
-
-def content_digest(payload: Any) -> str:
-    """SHA-256 of a JSON-ready payload, key order ignored: the study's content address."""
-    return hashlib.sha256(json.dumps(payload, sort_keys=True, allow_nan=False).encode()).hexdigest()
 
 
 _digest = content_digest
