@@ -1,7 +1,7 @@
 """``privml train``: train one private (or baseline) model on a dataset.
 
     privml train --method output|objective|dpsgd|dpcd|nonprivate --dataset NAME|csv:PATH
-                 [--schema schema.toml | --bounds unit]
+                 [--schema schema.toml | --bounds unit | --bounds private[:FRACTION]]
                  --epsilon E --delta D [--l2 L] [--seed S] [--out model.npz] [--json]
     privml train --method dpsgd-cnn --dataset mnist|fashion-mnist --epsilon E [--epochs N]
                  [--batch-size B] [--learning-rate LR] [--clip-norm C] [--architecture A] [--threads T]
@@ -20,7 +20,13 @@ so ``privml predict`` can apply it to new rows.
 A CSV is read through a public schema (``--schema``, :mod:`privml.data.schema`;
 ``privml schema suggest`` drafts one), which the model file carries; a CSV
 without one is refused in one line unless ``--bounds unit`` states that its
-features are already on a public scale within [-1, 1] (then clipped to it).
+features are already on a public scale within [-1, 1] (then clipped to it), or
+``--bounds private[:FRACTION]`` (a private method, numeric columns) estimates
+each column's range from the training rows with DP quantiles
+(:mod:`privml.data.private_bounds`), spending FRACTION of ``--epsilon`` (default
+0.25) on them: the model gets the rest, the printed and saved guarantee is the
+total (basic composition, under the model's relation), ``privacy_split`` states
+both parts, and the model file carries the released ranges as its schema.
 Unscaled columns (a column in the thousands) would otherwise swamp the rest
 after the unit-ball projection and give a silently wrong model; deciding so
 from the data would itself read the private records.
@@ -51,9 +57,11 @@ from privml._validation import (
     check_positive_delta,
 )
 from privml.cli._common import (
+    CliError,
     add_json_flag,
     add_nonprivate_flag,
     add_schema_options,
+    bounds_fraction,
     check_output_path,
     check_schema_options,
     emit,
@@ -69,6 +77,7 @@ from privml.cli._common import (
     warnings_as_lines,
 )
 from privml.data import load_dataset
+from privml.data.schema import Numeric
 from privml.io import save_model
 from privml.registry import estimator_class
 
@@ -200,6 +209,7 @@ def _train(args: argparse.Namespace) -> None:
     if not user and (args.test_path or args.label_column != "label" or classes is not None):
         raise ValueError("--test, --label-column and --classes apply to csv:/npz: datasets only")
     schema = check_schema_options(args)
+    ranges, model_epsilon = _private_ranges(args)
 
     with warnings_as_lines():  # printed even when loading fails (a leak warning must not be lost)
         data = load_dataset(
@@ -211,17 +221,25 @@ def _train(args: argparse.Namespace) -> None:
             test_path=args.test_path,
             random_state=args.seed,
             schema=schema,
-            bounds=args.bounds,
+            bounds=ranges if ranges is not None else args.bounds,
         )
     info = data.info
     model = build_estimator(
-        args.method, n_classes=len(info.classes), epsilon=args.epsilon, delta=args.delta, l2=args.l2, seed=args.seed
+        args.method, n_classes=len(info.classes), epsilon=model_epsilon, delta=args.delta, l2=args.l2, seed=args.seed
     )
     print(f"training {type(model).__name__} on {info.name} ({info.n_train} records)...", file=sys.stderr)
     start = time.perf_counter()
     model.fit(data.X_train, data.y_train)
     seconds = time.perf_counter() - start
     accuracy = float(np.mean(model.predict(data.X_test) == data.y_test))
+    split = None
+    if ranges is not None:
+        split = _charge_ranges(model, ranges)
+        from privml.data.schema import Label
+        from privml.data.user import csv_feature_names
+
+        label = Label(column=args.label_column, classes=tuple(str(c) for c in info.classes))
+        schema = ranges.to_schema(csv_feature_names(args.dataset[4:], args.label_column), label)
     guarantee = model.privacy_
     result = {
         "method": args.method,
@@ -237,17 +255,54 @@ def _train(args: argparse.Namespace) -> None:
         "neighbouring_detail": guarantee.neighbouring.detail,
         "accountant": guarantee.accountant,
     }
+    if split is not None and schema is not None:
+        # The released ranges are a DP output (privml.data.private_bounds); the split names the budget's parts.
+        result["privacy_split"] = split
+        result["private_bounds"] = {c.name: [c.lower, c.upper] for c in schema.columns if isinstance(c, Numeric)}
     nonprivate = {**getattr(model, "nonprivate_diagnostics_", {}), "train_seconds": seconds}
     if held_out_is_public(args.dataset):
         result["test_accuracy"] = accuracy
     else:
         nonprivate["test_accuracy"] = accuracy
     if args.out:
-        extra = {"dataset": info.to_dict(), "bias": None if args.no_bias else BIAS, **schema_extra(schema, args.bounds)}
+        bounds = None if ranges is not None else args.bounds  # private ranges are saved as the schema they make
+        extra = {"dataset": info.to_dict(), "bias": None if args.no_bias else BIAS, **schema_extra(schema, bounds)}
+        if split is not None:
+            extra["privacy_split"] = split
         path = save_model(model, args.out, extra=extra)
         result["model"] = str(path)
     result.update(nonprivate_block(args, nonprivate, what="non-private diagnostics of this fit"))
     emit(result, as_json=args.json, render=_render)
+
+
+def _private_ranges(args: argparse.Namespace) -> tuple[Any, float | None]:
+    """``--bounds private[:FRACTION]``: the unfitted ranges with their part of --epsilon, and the model's part
+    (``(None, --epsilon)`` otherwise). Checked before any data is read."""
+    fraction = bounds_fraction(args.bounds)
+    if fraction is None:
+        return None, args.epsilon
+    if args.method == "nonprivate":
+        raise CliError("--bounds private spends a part of --epsilon, and the non-private baseline has none: give "
+                       "--schema (public ranges) or --bounds unit")
+    from privml.data.private_bounds import PrivateRanges
+
+    # Its own stream, so that a test seed gives the ranges and the model different noise.
+    stream = None if args.seed is None else np.random.SeedSequence([args.seed, 1])
+    return PrivateRanges(epsilon=fraction * args.epsilon, random_state=stream), (1.0 - fraction) * args.epsilon
+
+
+def _charge_ranges(model: Any, ranges: Any) -> dict[str, Any]:
+    """Set ``model.privacy_`` to the total of the ranges and the model (basic composition, the model's relation)
+    and keep the parts in ``model.privacy_split_``; returns the split as printed and saved."""
+    from privml.data.private_bounds import compose_with_model
+
+    part = model.privacy_
+    model.privacy_ = compose_with_model(ranges.privacy_, part)
+    model.privacy_split_ = {"bounds": ranges.privacy_, "model": part}
+    return {
+        "bounds": ranges.describe(),
+        "model": {"epsilon": part.epsilon, "delta": part.delta, "accountant": part.accountant},
+    }
 
 
 def _check_cnn_args(args: argparse.Namespace) -> str:
@@ -364,6 +419,14 @@ def _render(r: dict) -> str:
         ("guarantee", f"({fmt(r['epsilon'], 4)}, {fmt(r['delta'], 3)})-DP, {r['neighbouring']} [{r['accountant']}]"),
         ("neighbouring", r["neighbouring_detail"]),
     ]
+    if "privacy_split" in r:
+        parts = r["privacy_split"]
+        rows.append(("privacy split", f"bounds epsilon {fmt(parts['bounds']['epsilon'], 4)} "
+                                      f"({parts['bounds']['mechanism']}) + model epsilon "
+                                      f"{fmt(parts['model']['epsilon'], 4)}, delta {fmt(parts['model']['delta'], 3)} "
+                                      f"[{parts['model']['accountant']}]"))
+        rows.append(("private bounds", ", ".join(f"{name} [{fmt(lo, 4)}, {fmt(hi, 4)}]"
+                                                 for name, (lo, hi) in r["private_bounds"].items())))
     if "model" in r:
         rows.append(("model file", r["model"]))
     rows += [(f"{key} (non-private)", str(value)) for key, value in r.get("nonprivate", {}).items()]
