@@ -77,7 +77,6 @@ from privml.cli._common import (
     warnings_as_lines,
 )
 from privml.data import load_dataset
-from privml.data.schema import Numeric
 from privml.io import save_model
 from privml.registry import estimator_class
 
@@ -185,16 +184,7 @@ def _train(args: argparse.Namespace) -> None:
     if args.method == "dpsgd-cnn":
         _train_cnn(args)
         return
-    cnn_only = [f"--{k.replace('_', '-')}"
-                for k in ("epochs", "batch_size", "learning_rate", "clip_norm", "threads", "device", "precision",
-                          "clip_precision")
-                if getattr(args, k) is not None]
-    if args.architecture != "tramer-boneh":
-        cnn_only.append("--architecture")
-    if args.no_progress:  # the other methods draw no bar
-        cnn_only.append("--no-progress")
-    if cnn_only:
-        raise ValueError(f"{', '.join(cnn_only)} appl{'ies' if len(cnn_only) == 1 else 'y'} to --method dpsgd-cnn only")
+    _refuse_cnn_options(args)
     # Validate everything before touching data or drawing noise.
     check_privacy_options(args)
     if args.l2 is not None and "l2" not in inspect.signature(estimator_class(args.method)).parameters:
@@ -232,14 +222,8 @@ def _train(args: argparse.Namespace) -> None:
     model.fit(data.X_train, data.y_train)
     seconds = time.perf_counter() - start
     accuracy = float(np.mean(model.predict(data.X_test) == data.y_test))
-    split = None
-    if ranges is not None:
-        split = _charge_ranges(model, ranges)
-        from privml.data.schema import Label
-        from privml.data.user import csv_feature_names
-
-        label = Label(column=args.label_column, classes=tuple(str(c) for c in info.classes))
-        schema = ranges.to_schema(csv_feature_names(args.dataset[4:], args.label_column), label)
+    # With private ranges: the split of the budget and the ranges (DP outputs), and the schema they make.
+    released, schema = ({}, schema) if ranges is None else _charge_ranges(args, model, ranges, info.classes)
     guarantee = model.privacy_
     result = {
         "method": args.method,
@@ -255,24 +239,35 @@ def _train(args: argparse.Namespace) -> None:
         "neighbouring_detail": guarantee.neighbouring.detail,
         "accountant": guarantee.accountant,
     }
-    if split is not None and schema is not None:
-        # The released ranges are a DP output (privml.data.private_bounds); the split names the budget's parts.
-        result["privacy_split"] = split
-        result["private_bounds"] = {c.name: [c.lower, c.upper] for c in schema.columns if isinstance(c, Numeric)}
+    result.update(released)
     nonprivate = {**getattr(model, "nonprivate_diagnostics_", {}), "train_seconds": seconds}
     if held_out_is_public(args.dataset):
         result["test_accuracy"] = accuracy
     else:
         nonprivate["test_accuracy"] = accuracy
     if args.out:
-        bounds = None if ranges is not None else args.bounds  # private ranges are saved as the schema they make
-        extra = {"dataset": info.to_dict(), "bias": None if args.no_bias else BIAS, **schema_extra(schema, bounds)}
-        if split is not None:
-            extra["privacy_split"] = split
+        # Private ranges are saved as the schema they make, beside the split of the budget.
+        extra = {"dataset": info.to_dict(), "bias": None if args.no_bias else BIAS,
+                 **schema_extra(schema, None if released else args.bounds),
+                 **{k: v for k, v in released.items() if k == "privacy_split"}}
         path = save_model(model, args.out, extra=extra)
         result["model"] = str(path)
     result.update(nonprivate_block(args, nonprivate, what="non-private diagnostics of this fit"))
     emit(result, as_json=args.json, render=_render)
+
+
+def _refuse_cnn_options(args: argparse.Namespace) -> None:
+    """The ``dpsgd-cnn`` options, refused for the linear methods (never silently dropped)."""
+    cnn_only = [f"--{k.replace('_', '-')}"
+                for k in ("epochs", "batch_size", "learning_rate", "clip_norm", "threads", "device", "precision",
+                          "clip_precision")
+                if getattr(args, k) is not None]
+    if args.architecture != "tramer-boneh":
+        cnn_only.append("--architecture")
+    if args.no_progress:  # the other methods draw no bar
+        cnn_only.append("--no-progress")
+    if cnn_only:
+        raise ValueError(f"{', '.join(cnn_only)} appl{'ies' if len(cnn_only) == 1 else 'y'} to --method dpsgd-cnn only")
 
 
 def _private_ranges(args: argparse.Namespace) -> tuple[Any, float | None]:
@@ -291,18 +286,25 @@ def _private_ranges(args: argparse.Namespace) -> tuple[Any, float | None]:
     return PrivateRanges(epsilon=fraction * args.epsilon, random_state=stream), (1.0 - fraction) * args.epsilon
 
 
-def _charge_ranges(model: Any, ranges: Any) -> dict[str, Any]:
-    """Set ``model.privacy_`` to the total of the ranges and the model (basic composition, the model's relation)
-    and keep the parts in ``model.privacy_split_``; returns the split as printed and saved."""
+def _charge_ranges(args: argparse.Namespace, model: Any, ranges: Any, classes: tuple) -> tuple[dict[str, Any], Any]:
+    """Set ``model.privacy_`` to the total of the fitted ranges and the model (basic composition, under the
+    model's relation) and keep the parts in ``model.privacy_split_``; returns the fields to print
+    (``privacy_split``, also saved, and ``private_bounds``), and the released ranges as the schema the model file
+    carries (for ``predict`` and ``serve``)."""
     from privml.data.private_bounds import compose_with_model
+    from privml.data.schema import Label
+    from privml.data.user import csv_feature_names
 
     part = model.privacy_
     model.privacy_ = compose_with_model(ranges.privacy_, part)
     model.privacy_split_ = {"bounds": ranges.privacy_, "model": part}
-    return {
+    split = {
         "bounds": ranges.describe(),
         "model": {"epsilon": part.epsilon, "delta": part.delta, "accountant": part.accountant},
     }
+    label = Label(column=args.label_column, classes=tuple(str(c) for c in classes))
+    schema = ranges.to_schema(csv_feature_names(args.dataset[4:], args.label_column), label)
+    return {"privacy_split": split, "private_bounds": {c.name: [c.lower, c.upper] for c in schema.columns}}, schema
 
 
 def _check_cnn_args(args: argparse.Namespace) -> str:
