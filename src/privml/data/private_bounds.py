@@ -102,7 +102,7 @@ def _log_grid(low_exponent: int, high_exponent: int, per_decade: int) -> np.ndar
     return np.concatenate([-positive[::-1], [0.0], positive])
 
 
-#: The public candidate values of every quantile: 0 and +-10^(k/16) for 10^-3 <= |g| <= 10^8 (355 values).
+#: The public candidate values of every quantile: 0 and ``+-10^(k/16)`` for ``10^-3 <= |g| <= 10^8`` (355 values).
 DEFAULT_GRID: np.ndarray = _log_grid(-3, 8, 16)
 #: The quantiles whose values become a column's lower and upper bound: 5% of each tail is clipped, which a
 #: linear model barely notices, and the target ranks lie 0.05 n rows from the ends of the data, where the
