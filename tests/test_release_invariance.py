@@ -384,6 +384,25 @@ def test_cli_train_with_a_schema(capsys, tmp_path: Path, method: str) -> None:
     assert extras[0]["schema"] == extras[1]["schema"] == Schema.from_dict(extras[0]["schema"]).to_dict()
 
 
+@pytest.mark.parametrize("method", ["objective", "dpsgd"])
+def test_cli_train_with_private_bounds(capsys, tmp_path: Path, method: str) -> None:
+    # The released ranges are the DP output of the quantile selections (privml.data.private_bounds): they, the
+    # model's weights and the schema the file keeps of them may differ; the split, the total and stderr (the
+    # rank-error warning reads n, d and epsilon only) may not.
+    pair = _csv_pair(tmp_path)
+    # A separate test file: every record of the pair is a training record, the replaced one included.
+    rng = np.random.default_rng(5)
+    held_out = _write_csv(tmp_path / "test.csv", rng.normal(size=(40, 4)), rng.integers(0, 2, 40))
+    argv = lambda path: ["train", "--method", method, "--dataset", f"csv:{path}", "--classes", "no,yes",  # noqa: E731
+                         "--test", str(held_out), "--bounds", "private", "--epsilon", "1", "--seed", "0",
+                         "--out", f"{path}.npz"]
+    assert _cli_violations(capsys, argv, pair, {"private_bounds"}) == []
+    files = [{k: v.replace(str(path), "DATA") for k, v in file_fields(Path(f"{path}.npz")).items()} for path in pair]
+    changed = differing(*files)
+    assert violations(changed, {"arrays/weights", "extra/schema"}) == []
+    assert "arrays/weights" in changed  # not vacuous: the replaced record reached the model
+
+
 def test_cli_schema_suggest_prints_no_data_derived_value(capsys, tmp_path: Path) -> None:
     # Neighbouring files whose changed record moves x0's maximum: stdout and stderr stay the same (the draft file,
     # the stated exception, differs: it holds the data's own ranges and must be replaced before use).

@@ -271,13 +271,46 @@ def fmt(x: float | None, digits: int = 6) -> str:
     return f"{x:.{digits}g}"
 
 
+#: The part of --epsilon that ``--bounds private`` spends on the ranges unless ``private:FRACTION`` says otherwise.
+DEFAULT_BOUNDS_FRACTION = 0.25
+
+
+def bounds_option(text: str) -> str:
+    """argparse type of ``--bounds``: ``unit``, ``private`` or ``private:FRACTION`` (0 < FRACTION < 1)."""
+    kind, colon, fraction = text.partition(":")
+    if kind == "unit" and not colon:
+        return text
+    if kind == "private":
+        if colon:
+            try:
+                value = float(fraction)
+            except ValueError:
+                raise argparse.ArgumentTypeError(f"private:FRACTION needs a number, got {text!r}") from None
+            if not 0.0 < value < 1.0:
+                raise argparse.ArgumentTypeError(f"private:FRACTION needs 0 < FRACTION < 1, got {text!r}")
+        return text
+    raise argparse.ArgumentTypeError(f"expected unit, private or private:FRACTION, got {text!r}")
+
+
 def add_schema_options(parser: argparse.ArgumentParser) -> None:
     """``--schema`` and ``--bounds``: how the columns of a CSV reach the public scale the models need."""
     parser.add_argument("--schema", help="public schema of a csv: dataset, TOML or JSON (ranges, levels, missing "
                                          "values, classes; draft one with `privml schema suggest`)")
-    parser.add_argument("--bounds", choices=("unit",),
-                        help="csv:/npz: data without a schema: 'unit' states every feature is already on a public "
-                             "scale within [-1, 1] (values are clipped to it)")
+    parser.add_argument(
+        "--bounds", type=bounds_option, metavar="unit|private[:FRACTION]",
+        help="csv:/npz: data without a schema: 'unit' states every feature is already on a public scale within "
+             "[-1, 1] (values are clipped to it); 'private' (csv: data, numeric columns) estimates each column's "
+             "range from the training rows with DP quantiles, spending FRACTION of --epsilon on them "
+             f"(default {DEFAULT_BOUNDS_FRACTION:g}), composed into the model's guarantee",
+    )
+
+
+def bounds_fraction(bounds: str | None) -> float | None:
+    """The part of --epsilon that ``--bounds private[:FRACTION]`` spends on the ranges (None for other bounds)."""
+    if bounds is None or not bounds.startswith("private"):
+        return None
+    _, colon, fraction = bounds.partition(":")
+    return float(fraction) if colon else DEFAULT_BOUNDS_FRACTION
 
 
 def check_schema_options(args: argparse.Namespace) -> Any:
@@ -286,10 +319,13 @@ def check_schema_options(args: argparse.Namespace) -> Any:
     dataset = args.dataset or ""
     if args.schema is None and args.bounds is None and dataset.startswith("csv:"):
         raise CliError(f"{dataset} has no public bounds: give --schema FILE (draft one with `privml schema suggest "
-                       f"{dataset[4:]}`), or --bounds unit if every feature is already scaled into [-1, 1]")
+                       f"{dataset[4:]}`), --bounds private to estimate numeric ranges with DP quantiles (a part of "
+                       "--epsilon), or --bounds unit if every feature is already scaled into [-1, 1]")
     if args.schema is None:
         if args.bounds is not None and held_out_is_public(dataset):
             raise CliError("--bounds applies to csv:/npz: datasets only")
+        if bounds_fraction(args.bounds) is not None and not dataset.startswith("csv:"):
+            raise CliError("--bounds private applies to csv: datasets only (its ranges are saved by column name)")
         return None
     if not dataset.startswith("csv:"):
         raise CliError("--schema applies to csv: datasets only")

@@ -34,6 +34,7 @@ from privml.cli._common import (
     add_json_flag,
     add_nonprivate_flag,
     add_schema_options,
+    bounds_fraction,
     check_output_path,
     check_schema_options,
     emit,
@@ -125,6 +126,10 @@ def _check_args(args: argparse.Namespace) -> None:
         raise ValueError("--test, --label-column and --classes apply to csv:/npz: datasets only")
     parse_classes(args.classes)
     args.public_schema = check_schema_options(args)  # a CSV without public bounds is refused here
+    if bounds_fraction(args.bounds) is not None:
+        # Its budget has no --epsilon to be a part of: the search's is ex post. Not silently ignored.
+        raise CliError("--bounds private is for `privml train` (a part of its --epsilon); select needs --schema "
+                       "(public ranges) or --bounds unit")
     check_output_path(args.plot, "--plot")
     check_output_path(args.out, "--out", suffix=".npz")
     if args.plot:

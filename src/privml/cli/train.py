@@ -1,7 +1,7 @@
 """``privml train``: train one private (or baseline) model on a dataset.
 
     privml train --method output|objective|dpsgd|dpcd|nonprivate --dataset NAME|csv:PATH
-                 [--schema schema.toml | --bounds unit]
+                 [--schema schema.toml | --bounds unit | --bounds private[:FRACTION]]
                  --epsilon E --delta D [--l2 L] [--clip-norm C] [--learning-rate LR]
                  [--neighbouring replace-one|add/remove-one] [--seed S] [--out model.npz] [--json]
     privml train --from-study RESULTS --epsilon E [--delta D] [--budget B] [--seed S] [--out model.npz] [--json]
@@ -22,7 +22,13 @@ so ``privml predict`` can apply it to new rows.
 A CSV is read through a public schema (``--schema``, :mod:`privml.data.schema`;
 ``privml schema suggest`` drafts one), which the model file carries; a CSV
 without one is refused in one line unless ``--bounds unit`` states that its
-features are already on a public scale within [-1, 1] (then clipped to it).
+features are already on a public scale within [-1, 1] (then clipped to it), or
+``--bounds private[:FRACTION]`` (a private method, numeric columns) estimates
+each column's range from the training rows with DP quantiles
+(:mod:`privml.data.private_bounds`), spending FRACTION of ``--epsilon`` (default
+0.25) on them: the model gets the rest, the printed and saved guarantee is the
+total (basic composition, under the model's relation), ``privacy_split`` states
+both parts, and the model file carries the released ranges as its schema.
 Unscaled columns (a column in the thousands) would otherwise swamp the rest
 after the unit-ball projection and give a silently wrong model; deciding so
 from the data would itself read the private records.
@@ -68,6 +74,7 @@ from privml.cli._common import (
     add_json_flag,
     add_nonprivate_flag,
     add_schema_options,
+    bounds_fraction,
     check_output_path,
     check_schema_options,
     emit,
@@ -219,6 +226,7 @@ def _train(args: argparse.Namespace) -> None:
         _train_cnn(args)
         return
     hyper, classes, user, schema = _check_linear_args(args)  # everything, before touching data or drawing noise
+    ranges, model_epsilon = _private_ranges(args)
     with warnings_as_lines():  # printed even when loading fails (a leak warning must not be lost)
         data = load_dataset(
             args.dataset,
@@ -229,11 +237,11 @@ def _train(args: argparse.Namespace) -> None:
             test_path=args.test_path,
             random_state=args.seed,
             schema=schema,
-            bounds=args.bounds,
+            bounds=ranges if ranges is not None else args.bounds,
         )
     info = data.info
     model = build_estimator(
-        args.method, n_classes=len(info.classes), epsilon=args.epsilon, delta=args.delta, l2=args.l2, seed=args.seed,
+        args.method, n_classes=len(info.classes), epsilon=model_epsilon, delta=args.delta, l2=args.l2, seed=args.seed,
         neighbouring=args.neighbouring, **{name: getattr(args, name) for name in hyper},
     )
     print(f"training {type(model).__name__} on {info.name} ({info.n_train} records)...", file=sys.stderr)
@@ -241,6 +249,8 @@ def _train(args: argparse.Namespace) -> None:
     model.fit(data.X_train, data.y_train)
     seconds = time.perf_counter() - start
     accuracy = float(np.mean(model.predict(data.X_test) == data.y_test))
+    # With private ranges: the split of the budget and the ranges (DP outputs), and the schema they make.
+    released, schema = ({}, schema) if ranges is None else _charge_ranges(args, model, ranges, info.classes)
     guarantee = model.privacy_
     result = {
         "method": args.method,
@@ -256,13 +266,17 @@ def _train(args: argparse.Namespace) -> None:
         "neighbouring_detail": guarantee.neighbouring.detail,
         "accountant": guarantee.accountant,
     }
+    result.update(released)
     nonprivate = {**getattr(model, "nonprivate_diagnostics_", {}), "train_seconds": seconds}
     if held_out_is_public(args.dataset):
         result["test_accuracy"] = accuracy
     else:
         nonprivate["test_accuracy"] = accuracy
     if args.out:
-        extra = {"dataset": info.to_dict(), "bias": None if args.no_bias else BIAS, **schema_extra(schema, args.bounds)}
+        # Private ranges are saved as the schema they make, beside the split of the budget.
+        extra = {"dataset": info.to_dict(), "bias": None if args.no_bias else BIAS,
+                 **schema_extra(schema, None if released else args.bounds),
+                 **{k: v for k, v in released.items() if k == "privacy_split"}}
         path = save_model(model, args.out, extra=extra)
         result["model"] = str(path)
     result.update(nonprivate_block(args, nonprivate, what="non-private diagnostics of this fit"))
@@ -306,6 +320,43 @@ def _check_linear_args(args: argparse.Namespace) -> tuple[tuple[str, ...], Any, 
     schema = check_schema_options(args)
 
     return hyper, classes, user, schema
+
+
+def _private_ranges(args: argparse.Namespace) -> tuple[Any, float | None]:
+    """``--bounds private[:FRACTION]``: the unfitted ranges with their part of --epsilon, and the model's part
+    (``(None, --epsilon)`` otherwise). Checked before any data is read."""
+    fraction = bounds_fraction(args.bounds)
+    if fraction is None:
+        return None, args.epsilon
+    if args.method == "nonprivate":
+        raise CliError("--bounds private spends a part of --epsilon, and the non-private baseline has none: give "
+                       "--schema (public ranges) or --bounds unit")
+    from privml.data.private_bounds import PrivateRanges
+
+    # Its own stream, so that a test seed gives the ranges and the model different noise.
+    stream = None if args.seed is None else np.random.SeedSequence([args.seed, 1])
+    return PrivateRanges(epsilon=fraction * args.epsilon, random_state=stream), (1.0 - fraction) * args.epsilon
+
+
+def _charge_ranges(args: argparse.Namespace, model: Any, ranges: Any, classes: tuple) -> tuple[dict[str, Any], Any]:
+    """Set ``model.privacy_`` to the total of the fitted ranges and the model (basic composition, under the
+    model's relation) and keep the parts in ``model.privacy_split_``; returns the fields to print
+    (``privacy_split``, also saved, and ``private_bounds``), and the released ranges as the schema the model file
+    carries (for ``predict`` and ``serve``)."""
+    from privml.data.private_bounds import compose_with_model
+    from privml.data.schema import Label
+    from privml.data.user import csv_feature_names
+
+    part = model.privacy_
+    model.privacy_ = compose_with_model(ranges.privacy_, part)
+    model.privacy_split_ = {"bounds": ranges.privacy_, "model": part}
+    split = {
+        "bounds": ranges.describe(),
+        "model": {"epsilon": part.epsilon, "delta": part.delta, "accountant": part.accountant},
+    }
+    label = Label(column=args.label_column, classes=tuple(str(c) for c in classes))
+    schema = ranges.to_schema(csv_feature_names(args.dataset[4:], args.label_column), label)
+    return {"privacy_split": split, "private_bounds": {c.name: [c.lower, c.upper] for c in schema.columns}}, schema
 
 
 def _check_cnn_args(args: argparse.Namespace) -> str:
@@ -424,6 +475,14 @@ def _render(r: dict) -> str:
         ("guarantee", f"({fmt(r['epsilon'], 4)}, {fmt(r['delta'], 3)})-DP, {r['neighbouring']} [{r['accountant']}]"),
         ("neighbouring", r["neighbouring_detail"]),
     ]
+    if "privacy_split" in r:
+        parts = r["privacy_split"]
+        rows.append(("privacy split", f"bounds epsilon {fmt(parts['bounds']['epsilon'], 4)} "
+                                      f"({parts['bounds']['mechanism']}) + model epsilon "
+                                      f"{fmt(parts['model']['epsilon'], 4)}, delta {fmt(parts['model']['delta'], 3)} "
+                                      f"[{parts['model']['accountant']}]"))
+        rows.append(("private bounds", ", ".join(f"{name} [{fmt(lo, 4)}, {fmt(hi, 4)}]"
+                                                 for name, (lo, hi) in r["private_bounds"].items())))
     if "model" in r:
         rows.append(("model file", r["model"]))
     rows += [(f"{key} (non-private)", str(value)) for key, value in r.get("nonprivate", {}).items()]

@@ -40,6 +40,7 @@ import numpy as np
 from privml.data.dataset import RawSplits
 from privml.data.pipelines import PROJECT_STEP
 from privml.data.preprocessing import one_hot, project_to_unit_ball, scale_by_bounds, scale_by_norm_bound
+from privml.data.schema import Categorical, Label, Numeric, Schema
 
 NAME = "adult"
 TITLE = "Adult"
@@ -262,3 +263,54 @@ def featurize(X: np.ndarray) -> tuple[np.ndarray, list[str]]:
         PROJECT_STEP,
     ]
     return project_to_unit_ball(scale_by_norm_bound(features, bound)), steps
+
+
+#: The columns of the UCI files in which ``?`` (missing) occurs, as the UCI repository's variable table lists them.
+MISSING_COLUMNS = frozenset({"workclass", "occupation", "native-country"})
+#: The label column of :func:`write_uci_csv`'s files (``adult.names``: the class, ``>50K`` or ``<=50K``).
+LABEL_COLUMN = "income"
+
+
+def uci_schema() -> Schema:
+    """The public schema of Adult as the raw UCI CSV (:func:`write_uci_csv`), from this module's constants only.
+
+    Numeric columns take the ranges of :data:`NUMERIC_BOUNDS` (the UCI documentation's and the CPS fields'),
+    categorical ones the level lists of ``adult.names`` (:data:`CATEGORIES`); ``?`` is missing, flagged by an
+    indicator column in the three columns the UCI repository lists with missing values (and refused elsewhere);
+    ``fnlwgt``, the census sampling weight, is dropped as in :func:`featurize`. Unlike :func:`featurize` there is
+    no ``log1p`` of the money columns: a schema maps each range linearly.
+
+    >>> uci_schema().n_features
+    107
+    """
+    columns: list[Numeric | Categorical] = []
+    for name in COLUMNS:
+        missing = "indicator" if name in MISSING_COLUMNS else "refuse"
+        if name in CATEGORIES:
+            columns.append(Categorical(name=name, levels=CATEGORIES[name], missing=missing))
+        elif name not in DROPPED:
+            lower, upper = NUMERIC_BOUNDS[name]
+            columns.append(Numeric(name=name, lower=lower, upper=upper, missing=missing))
+    return Schema(columns=tuple(columns), label=Label(column=LABEL_COLUMN, classes=CLASSES),
+                  drop=tuple(sorted(DROPPED)), missing_values=(MISSING,))
+
+
+def write_uci_csv(path: str | Path, X: np.ndarray, y: np.ndarray) -> Path:
+    """Write cached Adult records (:func:`convert`'s codes) back as the UCI text: ``adult.data``'s
+    comma-and-space separated values, ``?`` for a missing value, after a header row naming :data:`COLUMNS` and
+    :data:`LABEL_COLUMN` (a privml CSV needs one).
+
+    Used by the tests and benchmarks of user data: the raw file a data owner would hold.
+    """
+    path = Path(path)
+    lines = [", ".join([*COLUMNS, LABEL_COLUMN])]
+    for row, label in zip(np.asarray(X), np.asarray(y), strict=True):
+        cells = []
+        for column, value in zip(COLUMNS, row, strict=True):
+            if column in CATEGORIES:
+                cells.append(MISSING if value < 0 else CATEGORIES[column][int(value)])
+            else:
+                cells.append(f"{value:.0f}")
+        lines.append(", ".join([*cells, CLASSES[int(label)]]))
+    path.write_text("\n".join(lines) + "\n", encoding="ascii")
+    return path

@@ -21,6 +21,7 @@ from privml.data.errors import DatasetNotAvailable
 from privml.data.labels import check_classes, class_key, encode_labels
 from privml.data.pipelines import PROJECT_STEP
 from privml.data.preprocessing import DEFAULT_BIAS, add_bias_feature, flatten_images, project_to_unit_ball
+from privml.data.private_bounds import PrivateRanges
 from privml.data.registry import BUILTIN, CachedSet, canonical_name
 from privml.data.schema import Schema, load_schema
 from privml.data.user import UserSplits, load_csv, load_npz
@@ -46,7 +47,7 @@ def load_dataset(
     cache_dir: str | os.PathLike[str] | None = None,
     offline: bool | None = None,
     schema: Schema | str | os.PathLike[str] | None = None,
-    bounds: str | None = None,
+    bounds: str | PrivateRanges | None = None,
 ) -> Dataset:
     """Load a dataset as a train/test split with unit-norm features.
 
@@ -109,12 +110,18 @@ def load_dataset(
         ones one-hot, missing cells by the declared rule; its label column
         and classes are used (``label_column`` and ``classes``, if given, must
         agree). A draft schema is refused.
-    bounds : {"unit"}, optional
+    bounds : "unit" or PrivateRanges, optional
         User data without a schema: ``"unit"`` states that every feature is
         already on a public scale within ``[-1, 1]``; each is clipped to it
-        (data-independent) before the projection. Without either, features
-        are used as given (only projected), which suits data scaled by public
-        bounds beforehand; ``privml train`` refuses a CSV given neither.
+        (data-independent) before the projection. An unfitted
+        :class:`~privml.data.private_bounds.PrivateRanges` estimates each
+        feature's range from the training records with DP quantiles (after
+        ``max_train``), then clips and scales by it: it is fitted here, and its
+        ``privacy_`` is a part of the budget to compose with the model's
+        (:func:`~privml.data.private_bounds.compose_with_model`). Without
+        either, features are used as given (only projected), which suits data
+        scaled by public bounds beforehand; ``privml train`` refuses a CSV
+        given neither.
 
     Returns
     -------
@@ -178,6 +185,10 @@ def load_dataset(
             f"subsample {max_train} of {X_train.shape[0]} training records uniformly without replacement (random_state)"
         )
         X_train, y_train = X_train[keep], y_train[keep]
+    if isinstance(bounds, PrivateRanges):
+        if not preprocess:
+            raise ValueError("private bounds need preprocess=True: they are applied by the default pipeline")
+        bounds.fit(flatten_images(X_train))  # the training records only: the held-out ones stay out of it
     if preprocess:
         X_train, feature_steps = featurize(X_train)
         X_test, _ = featurize(X_test)
@@ -254,12 +265,12 @@ def _check_bias(bias: bool | float, *, preprocess: bool) -> float | None:
 
 
 def _check_schema(
-    name: str, schema: Schema | str | os.PathLike[str] | None, bounds: str | None, *,
+    name: str, schema: Schema | str | os.PathLike[str] | None, bounds: str | PrivateRanges | None, *,
     classes: Sequence[Any] | None, label_column: str,
 ) -> Schema | None:
     """The schema object (read from its file), checked against the other options before any data is read."""
-    if bounds is not None and bounds != "unit":
-        raise ValueError(f"bounds must be 'unit' (or a schema), got {bounds!r}")
+    if bounds is not None and bounds != "unit" and not isinstance(bounds, PrivateRanges):
+        raise ValueError(f"bounds must be 'unit' or a PrivateRanges (or give a schema), got {bounds!r}")
     if schema is None:
         if bounds is not None and not is_user_data(name):
             raise ValueError("bounds applies to user data (csv:PATH, npz:PATH) only")
@@ -307,7 +318,9 @@ def _user_data(
     return splits.X_train, y_train, splits.X_test, y_test, public, splits.source, f"{kind}:{path}"
 
 
-def _user_features(X: np.ndarray, *, schema: Schema | None, bounds: str | None) -> tuple[np.ndarray, list[str]]:
+def _user_features(
+    X: np.ndarray, *, schema: Schema | None, bounds: str | PrivateRanges | None
+) -> tuple[np.ndarray, list[str]]:
     if schema is not None:  # X is already encoded (user.read_csv_schema, or preprocess_features)
         kinds = [c.kind for c in schema.columns]
         steps = [
@@ -329,6 +342,10 @@ def _user_features(X: np.ndarray, *, schema: Schema | None, bounds: str | None) 
         steps.append("clip every feature to [-1, 1], the public scale the user stated (bounds='unit'; "
                      "data-independent)")
         flat = np.clip(flat, -1.0, 1.0)
+    elif isinstance(bounds, PrivateRanges):
+        steps.append(f"clip every feature to its range estimated privately from the training records "
+                     f"({bounds.describe()['mechanism']}; {bounds.privacy_}) and scale it onto [-1, 1]")
+        flat = bounds.transform(flat)
     else:
         steps.append("features used as given: privml knows no public bounds for user data")
     steps.append(PROJECT_STEP)

@@ -172,6 +172,14 @@ def _read_table(path: Path, label_column: str) -> tuple[list[str], np.ndarray, n
     return header, np.array(cells, dtype=str), np.array(lines, dtype=np.int64), label_at
 
 
+def csv_feature_names(path: str | Path, label_column: str) -> list[str]:
+    """The feature columns of a CSV's header (all but ``label_column``), in file order: public, the file's layout
+    (call it once :func:`load_csv` has read and checked the file)."""
+    with open(path, newline="", encoding="utf-8") as fh:
+        header = [h.strip() for h in next(csv.reader(fh), [])]
+    return [name for name in header if name != label_column]
+
+
 def is_number(text: str) -> bool:
     """Whether a CSV cell reads as a float written in ASCII, without underscores, padded by spaces or tabs only
     (the header test and the cell checks, here and in privml predict)."""
@@ -202,7 +210,8 @@ def _to_float(cells: np.ndarray, *, path: Path, names: list[str], lines: np.ndar
                 if not is_number(cell):
                     raise ValueError(
                         # The place, not the value (a private record's): the user finds it there.
-                        f"{path} line {lines[i]}, column {names[j]!r}: the cell is not a number"
+                        f"{path} line {lines[i]}, column {names[j]!r}: the cell is not a number (a categorical "
+                        "column needs a schema naming its public levels)"
                     ) from None
         raise
     bad = ~np.isfinite(X)
