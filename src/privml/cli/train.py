@@ -1,4 +1,4 @@
-"""``privml train``: train one private (or baseline) model on a dataset.
+"""``privml train``: train one private (or baseline) model on a dataset. Usage::
 
     privml train --method output|objective|dpsgd|dpcd|nonprivate --dataset NAME|csv:PATH
                  [--schema schema.toml | --bounds unit | --bounds private[:FRACTION]]
