@@ -1,17 +1,32 @@
-"""Exceptions and warnings shared across privml."""
+"""Exceptions and warnings shared across privml, and the roots every privml exception and warning has.
+
+Every exception privml defines is a :class:`PrivmlError` (``except
+PrivmlError`` catches them all) and keeps the built-in base its callers and
+the CLI rely on (``ValueError`` for bad input, which the CLI reports in one
+line, ``RuntimeError``, ``FileNotFoundError``); every warning is a
+:class:`PrivmlWarning`.
+"""
 
 
-class PrivacyLeakWarning(UserWarning):
+class PrivmlError(Exception):
+    """The root of privml's exceptions (each also derives from the built-in exception it stands for)."""
+
+
+class PrivmlWarning(UserWarning):
+    """The root of privml's warnings."""
+
+
+class PrivacyLeakWarning(PrivmlWarning):
     """A public parameter (class set, feature bound, smoothness constant) was
     taken from the private data, which leaks information outside the stated
     guarantee. Pass the parameter explicitly to silence it."""
 
 
-class BudgetExhausted(RuntimeError):
+class BudgetExhausted(PrivmlError, RuntimeError):
     """A privacy budget is spent: the query was refused and nothing was released."""
 
 
-class LedgerUnavailable(ValueError):
+class LedgerUnavailable(PrivmlError, ValueError):
     """A persistent ledger's database cannot be reached (refused, down, unreachable): nothing was charged.
 
     A ``ValueError`` for the command line (one line, exit 2, when it cannot
@@ -19,11 +34,11 @@ class LedgerUnavailable(ValueError):
     """
 
 
-class UnsupportedEventError(ValueError):
+class UnsupportedEventError(PrivmlError, ValueError):
     """An accountant was asked to compose a privacy event it cannot account for."""
 
 
-class ConvergenceError(RuntimeError):
+class ConvergenceError(PrivmlError, RuntimeError):
     """An optimiser did not reach its tolerance.
 
     Whether a solver converges depends on the data, so a refusal would
@@ -46,5 +61,5 @@ class ConvergenceError(RuntimeError):
         self.result = result
 
 
-class WorkerLost(RuntimeError):
+class WorkerLost(PrivmlError, RuntimeError):
     """A worker process of a study died (killed from outside, say for memory); the finished runs are kept."""

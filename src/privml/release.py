@@ -36,7 +36,7 @@ import warnings
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from privml.exceptions import PrivacyLeakWarning
+from privml.exceptions import PrivacyLeakWarning, PrivmlError
 
 __all__ = [
     "NONPRIVATE_ATTRIBUTE",
@@ -55,7 +55,7 @@ NONPRIVATE_ATTRIBUTE = "nonprivate_diagnostics_"
 SEED_PARAMETERS = frozenset({"random_state", "seed"})
 
 
-class UndeclaredReleaseError(ValueError):
+class UndeclaredReleaseError(PrivmlError, ValueError):
     """privml was about to write a field that no method declares public or DP.
 
     This is a bug in privml (or in a subclass), not in the user's input: a new

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from privml.exceptions import PrivmlError
 from privml.release import reveal_nonprivate
 
 EXIT_FAILED = 1
@@ -29,7 +30,7 @@ EXIT_USAGE = 2
 DEVICE_HELP = "auto (default), cpu, cuda or cuda:N: where a CNN model file (dpsgd-cnn) runs"
 
 
-class CliError(Exception):
+class CliError(PrivmlError):
     """A user error: printed as one line, exit status 2."""
 
 

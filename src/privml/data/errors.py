@@ -1,11 +1,12 @@
 """The errors raised when a dataset is nowhere on this machine, or cannot be fetched."""
-
 from __future__ import annotations
 
 from pathlib import Path
 
+from privml.exceptions import PrivmlError
 
-class DatasetNotAvailable(FileNotFoundError):
+
+class DatasetNotAvailable(PrivmlError, FileNotFoundError):
     """A dataset is absent from the cache and from every known local source.
 
     The message is one line naming exactly what to run to get it, for example
@@ -33,7 +34,7 @@ class DatasetNotAvailable(FileNotFoundError):
         return (type(self), (self.name, self.searched, self.remedy))
 
 
-class DatasetFetchError(RuntimeError):
+class DatasetFetchError(PrivmlError, RuntimeError):
     """Fetching a built-in dataset failed (download, checksum, conversion, cache directory).
 
     The message is one line naming what failed and why, for example ``could

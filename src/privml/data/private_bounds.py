@@ -83,6 +83,7 @@ from privml._random import RandomState, check_random_state
 from privml._validation import check_epsilon
 from privml.accounting.composition import basic_composition
 from privml.data.schema import Label, Numeric, Schema
+from privml.exceptions import PrivmlWarning
 from privml.guarantee import PrivacyGuarantee
 from privml.mechanisms import ExponentialMechanism
 from privml.neighbouring import Neighbouring
@@ -92,7 +93,7 @@ __all__ = [
 ]
 
 
-class WeakBoundsWarning(UserWarning):
+class WeakBoundsWarning(PrivmlWarning):
     """Private ranges whose budget cannot place them near the data at this ``n`` (computed from public inputs)."""
 
 

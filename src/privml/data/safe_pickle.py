@@ -39,17 +39,19 @@ from typing import IO, Any, Literal, TypeGuard
 
 import numpy as np
 
+from privml.exceptions import PrivmlError
+
 # Fixed-size numeric codes only: an object dtype would let an array carry objects.
 _ALLOWED_DTYPES = frozenset({"b1", "u1", "u2", "u4", "u8", "i1", "i2", "i4", "i8", "f4", "f8"})
 _ByteOrder = Literal["<", ">", "|", "="]
 _BYTEORDERS = frozenset({"<", ">", "|", "="})
 
 
-class UnsafePickleError(pickle.UnpicklingError, ValueError):
+class UnsafePickleError(PrivmlError, pickle.UnpicklingError, ValueError):
     """A pickle referred to something outside the allow-list; nothing was run."""
 
 
-class MalformedPickleError(pickle.UnpicklingError, ValueError):
+class MalformedPickleError(PrivmlError, pickle.UnpicklingError, ValueError):
     """A pickle stream that is not a well-formed one of plain containers and arrays; a one-line message.
 
     A ValueError too, so that a command reading a data file reports it as bad input (exit 2).

@@ -28,6 +28,7 @@ import numpy as np
 
 from privml.data.schema import Schema
 from privml.data.split import fixed_split
+from privml.exceptions import PrivmlError
 
 
 @dataclass(frozen=True, eq=False)
@@ -295,7 +296,7 @@ def _read_npz(path: Path) -> dict[str, np.ndarray]:
         raise ValueError(f"{path} is not a readable .npz file: damaged or truncated ({_first_line(exc)})") from None
 
 
-class _Refused(ValueError):
+class _Refused(PrivmlError, ValueError):
     """An .npz read whole but refused for what it holds (its message says why)."""
 
 

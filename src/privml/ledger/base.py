@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from privml._validation import MAX_BUDGET, check_count
-from privml.exceptions import BudgetExhausted
+from privml.exceptions import BudgetExhausted, PrivmlError
 
 __all__ = [
     "BudgetLedger",
@@ -39,7 +39,7 @@ __all__ = [
 ]
 
 
-class LedgerMismatch(ValueError):
+class LedgerMismatch(PrivmlError, ValueError):
     """A persistent ledger was reopened with another budget or context.
 
     One count must protect one guarantee: continuing a ledger written for a

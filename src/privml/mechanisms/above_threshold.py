@@ -8,11 +8,12 @@ import math
 from privml._random import RandomState
 from privml._validation import check_finite
 from privml.accounting.events import DpEvent, EpsilonDeltaEvent
+from privml.exceptions import PrivmlError
 from privml.mechanisms.base import Mechanism
 from privml.neighbouring import Neighbouring
 
 
-class MechanismHalted(RuntimeError):
+class MechanismHalted(PrivmlError, RuntimeError):
     """A one-shot mechanism has already produced its answer; further queries are refused.
 
     Answering after the halt is not covered by the privacy guarantee, so

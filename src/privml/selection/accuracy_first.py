@@ -63,6 +63,7 @@ from privml._validation import (
     check_positive,
     check_probability,
 )
+from privml.exceptions import PrivmlWarning
 from privml.guarantee import PrivacyGuarantee
 from privml.linear.base import PrivateLinearClassifier, make_loss
 from privml.linear.output_perturbation import AUTO_SCORE_NOISE
@@ -296,7 +297,7 @@ def select_output_perturbation(
     )
 
 
-class AccuracyFirstWarning(UserWarning):
+class AccuracyFirstWarning(PrivmlWarning):
     """No model met the target: the least private one was returned, and every level was paid for."""
 
 

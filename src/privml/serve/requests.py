@@ -14,12 +14,14 @@ from typing import Any, NoReturn
 
 import numpy as np
 
+from privml.exceptions import PrivmlError
+
 __all__ = ["PredictRequest", "RequestError", "parse_predict_body"]
 
 _FIELDS = frozenset({"rows", "probabilities"})
 
 
-class RequestError(Exception):
+class RequestError(PrivmlError):
     """A client error: ``status`` and a one-line ``message`` for the JSON body."""
 
     def __init__(self, status: int, message: str) -> None:

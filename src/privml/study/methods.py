@@ -37,11 +37,12 @@ from typing import Any
 import numpy as np
 
 from privml._extras import TORCH_HINT, torch_is_missing
+from privml.exceptions import PrivmlError
 
 __all__ = ["METHODS", "Fitted", "Method", "MethodUnavailable", "RunResult", "get_method"]
 
 
-class MethodUnavailable(ValueError):
+class MethodUnavailable(PrivmlError, ValueError):
     """A method is registered but cannot run here (its module or class is missing)."""
 
 

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from privml.exceptions import PrivmlError
 from privml.io import json_safe
 
 _SCHEMA = """
@@ -54,7 +55,7 @@ _COLUMNS = ("key", "spec_hash", "method", "params", "repeat", "seed", "status", 
 _JSON_COLUMNS = ("params", "selection", "info")
 
 
-class _DamagedStore(ValueError):
+class _DamagedStore(PrivmlError, ValueError):
     """A store that sqlite cannot read (a one-line error for the CLI, exit 2)."""
 
 

@@ -24,6 +24,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
+from privml.exceptions import PrivmlError
 from privml.torch.attention import DPMultiheadAttention
 from privml.torch.ghost.row_probe import fixed_randomness, rows_moved
 
@@ -33,7 +34,7 @@ _INSTANCE_NORMS = (nn.InstanceNorm1d, nn.InstanceNorm2d, nn.InstanceNorm3d)
 _LAZY = nn.modules.lazy.LazyModuleMixin
 
 
-class UnsupportedModuleError(ValueError):
+class UnsupportedModuleError(PrivmlError, ValueError):
     """A model contains layers that DP-SGD cannot train privately; ``problems`` lists them."""
 
     def __init__(self, problems: list[str]) -> None:

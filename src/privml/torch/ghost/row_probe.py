@@ -42,13 +42,14 @@ import numpy as np
 import torch
 from torch import nn
 
+from privml.exceptions import PrivmlError
 from privml.torch.ghost.base import LayerRule
 
 #: Probe batch sizes, tried in order: primes, so that a size rarely equals a model's own dimension by chance.
 PROBE_SIZES: tuple[int, ...] = (7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47)
 
 
-class RowOrderError(ValueError):
+class RowOrderError(PrivmlError, ValueError):
     """Row i of a tapped layer's input or output gradient is not example i's alone: ghost clipping would be wrong.
 
     ``layer`` names the layer (``"Linear (mix)"``), or is ``None`` when the
