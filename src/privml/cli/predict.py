@@ -66,7 +66,7 @@ from privml.data.schema import Schema
 from privml.data.user import is_number
 from privml.exceptions import BudgetExhausted
 from privml.io import load_model, read_model_metadata
-from privml.prediction.calibration import ACCOUNTANTS
+from privml.prediction.calibration import PREDICTION_ACCOUNTANTS
 from privml.prediction.loading import PREDICTION_METHODS
 from privml.registry import Kind, names_of_kind
 from privml.serve.model import SchemaPipeline, model_device, model_pipeline, open_served_model
@@ -98,7 +98,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                          help="total delta in [0, 1); 0 asks for pure DP (default: the file's, 0 for a non-private "
                               "file)")
     private.add_argument("--budget", type=integer, help="number of answers the guarantee covers")
-    add_accountant_option(private, ACCOUNTANTS,
+    add_accountant_option(private, PREDICTION_ACCOUNTANTS,
                           "composition used to calibrate each answer (default: the file's, or the tightest; "
                           "zcdp: subsample-aggregate only)")
     private.add_argument("--ledger", help="SQLite file or postgresql:// URL counting the answers across runs "

@@ -35,7 +35,7 @@ from privml.cli._common import (
     integer,
     refuse_seed_with_ledger,
 )
-from privml.prediction.calibration import ACCOUNTANTS
+from privml.prediction.calibration import PREDICTION_ACCOUNTANTS
 from privml.prediction.loading import PREDICTION_METHODS
 from privml.serve import PredictionServer, ServeLimits, load_api_keys
 
@@ -66,7 +66,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="total delta in [0, 1); 0 asks for pure DP (default: the file's, 0 for a non-private "
                              "file)")
     parser.add_argument("--budget", type=integer, help="number of answers (rows) the guarantee covers")
-    add_accountant_option(parser, ACCOUNTANTS,
+    add_accountant_option(parser, PREDICTION_ACCOUNTANTS,
                           "composition used to calibrate each answer (default: the file's, or the tightest)")
     parser.add_argument("--ledger", help="SQLite file or postgresql:// URL counting the answers")
     parser.add_argument("--ledger-name", help="budget name inside --ledger, which it needs (default: default)")

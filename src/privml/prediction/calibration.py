@@ -59,7 +59,7 @@ from privml.accounting.composition import advanced_composition_per_step_epsilon
 from privml.accounting.zcdp import zcdp_exponential, zcdp_to_epsilon
 
 __all__ = [
-    "ACCOUNTANTS",
+    "PREDICTION_ACCOUNTANTS",
     "PREDICTION_ACCOUNTINGS",
     "VOTE_ACCOUNTINGS",
     "PredictionNoise",
@@ -82,7 +82,7 @@ PREDICTION_ACCOUNTINGS = ("gdp", "basic", "advanced")
 #: Accountings of subsample-and-aggregate, in the order "auto" breaks ties.
 VOTE_ACCOUNTINGS = ("zcdp", "basic", "advanced")
 #: Every accountant a private predictor may be asked for ("auto": the tightest for its method).
-ACCOUNTANTS = ("auto", *sorted(set(PREDICTION_ACCOUNTINGS) | set(VOTE_ACCOUNTINGS)))
+PREDICTION_ACCOUNTANTS = ("auto", *sorted(set(PREDICTION_ACCOUNTINGS) | set(VOTE_ACCOUNTINGS)))
 
 # The advanced-composition noise is minimised over the share of delta given
 # to the slack delta'; every share is valid, so the search affects only
