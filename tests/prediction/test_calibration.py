@@ -161,9 +161,9 @@ def test_auto_vote_accounting_takes_the_largest_per_query_epsilon():
 
 
 def test_a_requested_accounting_is_used_even_when_not_the_best():
-    noise = calibrate_prediction_noise(1.0, 1e-5, 100, accounting="basic")
+    noise = calibrate_prediction_noise(1.0, 1e-5, 100, accountant="basic")
     assert noise.accounting == "basic" and noise.noise_multiplier > noise.candidates["gdp"]
-    assert calibrate_vote_epsilon(1.0, 1e-5, 100, accounting="advanced").accounting == "advanced"
+    assert calibrate_vote_epsilon(1.0, 1e-5, 100, accountant="advanced").accounting == "advanced"
 
 
 # ------------------------------------------------------------------ validation
@@ -175,10 +175,10 @@ def test_a_requested_accounting_is_used_even_when_not_the_best():
         (lambda: calibrate_prediction_noise(1.0, 1.0, 10), ValueError),
         (lambda: calibrate_prediction_noise(1.0, 1e-5, 0), ValueError),
         (lambda: calibrate_prediction_noise(1.0, 1e-5, 2.5), TypeError),
-        (lambda: calibrate_prediction_noise(1.0, 1e-5, 10, accounting="zcdp"), ValueError),
-        (lambda: calibrate_prediction_noise(1.0, 0.0, 10, accounting="gdp"), ValueError),
-        (lambda: calibrate_vote_epsilon(1.0, 0.0, 10, accounting="zcdp"), ValueError),
-        (lambda: calibrate_vote_epsilon(1.0, 1e-5, 10, accounting="gdp"), ValueError),
+        (lambda: calibrate_prediction_noise(1.0, 1e-5, 10, accountant="zcdp"), ValueError),
+        (lambda: calibrate_prediction_noise(1.0, 0.0, 10, accountant="gdp"), ValueError),
+        (lambda: calibrate_vote_epsilon(1.0, 0.0, 10, accountant="zcdp"), ValueError),
+        (lambda: calibrate_vote_epsilon(1.0, 1e-5, 10, accountant="gdp"), ValueError),
         (lambda: vote_epsilon_zcdp(1.0, 0.0, 10), ValueError),
         (lambda: gaussian_noise_multiplier_basic(1.0, 0.0, 10), ValueError),
     ],

@@ -86,7 +86,7 @@ def test_a_nonprivate_file_is_served_by_prediction_sensitivity(nonprivate_file, 
         ({}, "epsilon and budget"),
         ({"epsilon": 1.0, "budget": 20, "method": "subsample-aggregate"}, "prediction-sensitivity only"),
         ({"epsilon": 1.0, "budget": 20, "ledger": MemoryLedger(21)}, "budget"),
-        ({"epsilon": 1.0, "budget": 20, "accounting": "zcdp"}, "accountant must be"),
+        ({"epsilon": 1.0, "budget": 20, "accountant": "zcdp"}, "accountant must be"),
     ],
 )
 def test_a_nonprivate_file_needs_a_valid_guarantee(nonprivate_file, settings, message):

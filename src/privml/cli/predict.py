@@ -245,7 +245,7 @@ def _predict(args: argparse.Namespace) -> None:
             epsilon=args.epsilon,
             delta=args.delta,
             budget=args.budget,
-            accounting=args.accountant,
+            accountant=args.accountant,
             ledger=args.ledger,
             ledger_name=args.ledger_name,
             random_state=args.seed,

@@ -215,7 +215,7 @@ def _spec(args: argparse.Namespace) -> ServeSpec:
         epsilon=args.epsilon,
         delta=args.delta,
         budget=args.budget,
-        accounting=args.accountant,
+        accountant=args.accountant,
         ledger=args.ledger,
         ledger_name=args.ledger_name,
         api_keys=load_api_keys(args.api_keys) if args.api_keys else None,

@@ -323,7 +323,7 @@ def _pick(candidates: dict[str, float], accounting: str, better: Callable[[float
 
 
 def calibrate_prediction_noise(
-    epsilon: float, delta: float, budget: int, accounting: str = "auto"
+    epsilon: float, delta: float, budget: int, accountant: str = "auto"
 ) -> PredictionNoise:
     """Per-query noise of prediction sensitivity for ``budget`` answers at (epsilon, delta).
 
@@ -336,7 +336,7 @@ def calibrate_prediction_noise(
         composition only); > 0 Gaussian noise.
     budget : int
         Number of answers B >= 1.
-    accounting : {"auto", "basic", "advanced", "gdp"}
+    accountant : {"auto", "basic", "advanced", "gdp"}
         ``"auto"`` takes the smallest noise ("gdp" whenever delta > 0, by
         :func:`gaussian_noise_multiplier_gdp`'s argument).
 
@@ -359,10 +359,10 @@ def calibrate_prediction_noise(
     ('gdp', 37.306)
     """
     epsilon, delta, budget = _check_budget_args(epsilon, delta, budget)
-    accounting = _check_accounting(accounting, PREDICTION_ACCOUNTINGS)
+    accounting = _check_accounting(accountant, PREDICTION_ACCOUNTINGS)
     if delta == 0:
         if accounting not in ("auto", "basic"):
-            raise ValueError(f"accounting={accounting!r} needs delta > 0; with delta = 0 only 'basic' applies")
+            raise ValueError(f"accountant={accounting!r} needs delta > 0; with delta = 0 only 'basic' applies")
         multiplier = laplace_noise_multiplier(epsilon, budget)
         return PredictionNoise("basic", "l2-laplace", multiplier, epsilon, delta, budget, {"basic": multiplier})
     candidates = gaussian_noise_multipliers(epsilon, delta, budget)
@@ -495,7 +495,7 @@ class VoteCalibration:
         return self.epsilon_query / 2.0
 
 
-def calibrate_vote_epsilon(epsilon: float, delta: float, budget: int, accounting: str = "auto") -> VoteCalibration:
+def calibrate_vote_epsilon(epsilon: float, delta: float, budget: int, accountant: str = "auto") -> VoteCalibration:
     """Per-query epsilon of subsample-and-aggregate for ``budget`` answers at (epsilon, delta).
 
     Parameters
@@ -506,7 +506,7 @@ def calibrate_vote_epsilon(epsilon: float, delta: float, budget: int, accounting
         Total delta in [0, 1); 0 allows only basic composition.
     budget : int
         Number of answers B >= 1.
-    accounting : {"auto", "basic", "advanced", "zcdp"}
+    accountant : {"auto", "basic", "advanced", "zcdp"}
         ``"auto"`` takes the largest per-query epsilon (the least noisy vote).
 
     Returns
@@ -526,9 +526,9 @@ def calibrate_vote_epsilon(epsilon: float, delta: float, budget: int, accounting
     ('basic', 0.1, 0.05)
     """
     epsilon, delta, budget = _check_budget_args(epsilon, delta, budget)
-    accounting = _check_accounting(accounting, VOTE_ACCOUNTINGS)
+    accounting = _check_accounting(accountant, VOTE_ACCOUNTINGS)
     if delta == 0 and accounting not in ("auto", "basic"):
-        raise ValueError(f"accounting={accounting!r} needs delta > 0; with delta = 0 only 'basic' applies")
+        raise ValueError(f"accountant={accounting!r} needs delta > 0; with delta = 0 only 'basic' applies")
     candidates = vote_epsilons(epsilon, delta, budget)
     chosen = _pick(candidates, accounting, better=lambda eps_q: -eps_q)
     return VoteCalibration(chosen, candidates[chosen], epsilon, delta, budget, candidates)

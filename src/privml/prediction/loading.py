@@ -16,7 +16,7 @@ Which object depends on the file's method:
 
 - ``nonprivate``: a :class:`~privml.prediction.PredictionSensitivity` built by
   :meth:`~privml.prediction.PredictionSensitivity.from_model`; needs
-  ``epsilon`` and ``budget`` (``delta`` and ``accounting`` optional).
+  ``epsilon`` and ``budget`` (``delta`` and ``accountant`` optional).
 - ``prediction-sensitivity``: a :class:`~privml.prediction.PredictionSensitivity`
   with the saved settings; given values override them.
 - ``subsample-aggregate``: a :class:`~privml.prediction.SubsampleAndAggregate`
@@ -24,7 +24,7 @@ Which object depends on the file's method:
 - ``output``, ``objective``, ``dpsgd``, ``dpcd``, ``dpcd-regressor``,
   ``accuracy-first``, ``dpsgd-cnn`` (needs the ``torch`` extra): the
   privately trained model as is, with ``ledger_ = None``; passing
-  ``epsilon``, ``delta``, ``budget``, ``method``, ``accounting``, a ledger
+  ``epsilon``, ``delta``, ``budget``, ``method``, ``accountant``, a ledger
   or a ``random_state`` (it draws no noise) is an error.
 
 A privately trained model's release is already private, so its
@@ -67,7 +67,7 @@ def load_predictor(
     epsilon: float | None = None,
     delta: float | None = None,
     budget: int | None = None,
-    accounting: str | None = None,
+    accountant: str | None = None,
     ledger: BudgetLedger | None = None,
     random_state: RandomState = None,
 ) -> Any:
@@ -80,13 +80,13 @@ def load_predictor(
     method : {"prediction-sensitivity", "subsample-aggregate"}, optional
         The private-prediction method; must match the file (a ``nonprivate``
         file serves ``"prediction-sensitivity"`` only). Default: the file's.
-    epsilon, delta, budget, accounting :
+    epsilon, delta, budget, accountant :
         The per-deployment guarantee; ``None`` means not given. Required
         (epsilon, budget) for a ``nonprivate`` file, where delta defaults
-        to 0 and accounting to ``"auto"``; for a prediction-sensitivity or
+        to 0 and accountant to ``"auto"``; for a prediction-sensitivity or
         subsample-and-aggregate file every given value overrides the saved
         setting, ``delta = 0`` included (pure DP, refused by the calibration
-        where the method or accounting cannot give it).
+        where the method or accountant cannot give it).
     ledger : BudgetLedger, optional
         Where answers are charged; its budget must equal the budget.
         Default: a fresh in-memory ledger.
@@ -112,7 +112,7 @@ def load_predictor(
     stored = metadata.get("method")
     if stored in PRIVATE_TRAINING_METHODS:
         given = [name for name, value in (("method", method), ("epsilon", epsilon), ("delta", delta),
-                                          ("budget", budget), ("accounting", accounting), ("ledger", ledger),
+                                          ("budget", budget), ("accountant", accountant), ("ledger", ledger),
                                           ("random_state", random_state))
                  if value is not None]
         if given:
@@ -143,7 +143,7 @@ def load_predictor(
             )
         return PredictionSensitivity.from_model(
             load_model(path), epsilon=epsilon, delta=0.0 if delta is None else delta, budget=budget,
-            accountant="auto" if accounting is None else accounting,
+            accountant="auto" if accountant is None else accountant,
             ledger=ledger, random_state=random_state,
         )
     if stored in PREDICTION_METHODS:
@@ -153,7 +153,7 @@ def load_predictor(
         model = model_from_file(arrays, metadata, path)
         # An explicit delta = 0 asks for pure DP: it overrides a saved delta > 0 like any given value.
         settings = _overrides(epsilon=epsilon, budget=budget, random_state=random_state, delta=delta,
-                              accountant=accounting)
+                              accountant=accountant)
         model.set_params(**settings, ledger=ledger)
         # Given settings the method cannot honour (e.g. delta = 0 with gdp accounting) are the caller's error,
         # said as such, not reported as an inconsistent file by the restore below.

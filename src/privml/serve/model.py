@@ -163,7 +163,7 @@ def open_served_model(
     epsilon: float | None = None,
     delta: float | None = None,
     budget: int | None = None,
-    accounting: str | None = None,
+    accountant: str | None = None,
     ledger: str | Path | None = None,
     ledger_name: str | None = None,
     random_state: Any = None,
@@ -177,7 +177,7 @@ def open_served_model(
     ----------
     path:
         A model file (:func:`privml.io.save_model`).
-    method, epsilon, delta, budget, accounting, random_state:
+    method, epsilon, delta, budget, accountant, random_state:
         As for :func:`privml.prediction.load_predictor` (``None``: not given;
         any of them given for a file that cannot use it is an error).
     ledger:
@@ -227,12 +227,12 @@ def open_served_model(
                 f"so it takes no {'ledger' if ledger is not None else 'ledger name'}"
             )
         predictor = _place(load_predictor(path, method=method, epsilon=epsilon, delta=delta, budget=budget,
-                                          accounting=accounting, random_state=random_state), device)
+                                          accountant=accountant, random_state=random_state), device)
         if check is not None:
             check(predictor)
         return ServedModel(predictor, preprocess, class_names, stored)
     load = functools.partial(
-        load_predictor, path, method=method, epsilon=epsilon, delta=delta, budget=budget, accounting=accounting
+        load_predictor, path, method=method, epsilon=epsilon, delta=delta, budget=budget, accountant=accountant
     )
     if ledger is not None and random_state is not None:
         # As --seed with --ledger: restarts sharing the persistent budget would repeat their noise answer for answer.

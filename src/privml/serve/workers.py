@@ -49,7 +49,7 @@ class ServeSpec:
     epsilon: float | None
     delta: float | None  # None: not given (the file's setting, or 0); an explicit 0 asks for pure DP
     budget: int | None
-    accounting: str | None
+    accountant: str | None
     ledger: str | None
     ledger_name: str | None
     api_keys: dict[str, int] | None
@@ -70,7 +70,7 @@ def build_service(spec: ServeSpec) -> Any:
         epsilon=spec.epsilon,
         delta=spec.delta,
         budget=spec.budget,
-        accounting=spec.accounting,
+        accountant=spec.accountant,
         ledger=spec.ledger,
         ledger_name=spec.ledger_name,
         random_state=spec.seed,
