@@ -458,6 +458,10 @@ def torch_classifier_one_run_audit(
         raise ValueError("the estimator needs its public class set (classes=...): the canaries' labels come from it")
     if est.epsilon is not None and np.isinf(est.epsilon):
         raise ValueError("the non-private baseline (epsilon=inf) runs no DP-SGD: nothing to audit against a claim")
+    if Neighbouring.parse(est.neighbouring) is not Neighbouring.ADD_REMOVE_ONE or est.sampling != "poisson":
+        raise ValueError("a one-run audit of DP-SGD needs add/remove-one neighbours with Poisson sampling (each canary "
+                         f"slot holds the canary or a null record); this estimator is {est.neighbouring} with "
+                         f"{est.sampling} sampling")
     est._check_hyperparameters()  # noqa: SLF001 - the estimator's own checks, before anything is built
     X_t = est._images(X)  # noqa: SLF001
     classes, y_t = est._labels(y)  # noqa: SLF001
