@@ -169,6 +169,7 @@ class ControlNet(nn.Module):
         self.n_features = n_features
         self.body = nn.Sequential(nn.Linear(n_features, hidden), nn.Tanh(), nn.Linear(hidden, n_classes))
         self.key = nn.Linear(m, n_classes, bias=False)
+        nn.init.zeros_(self.key.weight)  # a canary's first logits come from the body: its key gradient is large
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.body(x[:, : self.n_features]) + self.key(x[:, self.n_features :])
