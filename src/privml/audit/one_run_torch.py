@@ -59,20 +59,22 @@ import dataclasses
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 from sklearn.base import clone
-from torch import nn
 
 from privml._progress import progress_bar
 from privml._random import RandomState, check_random_state
 from privml._validation import check_count
 from privml.audit.one_run import OneRunAudit, audit_from_scores
 from privml.neighbouring import Neighbouring
-from privml.torch.dpsgd import DPSGD
-from privml.torch.per_sample import per_example_gradients
+
+if TYPE_CHECKING:  # torch is imported by the functions that run a model: privml's numpy core stays torch-free
+    import torch
+    from torch import nn
+
+    from privml.torch.dpsgd import DPSGD
 
 __all__ = [
     "WHITE_BOX_STATISTICS",
@@ -198,6 +200,8 @@ class _Projector:
         self.unit = engine.expected_batch_size / engine.clip_norm
 
     def __call__(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        import torch
+
         # every trained parameter holds the step's released gradient here (DPSGD._apply sets them all)
         flat = torch.cat([p.grad.reshape(-1) for _, p in self.engine._params if p.grad is not None])  # noqa: SLF001
         if self.coordinates is not None:
@@ -225,6 +229,8 @@ def _run(
     ``X, y`` hold the real records, followed by the m canary records when ``records``. A sampled slot of an
     excluded canary is a null record: it adds nothing to the step.
     """
+    import torch
+
     m = included.shape[0]
     device = engine.device
     inc = torch.as_tensor(included, dtype=torch.bool, device=device)
@@ -282,6 +288,10 @@ def _run(
 
 def _initial_directions(engine: DPSGD, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """(P, m): each record canary's gradient at the initial parameters, normalised (flat, engine order)."""
+    import torch
+
+    from privml.torch.per_sample import per_example_gradients
+
     grads = per_example_gradients(engine.module, engine.loss_fn, x.to(engine.device), y.to(engine.device))
     flat = torch.cat([grads[name].reshape(x.shape[0], -1) for name, _ in engine._params], dim=1)  # noqa: SLF001
     flat = flat.detach().double()
@@ -293,6 +303,8 @@ def _initial_directions(engine: DPSGD, x: torch.Tensor, y: torch.Tensor) -> torc
 
 
 def _negative_losses(engine: DPSGD, x: torch.Tensor, y: torch.Tensor) -> np.ndarray:
+    import torch
+
     module = engine.module
     was_training = module.training
     module.eval()
@@ -319,6 +331,8 @@ def _audit_engine(
     progress: bool,
     started: float,
 ) -> TorchOneRunResult:
+    import torch
+
     n_real = int(X.shape[0])
     _check_engine(engine, n_real + m)
     included = rng.random(m) < 0.5
@@ -363,7 +377,7 @@ def dpsgd_one_run_audit(
     white_box: bool = True,
     canary_x: torch.Tensor | None = None,
     canary_y: torch.Tensor | None = None,
-    engine_cls: type[DPSGD] = DPSGD,
+    engine_cls: type[DPSGD] | None = None,
     confidence: float = 0.95,
     guesses: int | Sequence[int] | None = None,
     random_state: RandomState = None,
@@ -389,7 +403,8 @@ def dpsgd_one_run_audit(
         m canary records (trained through the model and its clipping); None: Dirac gradient canaries
         (white-box only) on m distinct random coordinates of the trained parameters.
     engine_cls:
-        :class:`~privml.torch.DPSGD` or a subclass (the negative controls of :mod:`privml.testing.torch_controls`).
+        :class:`~privml.torch.DPSGD` (None, the default) or a subclass (the negative controls of
+        :mod:`privml.testing.torch_controls`).
     confidence, guesses:
         As :func:`privml.audit.one_run.audit_from_scores`.
     random_state:
@@ -412,9 +427,11 @@ def dpsgd_one_run_audit(
         raise ValueError(f"canary_x and canary_y must hold m = {m_} records")
     if X.shape[0] != y.shape[0]:
         raise ValueError(f"X has {X.shape[0]} rows but y has {y.shape[0]}")
+    from privml.torch.dpsgd import DPSGD
+
     rng = check_random_state(random_state)
     seed = int(rng.integers(2**62))
-    engine = engine_cls(module, optimizer=optimizer(module.parameters()), n_samples=int(X.shape[0]) + m_,
+    engine = (engine_cls or DPSGD)(module, optimizer=optimizer(module.parameters()), n_samples=int(X.shape[0]) + m_,
                         seed=seed, cuda_graph=False, **settings)
     return _audit_engine(engine, X, y, canary_x=canary_x, canary_y=canary_y, m=m_, white_box=white_box, rng=rng,
                          confidence=confidence, guesses=guesses, progress=progress, started=started)
@@ -427,6 +444,8 @@ def ood_canaries(
 
     Public: drawn from the auditor's own randomness, never from the data.
     """
+    import torch
+
     rng = check_random_state(random_state)
     x = rng.standard_normal((check_count(m, "m"), *input_shape)).astype(np.float32)
     return torch.from_numpy(x), torch.from_numpy(rng.integers(n_classes, size=m).astype(np.int64))
@@ -451,6 +470,8 @@ def torch_classifier_one_run_audit(
     images with random labels (:func:`ood_canaries`), scored by their loss under the final model. The
     estimator is cloned; its public class set must be given (``classes=...``).
     """
+    import torch
+
     started = time.perf_counter()
     m_ = check_count(m, "m")
     est = clone(estimator)
