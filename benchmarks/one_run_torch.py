@@ -26,7 +26,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-
 from _common import machine, write_json
 
 

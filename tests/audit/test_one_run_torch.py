@@ -11,8 +11,8 @@ from torch import nn
 
 from privml.audit import one_run_torch as ort
 from privml.audit.one_run import _guess_pairs
-from privml.torch import DPSGD, TorchClassifier
 from privml.testing.torch_controls import ControlNet, control_setting
+from privml.torch import DPSGD, TorchClassifier
 
 
 def _sgd(params):
