@@ -9,7 +9,9 @@
 - :mod:`~privml.audit.canaries`: canary records and neighbouring datasets.
 - :mod:`~privml.audit.one_run`: one-run auditing (Steinke, Nasr and Jagielski
   2023): m canaries each in with probability 1/2, one training run, an epsilon
-  lower bound from the count of correct membership guesses.
+  lower bound from the count of correct membership guesses;
+  :mod:`~privml.audit.one_run_torch` runs it on torch DP-SGD (white-box
+  gradient canaries, black-box input canaries; imports torch when called).
 - :mod:`~privml.audit.exposure`: canary exposure (Carlini et al. 2019).
 - :mod:`~privml.testing.negative_controls`: deliberately broken implementations
   that an audit must catch. Never train with them; they are not exported here.

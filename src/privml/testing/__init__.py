@@ -2,7 +2,9 @@
 
 :mod:`privml.testing.negative_controls` holds planted privacy bugs (the
 realised batch size as DP-SGD's divisor, half the sensitivity in output
-perturbation, ...) that the audits of :mod:`privml.audit` must catch. Nothing
+perturbation, ...) that the audits of :mod:`privml.audit` must catch;
+:mod:`privml.testing.torch_controls` holds broken torch DP-SGD engines (an
+unclipped layer, too little or reused noise, the row-order fault). Nothing
 in privml imports this package; it exists so that the tests and
 ``benchmarks/audit.py`` share one copy of each bug.
 """

@@ -271,38 +271,13 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         with self._threads():
             if seed is not None:
                 torch.manual_seed(int(seed))
-            module = build_model(
-                self.model, in_channels=self.input_shape[0], n_classes=len(classes), image_size=self.input_shape[-1]
-            ).to(device)
+            module, optimizer = self._new_model(len(classes), device)
             X_t, y_t = X_t.to(device), y_t.to(device)  # once; batches are gathered on the device
-            optimizer = torch.optim.SGD(module.parameters(), lr=self.learning_rate, momentum=self.momentum)
             if self.epsilon is not None and np.isinf(self.epsilon):
                 with charged_fit(self, lambda: None):  # refused under an active privml.budget.BudgetAccountant
                     self._fit_nonprivate(module, optimizer, X_t, y_t, n)
             else:
-                engine = DPSGD(
-                    module,
-                    optimizer=optimizer,
-                    n_samples=n,
-                    clip_norm=self.clip_norm,
-                    # fixed-size batches hold a whole number of records; Poisson's expected size need not
-                    batch_size=int(self._batch(n)) if self.sampling == "fixed-size" else self._batch(n),
-                    epochs=self.epochs,
-                    noise_multiplier=self.noise_multiplier,
-                    target_epsilon=self.epsilon,
-                    delta=self.delta,
-                    accountant=self.accountant,
-                    neighbouring=self.neighbouring,
-                    sampling=self.sampling,
-                    replace_one_bound=self.replace_one_bound,
-                    mode=self.mode,  # type: ignore[arg-type]
-                    max_physical_batch_size=self._physical_batch(device),
-                    secure_noise=self.secure_noise,
-                    seed=seed,
-                    precision=self.precision,
-                    clip_precision=self.clip_precision,
-                    cuda_graph=self.cuda_graph,
-                )
+                engine = self._engine(module, optimizer, n, device)
                 # The planned steps' guarantee is charged to an active budget before the first step.
                 with charged_fit(self, lambda: engine.plan.guarantee):  # epochs are set here: the plan has one
                     engine.fit(X_t, y_t, progress=self.progress)
@@ -313,6 +288,43 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         self.classes_ = classes
         self.n_features_in_ = int(np.prod(self.input_shape))
         return self
+
+    def _new_model(self, n_classes: int, device: torch.device) -> tuple[torch.nn.Module, torch.optim.Optimizer]:
+        """A fresh model of the chosen architecture on ``device`` and its SGD optimiser (seed set by the caller)."""
+        module = build_model(
+            self.model, in_channels=self.input_shape[0], n_classes=n_classes, image_size=self.input_shape[-1]
+        ).to(device)
+        return module, torch.optim.SGD(module.parameters(), lr=self.learning_rate, momentum=self.momentum)
+
+    def _engine(
+        self, module: torch.nn.Module, optimizer: torch.optim.Optimizer, n: int, device: torch.device,
+        *, cuda_graph: bool | str | None = None,
+    ) -> DPSGD:
+        """The DP-SGD engine of a fit on n records (public) with these settings (also the one-run audit's run,
+        which replaces ``cuda_graph``: its canaries are added in Python at each step)."""
+        return DPSGD(
+            module,
+            optimizer=optimizer,
+            n_samples=n,
+            clip_norm=self.clip_norm,
+            # fixed-size batches hold a whole number of records; Poisson's expected size need not
+            batch_size=int(self._batch(n)) if self.sampling == "fixed-size" else self._batch(n),
+            epochs=self.epochs,
+            noise_multiplier=self.noise_multiplier,
+            target_epsilon=self.epsilon,
+            delta=self.delta,
+            accountant=self.accountant,
+            neighbouring=self.neighbouring,
+            sampling=self.sampling,
+            replace_one_bound=self.replace_one_bound,
+            mode=self.mode,  # type: ignore[arg-type]
+            max_physical_batch_size=self._physical_batch(device),
+            secure_noise=self.secure_noise,
+            seed=self.random_state,
+            precision=self.precision,
+            clip_precision=self.clip_precision,
+            cuda_graph=self.cuda_graph if cuda_graph is None else cuda_graph,
+        )
 
     def _fit_nonprivate(
         self, module: torch.nn.Module, optimizer: torch.optim.Optimizer, X: torch.Tensor, y: torch.Tensor, n: int

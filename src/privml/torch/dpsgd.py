@@ -281,6 +281,9 @@ class DPSGD:
         self._guarantee_cache: tuple[int, PrivacyGuarantee] | None = None
         self._params = [(name, p) for name, p in module.named_parameters() if p.requires_grad]
         self._graphed = graphed_step_for(self, cuda_graph)
+        # AUDIT ONLY (privml.audit.one_run_torch): terms added to each step's clipped sum before the noise, the
+        # gradient canaries of a one-run audit (records of norm C sampled like any other). Production never sets it.
+        self._extra_clipped: Callable[[], dict[str, torch.Tensor]] | None = None
 
     # ------------------------------------------------------------ privacy
     @property
@@ -403,6 +406,9 @@ class DPSGD:
         outside its CUDA graph (:mod:`privml.torch.graphs`).
         """
         sums, _ = self.clipped_sum(x, y, loss_fn=loss_fn)
+        if self._extra_clipped is not None:  # audit only: see __init__
+            for name, term in self._extra_clipped().items():
+                sums[name] = sums[name] + term
         self._released = True  # the noisy sum is formed from here on: step() counts it, whatever happens next
         tensors = [sums[name] for name, _ in self._params]
         if self.rank == 0:

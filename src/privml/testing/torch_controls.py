@@ -1,0 +1,292 @@
+"""NEGATIVE CONTROLS FOR TORCH DP-SGD: DELIBERATELY BROKEN ENGINES. NEVER TRAIN OR RELEASE WITH THEM.
+
+Each class is a :class:`privml.torch.DPSGD` that still claims the engine's
+guarantee (its ``privacy_`` is the honest engine's, on purpose: that false
+claim is what the one-run audits of :mod:`privml.audit.one_run_torch` test)
+while one step of DP-SGD is broken:
+
+- :class:`UnclippedLayerDPSGD`: one layer's per-example gradients are left
+  out of the clip (its norm is not counted and its gradient is summed raw);
+  a record whose gradient lies in that layer moves the sum without bound.
+- :class:`HalfNoiseDPSGD`: the noise is ``N(0, s^2 C^2 / 2)``, standard deviation
+  scaled by 1/sqrt(2): the effective noise multiplier is s / sqrt(2).
+- :class:`ReusedNoiseDPSGD`: the noise is drawn once and added again at every
+  step; two steps' released gradients differ by their clipped sums exactly.
+- :class:`UncheckedRowsDPSGD` with :class:`FlipModel`: ghost clipping forced on a
+  model whose forward reorders the batch and restores it
+  (``head(mix(x.flip(0)).flip(0))``, as a sort by length and its inverse
+  would), with no check of the row assumption: row k of ``mix``'s recorded
+  input and output gradient belongs to example B-1-k, so each example's norm
+  adds layers of two examples (privml issue 29 measured 1.85 C for one added
+  record where add/remove allows C).
+
+:data:`TORCH_CONTROLS` records the setting of each (a tiny model on synthetic
+data, m canaries, claimed epsilon 2), and :func:`audit_torch_control` runs a
+one-run white-box audit of the broken or the correct engine there.
+
+How far a one-run audit can see. Steinke, Nasr and Jagielski's bound with
+m = 1000 canaries certifies about a third of a Gaussian mechanism's epsilon
+(:func:`privml.audit.one_run.simulate_gaussian_audit`: eps 3 gives about 0.9,
+eps 6 about 2). A bug flagged at a claim of 2 must therefore reveal canaries
+almost surely: the unclipped layer (a canary of gradient norm 70 C) and the
+reused noise (the noise cancels between steps) do; a noise 1/sqrt(2) too small
+(true epsilon 3.02 in this setting, by the PLD accountant at s / sqrt(2)) and
+the row-order fault (a canary's own contribution at most about sqrt(2) C: each
+layer's rows are clipped by a norm that counts them; the re-pairing of the
+other records moves the sum along their gradients, which no canary's score
+reads) move the bound but do not lift it over the claim. The module records
+which (``TorchControl.flagged``), and the tests and ``benchmarks/one_run_torch.py``
+measure it (10 audits each: 10/10 and 10/10 flagged; 0/10 and 0/10).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from privml._random import RandomState, check_random_state
+from privml.audit.one_run_torch import TorchOneRunResult, dpsgd_one_run_audit
+from privml.torch.clipping import clip_factors
+from privml.torch.dpsgd import DPSGD, LossFn
+from privml.torch.ghost.engine import ghost_clipped_sum, ghost_modules
+from privml.torch.per_sample import flat_norms, per_example_gradients
+
+__all__ = [
+    "BROKEN",
+    "TORCH_CONTROLS",
+    "ControlNet",
+    "FlipModel",
+    "HalfNoiseDPSGD",
+    "ReusedNoiseDPSGD",
+    "TorchControl",
+    "UncheckedRowsDPSGD",
+    "UnclippedLayerDPSGD",
+    "audit_torch_control",
+    "control_setting",
+]
+
+#: Marker set on every negative control (``getattr(obj, "BROKEN", False)``).
+BROKEN = True
+
+
+class UnclippedLayerDPSGD(DPSGD):
+    """BROKEN (negative control): DP-SGD that leaves the parameters of layer ``unclipped`` out of the clip.
+
+    Per-example gradients (``torch.func``) are clipped over every other
+    parameter; the named layer's are summed as they are, as a hand-written
+    engine that forgot one module's hook would. Never use it.
+    """
+
+    BROKEN = True
+
+    def __init__(self, module: nn.Module, *, unclipped: str, **kwargs: Any) -> None:
+        super().__init__(module, **kwargs)
+        names = [name for name, _ in self._params]
+        self.unclipped = unclipped
+        if not any(name.startswith(unclipped + ".") for name in names):
+            raise ValueError(f"no trained parameter under {unclipped!r}")
+
+    def clipped_sum(
+        self, x: torch.Tensor, y: torch.Tensor, *, loss_fn: LossFn | None = None
+    ) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+        if x.shape[0] == 0:
+            return {name: torch.zeros_like(p) for name, p in self._params}, torch.zeros(0, device=self.device)
+        grads = per_example_gradients(self.module, loss_fn or self.loss_fn, x, y)
+        raw = {k for k in grads if k.startswith(self.unclipped + ".")}
+        # THE BUG: the layer's gradient is neither counted in the norm nor scaled by the clip factor.
+        norms = flat_norms({k: g for k, g in grads.items() if k not in raw})
+        factors = clip_factors(norms, self.clip_norm)
+        sums = {k: g.sum(0) if k in raw else torch.tensordot(factors.to(g.dtype), g, dims=1) for k, g in grads.items()}
+        return {name: sums[name].detach() for name, _ in self._params}, norms
+
+
+class HalfNoiseDPSGD(DPSGD):
+    """BROKEN (negative control): the noise's standard deviation is s C / sqrt(2), the claim is for s C.
+
+    Never use it.
+    """
+
+    BROKEN = True
+
+    def _draw_noise(self) -> list[torch.Tensor]:
+        # THE BUG: half the variance the accountant assumes.
+        return [n / math.sqrt(2.0) for n in super()._draw_noise()]
+
+
+class ReusedNoiseDPSGD(DPSGD):
+    """BROKEN (negative control): one noise draw, added again at every step. Never use it."""
+
+    BROKEN = True
+
+    def _draw_noise(self) -> list[torch.Tensor]:
+        # THE BUG: drawn once; later steps reuse it (their differences are noiseless).
+        if getattr(self, "_reused", None) is None:
+            self._reused = super()._draw_noise()
+        return [n.clone() for n in self._reused]
+
+
+class UncheckedRowsDPSGD(DPSGD):
+    """BROKEN (negative control): ghost clipping forced on any model, its row assumption unchecked.
+
+    The seam: the engine is built with ``mode="vmap"`` (so no check made at
+    construction or before a ghost step can refuse the model) and its
+    :meth:`clipped_sum` calls :func:`privml.torch.ghost.engine.ghost_clipped_sum`
+    directly, without the engine's probes (:func:`~privml.torch.validation.check_examples_independent`
+    and any row probe). With :class:`FlipModel` this is the row-order fault. Never use it.
+    """
+
+    BROKEN = True
+
+    def __init__(self, module: nn.Module, **kwargs: Any) -> None:
+        kwargs["mode"] = "vmap"
+        super().__init__(module, **kwargs)
+        self._unchecked = ghost_modules(self.module)
+
+    def clipped_sum(
+        self, x: torch.Tensor, y: torch.Tensor, *, loss_fn: LossFn | None = None
+    ) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+        if x.shape[0] == 0:
+            return {name: torch.zeros_like(p) for name, p in self._params}, torch.zeros(0, device=self.device)
+        # THE BUG: ghost clipping's rows read as examples though the model reorders them.
+        sums, norms = ghost_clipped_sum(self.module, loss_fn or self.loss_fn, x, y, self.clip_norm, self._unchecked)
+        return {name: sums[name].detach() for name, _ in self._params}, norms
+
+
+# ------------------------------------------------------------ models and data of the controls' setting
+class ControlNet(nn.Module):
+    """A tanh MLP on the first ``n_features`` inputs plus a bias-free linear ``key`` layer on the last m.
+
+    Real records have zero key inputs, so the key layer's m columns are coordinates no real record moves:
+    canary i's key input ``a e_i`` (record canaries) or a Dirac canary on its column acts there alone.
+    """
+
+    def __init__(self, n_features: int, m: int, *, hidden: int = 16, n_classes: int = 2) -> None:
+        super().__init__()
+        self.n_features = n_features
+        self.body = nn.Sequential(nn.Linear(n_features, hidden), nn.Tanh(), nn.Linear(hidden, n_classes))
+        self.key = nn.Linear(m, n_classes, bias=False)
+        nn.init.zeros_(self.key.weight)  # a canary's first logits come from the body: its key gradient is large
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.body(x[:, : self.n_features]) + self.key(x[:, self.n_features :])
+
+
+class FlipModel(nn.Module):
+    """``head(tanh(mix(x.flip(0))).flip(0))``: reverses the batch around ``mix`` and restores it.
+
+    The same function of each example as without the flips (so the vmap path is exact), but ghost
+    clipping, reading rows as examples, pairs ``mix``'s rows of example B-1-k with the other layers' of k.
+    """
+
+    def __init__(self, n_inputs: int, *, hidden: int = 16, n_classes: int = 2) -> None:
+        super().__init__()
+        self.mix = nn.Linear(n_inputs, hidden)
+        self.head = nn.Linear(hidden, n_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(torch.tanh(self.mix(x.flip(0))).flip(0))
+
+
+@dataclass(frozen=True)
+class TorchControl:
+    """A planted torch DP-SGD bug and the setting of its one-run audit.
+
+    Attributes
+    ----------
+    name, bug:
+        The control and what is wrong, in one line.
+    canaries:
+        ``"dirac"`` (gradient canaries) or ``"records"`` (key-input records, trained through the clip).
+    flagged:
+        Whether a one-run audit at the claim can flag it (see the module notes); measured by the tests.
+    build:
+        ``build(broken, n_features, m) -> (model, engine class, extra engine settings)``.
+    """
+
+    name: str
+    bug: str
+    canaries: str
+    flagged: bool
+    build: Callable[[bool, int, int], tuple[nn.Module, type[DPSGD], dict[str, Any]]]
+
+
+#: The controls' common setting: claimed (2, 1e-5) add/remove-one, 10 Poisson steps at q = 0.2.
+SETTING: dict[str, Any] = {
+    "clip_norm": 1.0, "sample_rate": 0.2, "steps": 10, "target_epsilon": 2.0, "delta": 1e-5,
+}
+#: Real records, their features, and the key input of a record canary (gradient norm about 0.7 a >> C).
+N_REAL, N_FEATURES, KEY_SCALE = 200, 8, 100.0
+
+
+def control_setting(m: int, *, random_state: RandomState = 0) -> tuple[torch.Tensor, ...]:
+    """``(X, y, canary_x, canary_y)``: synthetic real records (zero key inputs) and m key-input canaries."""
+    rng = check_random_state(random_state)
+    a = rng.standard_normal((N_REAL, N_FEATURES)) / math.sqrt(N_FEATURES)
+    X = np.zeros((N_REAL, N_FEATURES + m))
+    X[:, :N_FEATURES] = a
+    y = (a[:, 0] > 0).astype(np.int64)
+    canary_x = np.zeros((m, N_FEATURES + m))
+    canary_x[:, N_FEATURES:] = KEY_SCALE * np.eye(m)
+    return (torch.tensor(X, dtype=torch.float32), torch.from_numpy(y),
+            torch.tensor(canary_x, dtype=torch.float32), torch.zeros(m, dtype=torch.int64))
+
+
+def _unclipped(broken: bool, d: int, m: int) -> tuple[nn.Module, type[DPSGD], dict[str, Any]]:
+    return ControlNet(d, m), (UnclippedLayerDPSGD if broken else DPSGD), ({"unclipped": "key"} if broken else {})
+
+
+def _half_noise(broken: bool, d: int, m: int) -> tuple[nn.Module, type[DPSGD], dict[str, Any]]:
+    return ControlNet(d, m), (HalfNoiseDPSGD if broken else DPSGD), {}
+
+
+def _reused_noise(broken: bool, d: int, m: int) -> tuple[nn.Module, type[DPSGD], dict[str, Any]]:
+    return ControlNet(d, m), (ReusedNoiseDPSGD if broken else DPSGD), {}
+
+
+def _row_order(broken: bool, d: int, m: int) -> tuple[nn.Module, type[DPSGD], dict[str, Any]]:
+    # The correct engine runs the same model on the per-example path (what it must do with such a model).
+    return FlipModel(d + m), (UncheckedRowsDPSGD if broken else DPSGD), ({} if broken else {"mode": "vmap"})
+
+
+#: Every torch negative control with its setting.
+TORCH_CONTROLS: dict[str, TorchControl] = {
+    c.name: c
+    for c in (
+        TorchControl("unclipped-layer", "the key layer's per-example gradients are neither clipped nor counted",
+                     "records", True, _unclipped),
+        TorchControl("half-noise", "noise standard deviation s C / sqrt(2) (claimed: s C)", "dirac", False,
+                     _half_noise),
+        TorchControl("reused-noise", "one noise draw added again at every step", "dirac", True, _reused_noise),
+        TorchControl("row-order", "ghost clipping on head(mix(x.flip(0)).flip(0)), row assumption unchecked",
+                     "records", False, _row_order),
+    )
+}
+
+
+def audit_torch_control(
+    name: str, *, broken: bool, m: int = 1000, random_state: int = 0, confidence: float = 0.95
+) -> TorchOneRunResult:
+    """A one-run white-box audit of the broken (or correct) engine of control ``name`` in its setting.
+
+    ``random_state`` seeds the data, the initial weights, the canaries' coins and the run: distinct seeds are
+    independent audits.
+    """
+    if name not in TORCH_CONTROLS:
+        raise ValueError(f"unknown control {name!r}; choose from {', '.join(TORCH_CONTROLS)}")
+    control = TORCH_CONTROLS[name]
+    rng = np.random.default_rng([random_state, 29])
+    X, y, canary_x, canary_y = control_setting(m, random_state=rng)
+    torch.manual_seed(int(rng.integers(2**62)))
+    model, engine_cls, extra = control.build(broken, N_FEATURES, m)
+    records = control.canaries == "records"
+    return dpsgd_one_run_audit(
+        model, X, y, optimizer=lambda p: torch.optim.SGD(p, lr=0.1), m=m, white_box=True,
+        canary_x=canary_x if records else None, canary_y=canary_y if records else None, engine_cls=engine_cls,
+        confidence=confidence, random_state=rng, **SETTING, **extra,
+    )
