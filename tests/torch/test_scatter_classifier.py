@@ -104,3 +104,32 @@ def test_feature_cache_is_used(tmp_path, monkeypatch):
     # the same seed on the same (cached) features: the same weights
     for a, b in zip(first.module_.parameters(), again.module_.parameters(), strict=True):
         assert torch.equal(a, b)
+
+
+def test_weight_averaging_is_the_warmed_up_ema_of_the_iterates():
+    from privml.torch.scatter_classifier import _WeightAverage
+
+    torch.manual_seed(0)
+    module = torch.nn.Linear(3, 2)
+    optimizer = torch.optim.SGD(module.parameters(), lr=0.1)
+    average = _WeightAverage(module, optimizer, 0.6)
+    expected = [p.detach().clone() for p in module.parameters()]
+    for t in range(15):
+        for p in module.parameters():
+            p.grad = torch.randn_like(p)
+        optimizer.step()
+        rate = min(0.6, (1 + t) / (10 + t))
+        expected = [rate * e + (1 - rate) * p.detach() for e, p in zip(expected, module.parameters(), strict=True)]
+    average.apply()
+    for e, p in zip(expected, module.parameters(), strict=True):
+        torch.testing.assert_close(p.detach(), e, rtol=1e-6, atol=1e-7)
+
+
+def test_weight_averaging_in_fit():
+    X, y = blobs(100)
+    last = small(epochs=2, random_state=3).fit(X, y)
+    averaged = small(epochs=2, random_state=3, averaging=0.9).fit(X, y)
+    assert not torch.equal(last.module_[1].weight, averaged.module_[1].weight)
+    assert np.mean(averaged.predict(X) == y) >= 0.9
+    with pytest.raises(ValueError, match="averaging must be a decay"):
+        small(averaging=1.0).fit(X, y)
