@@ -107,11 +107,17 @@ def _make(name: str, seed: Any) -> Any:
 
         return TorchClassifier(epsilon=float("inf"), input_shape=(1, 16, 16), classes=classes, epochs=2,
                                batch_size=20, learning_rate=0.5, random_state=seed)
+    if name in ("scatter-linear", "scatter-cnn"):
+        from privml.torch.scatter_classifier import ScatterClassifier
+
+        return ScatterClassifier(epsilon=8.0, head=name.removeprefix("scatter-"), input_shape=(1, 16, 16),
+                                 classes=classes, epochs=2, batch_size=20, learning_rate=1.0, clip_norm=1.0,
+                                 random_state=seed, device="cpu")
     raise AssertionError(f"no release-invariance case for method {name!r}: add one")
 
 
 def _data_for(name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    if name in ("dpsgd-cnn", "nonprivate-cnn"):
+    if name in ("dpsgd-cnn", "nonprivate-cnn", "scatter-linear", "scatter-cnn"):
         pytest.importorskip("torch")
         return _images()
     return _neighbours(regression=name == "dpcd-regressor")
@@ -119,7 +125,8 @@ def _data_for(name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray
 
 #: Methods whose model-file case is written above (the coverage test compares it with the registry).
 MODEL_CASES = ("nonprivate", "output", "objective", "dpsgd", "dpcd", "dpcd-regressor", "accuracy-first",
-               "prediction-sensitivity", "subsample-aggregate", "dpsgd-cnn", "nonprivate-cnn")
+               "prediction-sensitivity", "subsample-aggregate", "dpsgd-cnn", "nonprivate-cnn", "scatter-linear",
+               "scatter-cnn")
 
 
 # ----------------------------------------------------------------- the check
@@ -426,37 +433,41 @@ def test_cli_schema_suggest_prints_no_data_derived_value(capsys, tmp_path: Path)
 N_IMAGES = 60
 
 
-def _mnist_caches(tmp_path: Path) -> tuple[Path, Path]:
-    """Two ``$PRIVML_DATA`` folders whose ``mnist`` differs in training record 0 (pixels inverted, label moved)."""
+def _mnist_caches(tmp_path: Path, name: str = "mnist", shape: tuple[int, ...] = (28, 28)) -> tuple[Path, Path]:
+    """Two ``$PRIVML_DATA`` folders whose ``name`` differs in training record 0 (pixels inverted, label moved)."""
     from privml.data.cache import cache_file, write_cache
     from privml.data.dataset import RawSplits
 
     rng = np.random.default_rng(4)
-    X = rng.integers(0, 256, size=(N_IMAGES, 28, 28), dtype=np.uint8)
+    X = rng.integers(0, 256, size=(N_IMAGES, *shape), dtype=np.uint8)
     y = np.arange(N_IMAGES, dtype=np.uint8) % 10
-    X_test = rng.integers(0, 256, size=(40, 28, 28), dtype=np.uint8)
+    X_test = rng.integers(0, 256, size=(40, *shape), dtype=np.uint8)
     y_test = np.arange(40, dtype=np.uint8) % 10
     X2, y2 = X.copy(), y.copy()
     X2[0], y2[0] = 255 - X[0], (y[0] + 3) % 10
     roots = []
     for tag, (images, labels) in (("d", (X, y)), ("d2", (X2, y2))):
         raw = RawSplits(X_train=images, y_train=labels, X_test=X_test, y_test=y_test,
-                        source="synthetic mnist-shaped neighbours")
-        write_cache(cache_file(tmp_path / tag, "mnist"), raw)
+                        source=f"synthetic {name}-shaped neighbours")
+        write_cache(cache_file(tmp_path / tag, name), raw)
         roots.append(tmp_path / tag)
     return roots[0], roots[1]
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
-def test_cli_train_dpsgd_cnn(capsys, tmp_path: Path, monkeypatch) -> None:
-    # stdout (--json), stderr and the model file of `privml train --method dpsgd-cnn` on neighbouring MNIST
-    # caches with one seed: only the test accuracy (on the published test split) and the weights may differ.
+@pytest.mark.parametrize(("method", "dataset"), [("dpsgd-cnn", "mnist"), ("scatter-linear", "mnist"),
+                                                 ("scatter-cnn", "cifar10")])
+def test_cli_train_dpsgd_cnn(capsys, tmp_path: Path, monkeypatch, method: str, dataset: str) -> None:
+    # stdout (--json), stderr and the model file of `privml train --method dpsgd-cnn` (or a scatter method, whose
+    # features are cached beside the data) on neighbouring MNIST (CIFAR-10-shaped) caches with one seed: only the
+    # test accuracy (on the published test split) and the weights may differ.
     pytest.importorskip("torch")
     released = []
-    for cache in _mnist_caches(tmp_path):
+    shape = (3, 32, 32) if dataset == "cifar10" else (28, 28)
+    for cache in _mnist_caches(tmp_path, dataset, shape):
         monkeypatch.setenv("PRIVML_DATA", str(cache))
         out = cache / "model.npz"
-        code, stdout, err = run(capsys, "train", "--method", "dpsgd-cnn", "--dataset", "mnist", "--epsilon", "4",
+        code, stdout, err = run(capsys, "train", "--method", method, "--dataset", dataset, "--epsilon", "4",
                                 "--max-train", str(N_IMAGES), "--epochs", "1", "--batch-size", "20", "--seed", "0",
                                 "--threads", "1", "--device", "cpu", "--no-progress", "--out", str(out), "--json")
         assert code == 0, err
@@ -467,7 +478,7 @@ def test_cli_train_dpsgd_cnn(capsys, tmp_path: Path, monkeypatch) -> None:
         assert stored_seeds(read_model_file(out)[1]) == []
         released.append(fields)
     assert "stdout/model" in released[0] and "stdout/nonprivate" not in released[0]
-    dp = {"stdout/test_accuracy"} | {f"file/{p}" for p in registry.get_spec("dpsgd-cnn").dp_fields}
+    dp = {"stdout/test_accuracy"} | {f"file/{p}" for p in registry.get_spec(method).dp_fields}
     changed = differing(*released)
     assert violations(changed, dp) == []
     assert any(f.startswith("file/arrays/state.") for f in changed), "the replaced record was not trained on"
@@ -495,14 +506,16 @@ def _model_pair(tmp_path: Path, method: str) -> tuple[Path, Path]:
 
 
 #: Methods whose model file is a DP release: `predict` and `serve` answer from it without noise, budget or seed.
-PRIVATE_FILES = ("output", "dpsgd-cnn")
+PRIVATE_FILES = ("output", "dpsgd-cnn", "scatter-linear")
+#: Methods whose model files take raw 16x16 images (their features are recomputed from the pixels).
+IMAGE_FILES = ("dpsgd-cnn", "scatter-linear")
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
-@pytest.mark.parametrize("method", ["nonprivate", "prediction-sensitivity", "output", "dpsgd-cnn"])
+@pytest.mark.parametrize("method", ["nonprivate", "prediction-sensitivity", "output", "dpsgd-cnn", "scatter-linear"])
 def test_cli_predict(capsys, tmp_path: Path, method: str) -> None:
     pair = _model_pair(tmp_path, method)
-    if method == "dpsgd-cnn":  # 16x16 pixels, labels named as the file's classes (0, 1)
+    if method in IMAGE_FILES:  # 16x16 pixels, labels named as the file's classes (0, 1)
         X, y = _images(seed=2)[:2]
         rows = tmp_path / "rows.csv"
         with rows.open("w", newline="") as handle:
@@ -514,7 +527,7 @@ def test_cli_predict(capsys, tmp_path: Path, method: str) -> None:
     private = ["--budget", "500"] + (["--epsilon", "1"] if method == "nonprivate" else [])
     private = [] if method in PRIVATE_FILES else private
     seed = [] if method in PRIVATE_FILES else ["--seed", "0"]
-    proba = ["--proba"] if method == "dpsgd-cnn" else []
+    proba = ["--proba"] if method in IMAGE_FILES else []
     argv = lambda path: ["predict", "--model", str(path), "--input", str(rows), "--label-column", "label",  # noqa: E731
                          *private, *seed, *proba]
     dp = {"labels", "probabilities", "accuracy"}  # the noisy answers, and their agreement with the querier's labels
@@ -522,13 +535,14 @@ def test_cli_predict(capsys, tmp_path: Path, method: str) -> None:
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
-@pytest.mark.parametrize("method", ["prediction-sensitivity", "subsample-aggregate", "output", "dpsgd-cnn"])
+@pytest.mark.parametrize("method", ["prediction-sensitivity", "subsample-aggregate", "output", "dpsgd-cnn",
+                                    "scatter-linear"])
 def test_http_answers(tmp_path: Path, method: str) -> None:
     from privml.serve.model import open_served_model
     from privml.serve.service import PredictionService
 
     pair = _model_pair(tmp_path, method)
-    queries = _images(seed=2)[0] if method == "dpsgd-cnn" else _neighbours(seed=2)[0]
+    queries = _images(seed=2)[0] if method in IMAGE_FILES else _neighbours(seed=2)[0]
     body = json.dumps({"rows": queries[:5].tolist()}).encode()
     documents = []
     for path in pair:

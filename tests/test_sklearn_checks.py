@@ -36,6 +36,8 @@ SETTINGS: dict[str, dict[str, Any]] = {
 NOT_APPLICABLE = {
     "dpsgd-cnn": "a CNN on images of a fixed input_shape; the checks feed arbitrary 2-d tables",
     "nonprivate-cnn": "the same CNN estimator at epsilon = inf; the checks feed arbitrary 2-d tables",
+    "scatter-linear": "ScatterNet features of images of a fixed input_shape; the checks feed arbitrary 2-d tables",
+    "scatter-cnn": "ScatterNet features of images of a fixed input_shape; the checks feed arbitrary 2-d tables",
 }
 
 # ---------------------------------------------------------------- the exemptions, and why privacy needs each

@@ -100,6 +100,12 @@ METHODS: dict[str, MethodSpec] = {
         # TorchClassifier(epsilon=inf): the same class, trained without clipping or noise; its weights are secret
         MethodSpec("nonprivate-cnn", "privml.torch.classifier:TorchClassifier", Kind.BASELINE, None,
                    secret_fields=frozenset({"arrays/state.*"})),
+        # DP-SGD on ScatterNet features (Tramer & Boneh 2021): the head's state_dict; the features are
+        # recomputed from the settings (J, L, groups, input_shape), a public transform of each record alone
+        MethodSpec("scatter-linear", "privml.torch.scatter_classifier:ScatterClassifier", Kind.PRIVATE_TRAINING,
+                   _ZERO_OUT, dp_fields=frozenset({"arrays/state.*"})),
+        MethodSpec("scatter-cnn", "privml.torch.scatter_classifier:ScatterClassifier", Kind.PRIVATE_TRAINING,
+                   _ZERO_OUT, dp_fields=frozenset({"arrays/state.*"})),
     )
 }
 

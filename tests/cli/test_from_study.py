@@ -124,7 +124,7 @@ def test_train_states_dpsgds_relation(capsys, tmp_path):
     code, _, err = run(capsys, *args, "--method", "objective", "--neighbouring", "replace-one")
     assert code == 2 and "--neighbouring applies to --method dpsgd only" in err
     code, _, err = run(capsys, *args, "--method", "objective", "--clip-norm", "0.5")
-    assert code == 2 and "--clip-norm applies to --method dpsgd-cnn only" in err
+    assert code == 2 and "--clip-norm applies to --method dpsgd-cnn and the scatter-* methods only" in err
 
 
 def test_select_out_saves_the_model_it_selected(capsys, tmp_path):

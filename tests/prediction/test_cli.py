@@ -151,7 +151,7 @@ def test_device_is_an_error_for_a_linear_file_before_any_ledger(capsys, files, t
     ledger = tmp_path / "l.sqlite"
     for private in ([], ["--epsilon", "1", "--budget", "10", "--ledger", str(ledger)]):
         expect_error(capsys, "predict", "--model", files["base"], "--input", files["rows"], *private,
-                     "--device", device, match="--device applies to CNN model files (dpsgd-cnn) only")
+                     "--device", device, match="--device applies to CNN model files (dpsgd-cnn, scatter-*) only")
     expect_error(capsys, "predict", "--model", files["sa"], "--input", files["rows"], "--device", device,
                  match="holds a subsample-aggregate model")
     assert not ledger.exists()

@@ -122,8 +122,8 @@ def test_a_restart_continues_the_same_count(tmp_path, trained, raw_rows):
         (["--ledger", "{ledger}", "--epsilon", "1", "--budget", "10", "--max-rows", "0"], "max_rows must be >= 1"),
         (["--ledger", "mysql://h/db", "--epsilon", "1", "--budget", "10"], "unsupported ledger URL"),
         (["--ledger", "{ledger}", "--epsilon", "1", "--budget", "10", "--device", "cpu"],
-         "--device applies to CNN model files (dpsgd-cnn) only"),
-        (["--device", "tpu"], "--device applies to CNN model files (dpsgd-cnn) only"),
+         "--device applies to CNN model files (dpsgd-cnn, scatter-*) only"),
+        (["--device", "tpu"], "--device applies to CNN model files (dpsgd-cnn, scatter-*) only"),
     ],
 )
 def test_usage_errors_are_one_line(tmp_path, trained, capsys, extra, message):

@@ -47,3 +47,13 @@ def test_subsample_aggregate_over_cnn_teachers(images):
                          {"epsilon": 1.0, "delta": 0.0, "budget": 100, "m": 2}, seed=0, selection=ONE_EPOCH)
     assert out.result.epsilon <= 1.0 + 1e-9
     assert 0.0 <= out.result.accuracy <= 1.0
+
+
+@pytest.mark.parametrize("name", ["scatter-linear", "scatter-cnn"])
+def test_scatter_methods_in_the_study(images, name, tmp_path, monkeypatch):
+    monkeypatch.setenv("PRIVML_DATA", str(tmp_path))  # the features' cache: kept out of the user's
+    selection = Selection(mode="public", grids={name: {"epochs": (2.0,)}})
+    out = select_and_run(get_method(name), images, {"epsilon": 3.0, "delta": 1e-5}, seed=0, selection=selection)
+    assert out.result.epsilon <= 3.0 + 1e-9 and out.result.delta <= 1e-5
+    if name == "scatter-linear":  # two steps of the CNN head (batch n) learn little; the linear head's do
+        assert out.result.accuracy > 0.3  # two epochs on 600 digits' features: well above chance (0.1)

@@ -49,20 +49,20 @@ def test_core_cli_does_not_import_torch():
 
 def test_cnn_options_are_refused_for_linear_methods(capsys):
     assert main(["train", "--method", "dpsgd", "--dataset", "iris", "--epsilon", "1", "--epochs", "3"]) != 0
-    assert "--epochs applies to --method dpsgd-cnn only" in capsys.readouterr().err
+    assert "--epochs applies to --method dpsgd-cnn and the scatter-* methods only" in capsys.readouterr().err
     assert main(["train", "--method", "dpsgd", "--dataset", "iris", "--epsilon", "1", "--threads", "2",
                  "--architecture", "resnet"]) != 0
-    assert "--threads, --architecture apply to --method dpsgd-cnn only" in capsys.readouterr().err
+    assert "--threads, --architecture apply to --method dpsgd-cnn and the scatter-* methods only" in capsys.readouterr().err
     assert main(["train", "--method", "output", "--dataset", "iris", "--epsilon", "1", "--clip-precision",
                  "tf32"]) == 2
-    assert "--clip-precision applies to --method dpsgd-cnn only" in capsys.readouterr().err
+    assert "--clip-precision applies to --method dpsgd-cnn and the scatter-* methods only" in capsys.readouterr().err
     assert main(["train", "--method", "dpsgd", "--dataset", "iris", "--epsilon", "1", "--no-progress"]) == 2
-    assert "--no-progress applies to --method dpsgd-cnn only" in capsys.readouterr().err
+    assert "--no-progress applies to --method dpsgd-cnn and the scatter-* methods only" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
     ("extra", "message"),
-    [(["--label-column", "y"], "--label-column, --classes, --schema and --bounds do not apply"), (["--delta", "0"], "--delta")],
+    [(["--label-column", "y"], "--label-column and --classes do not apply"), (["--delta", "0"], "--delta")],
 )
 def test_cnn_options_it_cannot_use_are_refused_before_any_data_is_read(extra, message, capsys, monkeypatch):
     import privml.torch.data
@@ -190,3 +190,26 @@ def test_without_torch_a_cnn_model_file_is_refused_in_one_line(image_cache, caps
         assert result.returncode == 2, result.stderr
         assert result.stderr == (f"privml {command}: error: {model}, a CNN model file (dpsgd-cnn), needs PyTorch, "
                                  f"which the core install lacks: {EXTRA}\n")
+
+
+def test_scatter_methods_check_their_options_before_any_data(capsys):
+    base = ["train", "--epsilon", "3", "--no-progress"]
+    assert main([*base, "--method", "scatter-linear", "--dataset", "adult"]) == 2
+    assert "supports --dataset mnist, fashion-mnist, cifar10 or npz:PATH" in capsys.readouterr().err
+    assert main([*base, "--method", "scatter-cnn", "--dataset", "mnist", "--architecture", "resnet"]) == 2
+    assert "--architecture applies to --method dpsgd-cnn only" in capsys.readouterr().err
+    assert main([*base, "--method", "scatter-linear", "--dataset", "mnist", "--classes", "0,1"]) == 2
+    assert "on a built-in dataset" in capsys.readouterr().err
+    assert main([*base, "--method", "dpsgd-cnn", "--dataset", "npz:x.npz"]) == 2
+    assert "dpsgd-cnn supports --dataset mnist or fashion-mnist" in capsys.readouterr().err
+    assert main(["train", "--method", "scatter-linear", "--dataset", "mnist"]) == 2
+    assert "--epsilon is required" in capsys.readouterr().err
+
+
+def test_scatter_on_user_images_not_images_is_refused(capsys, tmp_path):
+    path = tmp_path / "rows.npz"
+    np.savez(path, X=np.zeros((50, 6)), y=np.arange(50) % 2)
+    code = main(["train", "--method", "scatter-linear", "--dataset", f"npz:{path}", "--classes", "0,1",
+                 "--epsilon", "3", "--no-progress"])
+    assert code == 2
+    assert "need images, arrays of H x W or H x W x C" in capsys.readouterr().err

@@ -36,7 +36,7 @@ _FROM_THE_STUDY = {"method": None, "dataset": None, "schema": None, "bounds": No
                    "test_path": None, "max_train": None, "neighbouring": None, "clip_norm": None,
                    "learning_rate": None, "epochs": None, "batch_size": None, "threads": None, "device": None,
                    "precision": None, "clip_precision": None, "label_column": "label", "no_bias": False,
-                   "architecture": "tramer-boneh", "no_progress": False}
+                   "architecture": None, "no_progress": False}
 
 
 def _data_options(spec: Any) -> list[str]:

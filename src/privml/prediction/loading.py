@@ -22,7 +22,7 @@ Which object depends on the file's method:
 - ``subsample-aggregate``: a :class:`~privml.prediction.SubsampleAndAggregate`
   with the saved settings; given values override them.
 - ``output``, ``objective``, ``dpsgd``, ``dpcd``, ``dpcd-regressor``,
-  ``accuracy-first``, ``dpsgd-cnn`` (needs the ``torch`` extra): the
+  ``accuracy-first``, ``dpsgd-cnn``, ``scatter-linear``, ``scatter-cnn`` (the ``torch`` extra): the
   privately trained model as is, with ``ledger_ = None``; passing
   ``epsilon``, ``delta``, ``budget``, ``method``, ``accountant``, a ledger
   or a ``random_state`` (it draws no noise) is an error.

@@ -115,7 +115,8 @@ def _kind(value: Any) -> str:
 
 
 def _runs_on_torch(metadata: dict) -> bool:
-    """Whether the file's estimator is a torch model (``dpsgd-cnn``), from the registry, without importing torch."""
+    """Whether the file's estimator is a torch model (``dpsgd-cnn``, ``scatter-*``), from the registry, without
+    importing torch."""
     method = metadata.get("method")
     target = MODEL_CLASSES.get(method, "") if isinstance(method, str) else ""
     return target.startswith("privml.torch.")
@@ -126,8 +127,9 @@ def model_device(path: str | Path, metadata: dict, device: str | None) -> str | 
 
     The device a file was trained on is not where it must run, so a CNN file
     is served on ``device`` whatever its metadata says. Checked before any
-    ledger is opened or any answer charged. Only ``dpsgd-cnn`` files hold a
-    torch model: private-prediction files store linear models only.
+    ledger is opened or any answer charged. Only ``dpsgd-cnn`` and
+    ``scatter-*`` files hold a torch model: private-prediction files store
+    linear models only.
 
     Raises
     ------
@@ -138,7 +140,7 @@ def model_device(path: str | Path, metadata: dict, device: str | None) -> str | 
     """
     if not _runs_on_torch(metadata):
         if device is not None:
-            raise ValueError(f"--device applies to CNN model files (dpsgd-cnn) only; {path} holds a "
+            raise ValueError(f"--device applies to CNN model files (dpsgd-cnn, scatter-*) only; {path} holds a "
                              f"{metadata.get('method')} model")
         return None
     import_torch_or_explain(f"{path}, a CNN model file ({metadata.get('method')}),")

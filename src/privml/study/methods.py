@@ -331,6 +331,15 @@ def _dpsgd_cnn(p: dict[str, Any], k: int, seed: int, shape: Shape) -> dict[str, 
     return {**_cnn(p, k, seed, shape), **_privacy(p), **_relation(p)}
 
 
+def _scatter(head: str) -> Callable[[dict[str, Any], int, int, Shape], dict[str, Any]]:
+    def kwargs(p: dict[str, Any], k: int, seed: int, shape: Shape) -> dict[str, Any]:
+        # The features of a training set are computed once and reused by its repeats and sweep points: they are
+        # kept in the data cache, private like the records (privml.torch.scatter.cached_features).
+        return {**_cnn(p, k, seed, shape), **_privacy(p), **_relation(p), "head": head, "cache_features": True}
+
+    return kwargs
+
+
 def _subsample_aggregate_cnn(p: dict[str, Any], k: int, seed: int, shape: Shape) -> dict[str, Any]:
     from privml.torch import TorchClassifier  # only reached when privml.torch imports
 
@@ -367,6 +376,14 @@ METHODS: dict[str, Method] = {
                (), {}, True, _nonprivate_cnn, inputs="images", tunable=("learning_rate", "epochs")),
         Method("dpsgd-cnn", "DP-SGD CNN", "training", "privml.torch:TorchClassifier",
                ("epsilon", "delta", "neighbouring"), {"clip_norm": (0.1, 1.0)}, False, _dpsgd_cnn, inputs="images",
+               tunable=("clip_norm", "learning_rate", "epochs")),
+        Method("scatter-linear", "DP-SGD, linear on ScatterNet features", "training",
+               "privml.torch.scatter_classifier:ScatterClassifier", ("epsilon", "delta", "neighbouring"),
+               {"learning_rate": (1.0, 4.0)}, False, _scatter("linear"), inputs="images",
+               tunable=("clip_norm", "learning_rate", "epochs")),
+        Method("scatter-cnn", "DP-SGD, CNN on ScatterNet features", "training",
+               "privml.torch.scatter_classifier:ScatterClassifier", ("epsilon", "delta", "neighbouring"),
+               {"learning_rate": (1.0, 4.0)}, False, _scatter("cnn"), inputs="images",
                tunable=("clip_norm", "learning_rate", "epochs")),
         Method("subsample-aggregate-cnn", "subsample-and-aggregate over CNNs", "prediction",
                "privml.prediction:SubsampleAndAggregate",

@@ -407,6 +407,19 @@ def _check_state_shapes(model: str, input_shape: tuple[int, ...], n_classes: int
                 f"and {n_classes} classes make it {shape}"
             )
 
+def _check_state_shapes_of(build: Any, what: str, state: dict[str, Any]) -> None:
+    """The stored tensors must be exactly those ``build()`` makes (built on the meta device: shapes, no memory)."""
+    with torch.device("meta"):
+        skeleton = build()
+    expected = {name: tuple(t.shape) for name, t in skeleton.state_dict().items()}
+    if set(expected) != set(state):
+        odd = sorted(set(expected) ^ set(state))[:3]
+        raise ValueError(f"the stored tensors are not those of a {what} model (e.g. {', '.join(odd)})")
+    for name, shape in expected.items():
+        if tuple(state[name].shape) != shape:
+            raise ValueError(f"tensor {name!r} has shape {tuple(state[name].shape)}, but the settings make it {shape}")
+
+
 def resolve_device(device: str | torch.device) -> torch.device:
     """``"auto"`` -> CUDA when available, else CPU; any other name is parsed and checked to exist.
 
