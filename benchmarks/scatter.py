@@ -156,8 +156,9 @@ def render(data: dict) -> str:
     if feats:
         out += ["| data set | images | features on first use (s) | load (1 min) before / after |", "|---|---|---|---|"]
         for r in feats:
-            out.append(f"| {r['dataset']} | {r['images']} | {r['seconds']:.0f} | "
-                       f"{r['load_before']:.1f} / {r['load_after']:.1f} |")
+            load = ("not recorded" if r.get("load_before") is None
+                    else f"{r['load_before']:.1f} / {r['load_after']:.1f}")
+            out.append(f"| {r['dataset']} | {r['images']} | {r['seconds']:.0f} ({r['threads']} thread(s)) | {load} |")
         out.append("")
     groups: dict[tuple, list[dict]] = {}
     for r in rows:
