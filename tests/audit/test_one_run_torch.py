@@ -77,7 +77,9 @@ def test_correct_dpsgd_is_audited_against_its_own_claim_and_passes():
     assert audit.neighbouring == "add/remove-one" and audit.scores_from == "white-box"
     assert audit.claimed_epsilon == pytest.approx(2.0, abs=0.01) and audit.delta == 1e-5
     assert not audit.exceeds_claim, result.to_dict()
-    assert audit.tried == len(ort.WHITE_BOX_STATISTICS) * len(_guess_pairs(m, None))  # union over both statistics
+    # union over both statistics and the three analyses ((eps, delta), the claimed profile, mu-GDP)
+    assert audit.tried == len(ort.WHITE_BOX_STATISTICS) * 3 * len(_guess_pairs(m, None))
+    assert audit.claim_rejected is False and 0.0 <= audit.mu_lower < 2.0
     assert result.statistic in ort.WHITE_BOX_STATISTICS
     assert result.scores.shape == (m,) and result.included.shape == (m,)
     assert "scores" not in result.to_dict() and result.to_dict()["training_runs"] == 1
@@ -96,7 +98,9 @@ def test_a_leaky_run_is_flagged_white_box():
     model = ControlNet(X.shape[1] - m, m)
     result = ort.dpsgd_one_run_audit(model, X, y, optimizer=_sgd, m=m, engine_cls=Quiet, clip_norm=1.0,
                                      sample_rate=0.2, steps=10, target_epsilon=2.0, random_state=0)
-    assert result.audit.exceeds_claim and result.audit.epsilon_lower > result.audit.claimed_epsilon
+    # the f-DP test refutes the claimed profile; the (eps, delta) bound, at a third of the level, reaches the claim
+    assert result.audit.exceeds_claim and result.audit.claim_rejected
+    assert result.audit.epsilon_lower > 0.95 * result.audit.claimed_epsilon and result.audit.mu_lower > 0.5
 
 
 def test_record_canaries_black_box():

@@ -21,13 +21,15 @@ second term pays for delta, linearly in m. The audit reports the largest
 epsilon whose bound the observed count rejects: a one-sided test of
 "the mechanism is (eps, delta)-DP" at level 1 - confidence, inverted.
 
-Which analysis. Mahloujifar, Melis and Chaudhuri (2024), "Auditing
-f-Differential Privacy in One Run", bound the same count under a whole f-DP
-trade-off curve and get tighter figures for the Gaussian mechanism. Their
-bound needs the hypothesised trade-off curve (a one-parameter family searched
-over mu) and a recursive computation of the tail; it is not implemented here:
-this module is the Steinke et al. (eps, delta) analysis exactly, which is
-sound for every (eps, delta)-DP mechanism and only looser.
+Which analysis. ``epsilon_lower`` is the Steinke et al. (eps, delta)
+analysis exactly, sound for every (eps, delta)-DP mechanism. Given the run's
+claimed privacy profile (``claimed_profile``: its accountant's delta(eps)),
+:func:`audit_from_scores` also tests the whole claim with the f-DP analysis
+of Mahloujifar, Melis and Chaudhuri (2024), "Auditing f-Differential Privacy
+in One Run" (:mod:`privml.audit.one_run_fdp`), and reports the largest mu
+whose mu-GDP the count refutes: a DP-SGD claim is a curve much closer to a
+Gaussian's than to one (eps, delta) pair, and refuting the curve the
+accountant stated refutes the claim.
 
 What an audit proves. The coins S must be independent of everything but the
 output, and the guesses a function of the output and of public information
@@ -50,6 +52,7 @@ from scipy.special import expit
 
 from privml._random import RandomState, check_random_state
 from privml._validation import check_count, check_delta, check_epsilon, check_finite_array
+from privml.audit.one_run_fdp import InverseBlowUp, fdp_count_rejected, gdp_mu_lower_bound
 from privml.neighbouring import Neighbouring
 
 __all__ = [
@@ -198,6 +201,12 @@ class OneRunAudit:
         Number of guess counts tried; each was tested at ``1 - (1 - confidence) / tried`` (union bound).
     claim_note:
         How the claimed epsilon was brought to ``neighbouring`` (empty when it was stated under it).
+    claim_rejected:
+        Whether the f-DP analysis (Mahloujifar, Melis and Chaudhuri 2024) refutes the claimed privacy profile
+        at ``confidence`` for some tried guess count (None: no profile given).
+    mu_lower:
+        The largest mu whose mu-GDP that analysis refutes (None: not computed). A description of the leakage
+        in the Gaussian family, not an (eps, delta) bound for a mechanism that is not Gaussian-shaped.
     """
 
     m: int
@@ -213,11 +222,15 @@ class OneRunAudit:
     guesses_out: int = 0
     tried: int = 1
     claim_note: str = ""
+    claim_rejected: bool | None = None
+    mu_lower: float | None = None
 
     @property
     def exceeds_claim(self) -> bool:
-        """True when the lower bound refutes the claimed epsilon (at the stated confidence)."""
-        return self.claimed_epsilon is not None and self.epsilon_lower > self.claimed_epsilon
+        """True when the audit refutes the claim (at the stated confidence): the (eps, delta) lower bound is above
+        the claimed epsilon, or the f-DP test rejects the claimed privacy profile."""
+        above = self.claimed_epsilon is not None and self.epsilon_lower > self.claimed_epsilon
+        return above or bool(self.claim_rejected)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain fields for JSON (every one a public input or a count from the audit's own test)."""
@@ -284,6 +297,7 @@ def audit_from_scores(
     neighbouring: Neighbouring | str = Neighbouring.ADD_REMOVE_ONE,
     scores_from: str = "black-box",
     claim_note: str = "",
+    claimed_profile: InverseBlowUp | None = None,
 ) -> OneRunAudit:
     """Turn each canary's score and inclusion bit into the best valid epsilon lower bound.
 
@@ -318,6 +332,11 @@ def audit_from_scores(
         in ``claim_note``).
     scores_from:
         ``"black-box"`` or ``"white-box"``.
+    claimed_profile:
+        The claim as a whole curve (:func:`privml.audit.one_run_fdp.profile_inverse` of the accountant's
+        delta(eps)), or None. Given, three analyses share the level: the (eps, delta) bound, the f-DP test of
+        the profile (``claim_rejected``) and the mu-GDP bound (``mu_lower``), each guess count tested at
+        ``(1 - confidence) / (3 K)``.
     """
     s = check_finite_array(scores, "scores", ndim=1)
     inc = np.asarray(included)
@@ -337,21 +356,28 @@ def audit_from_scores(
     if scores_from not in SCORE_KINDS:
         raise ValueError(f"scores_from must be one of {SCORE_KINDS}, got {scores_from!r}")
     pairs = _guess_pairs(m, guesses)
-    per_test = 1.0 - (1.0 - c) / len(pairs)
+    analyses = 1 if claimed_profile is None else 3
+    level = (1.0 - c) / (len(pairs) * analyses)
     order = np.argsort(-s, kind="stable")  # highest score first; ties by index
     best: tuple[float, int, int, int] | None = None
+    rejected, mu = False, 0.0
     for kp, km in pairs:
         top, bottom = order[:kp], order[m - km:] if km else order[:0]
         v = int(inc[top].sum() + (~inc[bottom]).sum())
-        eps = one_run_epsilon_lower_bound(m, kp + km, v, delta=d, confidence=per_test)
+        eps = one_run_epsilon_lower_bound(m, kp + km, v, delta=d, confidence=1.0 - level)
         if best is None or eps > best[0]:
             best = (eps, kp, km, v)
+        if claimed_profile is not None:
+            rejected = rejected or fdp_count_rejected(claimed_profile, m, kp + km, v, level=level)
+            mu = max(mu, gdp_mu_lower_bound(m, kp + km, v, confidence=1.0 - level))
     assert best is not None
     eps, kp, km, v = best
     return OneRunAudit(
         m=m, guesses=kp + km, correct=v, epsilon_lower=eps, confidence=c, delta=d, claimed_epsilon=claim,
-        neighbouring=rel.value, scores_from=scores_from, guesses_in=kp, guesses_out=km, tried=len(pairs),
-        claim_note=claim_note,
+        neighbouring=rel.value, scores_from=scores_from, guesses_in=kp, guesses_out=km,
+        tried=len(pairs) * analyses, claim_note=claim_note,
+        claim_rejected=None if claimed_profile is None else rejected,
+        mu_lower=None if claimed_profile is None else mu,
     )
 
 

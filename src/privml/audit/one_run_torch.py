@@ -67,7 +67,9 @@ from sklearn.base import clone
 from privml._progress import progress_bar
 from privml._random import RandomState, check_random_state
 from privml._validation import check_count
+from privml.accounting.dpsgd import dpsgd_accountant
 from privml.audit.one_run import OneRunAudit, audit_from_scores
+from privml.audit.one_run_fdp import InverseBlowUp, accountant_profile
 from privml.neighbouring import Neighbouring
 
 if TYPE_CHECKING:  # torch is imported by the functions that run a model: privml's numpy core stays torch-free
@@ -155,18 +157,31 @@ def _audit(
     """The best bound over the statistics, each tested at ``(1 - confidence) / len(statistics)``."""
     claim = engine.privacy_
     level = (1.0 - confidence) / len(statistics)
+    profile = claimed_profile(engine)
     best: tuple[OneRunAudit, str] | None = None
+    rejected, mu = False, 0.0
     for name, scores in statistics.items():
         result = audit_from_scores(
             scores, included, delta=claim.delta, confidence=1.0 - level, claimed_epsilon=claim.epsilon,
             guesses=guesses, neighbouring=Neighbouring.ADD_REMOVE_ONE, scores_from=scores_from,
             claim_note="the engine's privacy_ (add/remove-one, n = real records + canary slots, zero-out)",
+            claimed_profile=profile,
         )
+        rejected, mu = rejected or bool(result.claim_rejected), max(mu, result.mu_lower or 0.0)
         if best is None or result.epsilon_lower > best[0].epsilon_lower:
             best = (result, name)
     assert best is not None
     result, name = best
-    return dataclasses.replace(result, confidence=confidence, tried=result.tried * len(statistics)), name
+    return dataclasses.replace(result, confidence=confidence, tried=result.tried * len(statistics),
+                               claim_rejected=rejected, mu_lower=mu), name
+
+
+def claimed_profile(engine: DPSGD) -> InverseBlowUp:
+    """The engine's claim as a curve: its own accountant's delta(eps) after the steps taken (0 to 4x the claim)."""
+    plan = engine.plan
+    factory = dpsgd_accountant(plan.accountant, neighbouring=plan.neighbouring, replace_one_bound=plan.bound)
+    accountant = factory().compose(plan.event_after(engine.steps_taken))
+    return accountant_profile(accountant, epsilon_max=max(4.0 * engine.privacy_.epsilon, 1.0))
 
 
 def _check_engine(engine: DPSGD, n_total: int) -> None:
