@@ -33,24 +33,33 @@ def controls(args: argparse.Namespace) -> None:
     from privml.testing.torch_controls import TORCH_CONTROLS, audit_torch_control
 
     rows = []
-    for name, control in TORCH_CONTROLS.items():
+    for name in args.controls or list(TORCH_CONTROLS):
+        control = TORCH_CONTROLS[name]
+        m = args.m or control.m
         for broken in (True, False):
-            bounds, flagged, seconds = [], 0, []
+            bounds, mus, flagged, rejected, seconds = [], [], 0, 0, []
             for seed in range(args.seeds):
                 start = time.perf_counter()
-                result = audit_torch_control(name, broken=broken, m=args.m, random_state=seed)
+                result = audit_torch_control(name, broken=broken, m=m, random_state=seed)
                 seconds.append(time.perf_counter() - start)
                 bounds.append(result.audit.epsilon_lower)
+                mus.append(result.audit.mu_lower)
                 flagged += int(result.audit.exceeds_claim)
+                rejected += int(bool(result.audit.claim_rejected))
             row = {"control": name, "bug": control.bug, "broken": broken, "canaries": control.canaries,
-                   "claimed_epsilon": result.audit.claimed_epsilon, "m": args.m, "audits": args.seeds,
-                   "flagged": flagged, "bounds": bounds, "median_bound": float(np.median(bounds)),
+                   "claimed_epsilon": result.audit.claimed_epsilon, "m": m, "audits": args.seeds,
+                   "steps": control.setting["steps"], "sample_rate": control.setting["sample_rate"],
+                   "flagged": flagged, "profile_rejected": rejected, "bounds": bounds,
+                   "median_bound": float(np.median(bounds)), "mu_lower": mus, "median_mu": float(np.median(mus)),
                    "seconds_per_audit": float(np.median(seconds))}
             rows.append(row)
-            print(json.dumps({k: v for k, v in row.items() if k != "bounds"}), flush=True)
-    write_json(args.out or "benchmarks/results/one_run_torch_controls.json",
-               {"machine": machine(), "command": "python benchmarks/one_run_torch.py controls "
-                f"--seeds {args.seeds} --m {args.m}", "rows": rows})
+            print(json.dumps({k: v for k, v in row.items() if k not in ("bounds", "mu_lower")}), flush=True)
+    out = Path(args.out or "benchmarks/results/one_run_torch_controls.json")
+    old = json.loads(out.read_text())["rows"] if out.exists() else []
+    done = {row["control"] for row in rows}
+    write_json(out, {"machine": machine(), "command": "python benchmarks/one_run_torch.py controls "
+                     f"--seeds {args.seeds}" + (f" --m {args.m}" if args.m else ""),
+                     "rows": [r for r in old if r["control"] not in done] + rows})
 
 
 def mnist(args: argparse.Namespace) -> None:
@@ -100,7 +109,8 @@ def main() -> None:
     sub = parser.add_subparsers(dest="part", required=True)
     c = sub.add_parser("controls")
     c.add_argument("--seeds", type=int, default=10)
-    c.add_argument("--m", type=int, default=1000)
+    c.add_argument("--m", type=int, default=None, help="canaries (default: each control's own)")
+    c.add_argument("--controls", nargs="+", default=None, help="which controls (default: all)")
     c.add_argument("--out", default=None)
     mn = sub.add_parser("mnist")
     mn.add_argument("--epsilons", type=float, nargs="+", default=[2.0, 8.0])

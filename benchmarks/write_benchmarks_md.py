@@ -170,7 +170,7 @@ RENDERERS = {
 # Later benchmarks keep their renderer next to the measurement: benchmarks/<name>.py
 # defines render(data) -> str for benchmarks/results/<name>.json.
 SCRIPT_RENDERED = ("prediction", "serve", "accuracy_first", "audit", "torch_dpsgd", "torch_cpu_models", "torch_gpu",
-                   "torch_memory", "torch_ops", "study",
+                   "torch_memory", "torch_ops", "study", "install_paths",
                    "release_attacks",
                    "replace_one", "study_relation", "startup", "study_gpu", "adult_csv", "private_bounds", "scatter")
 

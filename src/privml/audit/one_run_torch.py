@@ -145,8 +145,12 @@ def white_box_statistics(x: np.ndarray, *, sample_rate: float, noise_multiplier:
     q, s = float(sample_rate), float(noise_multiplier)
     centred = values - np.median(values, axis=0) if (q < 0.5 and values.shape[0] >= 3) else values
     # log((1 - q) + q exp((x - 1/2) / s^2)) per step, summed: exact for a canary of norm C in every sampled step
+    if q >= 1.0:
+        # No subsampling: the likelihood ratio is (sum - T/2) / s^2, the same order as the sum; testing both
+        # would halve the level for nothing.
+        return {"sum": values.sum(axis=0)}
     shifted = (centred - 0.5) / s**2
-    steps = np.logaddexp(np.log1p(-q), np.log(q) + shifted) if q < 1 else shifted
+    steps = np.logaddexp(np.log1p(-q), np.log(q) + shifted)
     return {"sum": values.sum(axis=0), "likelihood": steps.sum(axis=0)}
 
 

@@ -27,23 +27,27 @@ one-run white-box audit of the broken or the correct engine there.
 How far a one-run audit can see. Steinke, Nasr and Jagielski's bound with
 m = 1000 canaries certifies about a third of a Gaussian mechanism's epsilon
 (:func:`privml.audit.one_run.simulate_gaussian_audit`: eps 3 gives about 0.9,
-eps 6 about 2). A bug flagged at a claim of 2 must therefore reveal canaries
-almost surely: the unclipped layer (a canary of gradient norm 70 C) and the
-reused noise (the noise cancels between steps) do; a noise 1/sqrt(2) too small
-(true epsilon 3.02 in this setting, by the PLD accountant at s / sqrt(2)) and
-the row-order fault (a canary's own contribution at most about sqrt(2) C: each
-layer's rows are clipped by a norm that counts them; the re-pairing of the
-other records moves the sum along their gradients, which no canary's score
-reads) move the bound but do not lift it over the claim. The module records
-which (``TorchControl.flagged``), and the tests and ``benchmarks/one_run_torch.py``
-measure it (10 audits each: 10/10 and 10/10 flagged; 0/10 and 0/10).
+eps 6 about 2). The f-DP test of the claimed curve (Mahloujifar, Melis and
+Chaudhuri 2024; :mod:`privml.audit.one_run_fdp`) is tighter for DP-SGD's
+near-Gaussian claims, but a bug flagged at a claim of 2 with m = 1000 must still
+reveal canaries almost surely: the unclipped layer (a canary of gradient norm
+70 C) and the reused noise (the noise cancels between steps) do. A noise
+1/sqrt(2) too small (mu 0.71 where the claim is mu 0.50) is flagged in its own
+setting: one full-batch step (the claim is then one Gaussian release) and 10^7
+Dirac canaries in a wide table (:class:`DiracNet`). The row-order fault (a
+canary's own contribution at most about sqrt(2) C: each layer's rows are
+clipped by a norm that counts them; the re-pairing of the other records moves
+the sum along their gradients, which no canary's score reads) moves the bound
+but does not lift it over the claim. The module records which
+(``TorchControl.flagged``), and the tests and ``benchmarks/one_run_torch.py``
+measure it (10 audits each).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -61,6 +65,7 @@ __all__ = [
     "BROKEN",
     "TORCH_CONTROLS",
     "ControlNet",
+    "DiracNet",
     "FlipModel",
     "HalfNoiseDPSGD",
     "ReusedNoiseDPSGD",
@@ -177,6 +182,23 @@ class ControlNet(nn.Module):
         return self.body(x[:, : self.n_features]) + self.key(x[:, self.n_features :])
 
 
+class DiracNet(nn.Module):
+    """A tanh MLP on the features plus a wide table (an ``Embedding``) whose row 0 every record reads.
+
+    The table gives room for m Dirac canaries (m / n_classes + 1 rows) without m input columns: real records
+    move only row 0, so a canary on any other coordinate acts there alone.
+    """
+
+    def __init__(self, n_features: int, m: int, *, hidden: int = 16, n_classes: int = 2) -> None:
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(n_features, hidden), nn.Tanh(), nn.Linear(hidden, n_classes))
+        self.room = nn.Embedding(m // n_classes + 1, n_classes)
+        nn.init.zeros_(self.room.weight)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.body(x) + self.room(torch.zeros(x.shape[0], dtype=torch.long, device=x.device))
+
+
 class FlipModel(nn.Module):
     """``head(tanh(mix(x.flip(0))).flip(0))``: reverses the batch around ``mix`` and restores it.
 
@@ -207,6 +229,10 @@ class TorchControl:
         Whether a one-run audit at the claim can flag it (see the module notes); measured by the tests.
     build:
         ``build(broken, n_features, m) -> (model, engine class, extra engine settings)``.
+    m, setting, guesses, key_inputs:
+        The audit's canaries, the engine's settings (the claim), the guess counts tried (None: the default
+        sweep) and whether records carry the m key-input columns (:class:`ControlNet`) or only the features
+        (:class:`DiracNet`).
     """
 
     name: str
@@ -214,6 +240,10 @@ class TorchControl:
     canaries: str
     flagged: bool
     build: Callable[[bool, int, int], tuple[nn.Module, type[DPSGD], dict[str, Any]]]
+    m: int = 1000
+    setting: dict[str, Any] = field(default_factory=lambda: dict(SETTING))
+    guesses: tuple[int, ...] | None = None
+    key_inputs: bool = True
 
 
 #: The controls' common setting: claimed (2, 1e-5) add/remove-one, 10 Poisson steps at q = 0.2.
@@ -224,10 +254,15 @@ SETTING: dict[str, Any] = {
 N_REAL, N_FEATURES, KEY_SCALE = 200, 8, 100.0
 
 
-def control_setting(m: int, *, random_state: RandomState = 0) -> tuple[torch.Tensor, ...]:
-    """``(X, y, canary_x, canary_y)``: synthetic real records (zero key inputs) and m key-input canaries."""
+def control_setting(m: int, *, random_state: RandomState = 0, key_inputs: bool = True) -> tuple[Any, ...]:
+    """``(X, y, canary_x, canary_y)``: synthetic real records (zero key inputs) and m key-input canaries.
+
+    ``key_inputs=False``: the records hold the features only, and there are no canary records (None, None).
+    """
     rng = check_random_state(random_state)
     a = rng.standard_normal((N_REAL, N_FEATURES)) / math.sqrt(N_FEATURES)
+    if not key_inputs:
+        return (torch.tensor(a, dtype=torch.float32), torch.from_numpy((a[:, 0] > 0).astype(np.int64)), None, None)
     X = np.zeros((N_REAL, N_FEATURES + m))
     X[:, :N_FEATURES] = a
     y = (a[:, 0] > 0).astype(np.int64)
@@ -242,7 +277,18 @@ def _unclipped(broken: bool, d: int, m: int) -> tuple[nn.Module, type[DPSGD], di
 
 
 def _half_noise(broken: bool, d: int, m: int) -> tuple[nn.Module, type[DPSGD], dict[str, Any]]:
-    return ControlNet(d, m), (HalfNoiseDPSGD if broken else DPSGD), {}
+    # Ghost clipping: the table's per-example gradients are never formed (vmap would hold B x m of them).
+    return DiracNet(d, m), (HalfNoiseDPSGD if broken else DPSGD), {"mode": "ghost"}
+
+
+#: The half-noise control's setting: one full-batch step, so the claim is one Gaussian release (mu = 1 / s,
+#: about 0.50 at (2, 1e-5)) and the bug makes it mu = sqrt(2) / s (about 0.71, epsilon 3.0). Refuting 0.50 from
+#: one run takes about 10^7 Dirac canaries and the f-DP test of the claimed curve (Mahloujifar et al. 2024):
+#: simulated, 10^6 canaries refute it in 4 of 6 audits, 10^7 in 4 of 4; a few guess counts of the size that
+#: test favours keep the union bound small.
+HALF_NOISE_SETTING: dict[str, Any] = {
+    "clip_norm": 1.0, "sample_rate": 1.0, "steps": 1, "target_epsilon": 2.0, "delta": 1e-5,
+}
 
 
 def _reused_noise(broken: bool, d: int, m: int) -> tuple[nn.Module, type[DPSGD], dict[str, Any]]:
@@ -260,8 +306,9 @@ TORCH_CONTROLS: dict[str, TorchControl] = {
     for c in (
         TorchControl("unclipped-layer", "the key layer's per-example gradients are neither clipped nor counted",
                      "records", True, _unclipped),
-        TorchControl("half-noise", "noise standard deviation s C / sqrt(2) (claimed: s C)", "dirac", False,
-                     _half_noise),
+        TorchControl("half-noise", "noise standard deviation s C / sqrt(2) (claimed: s C)", "dirac", True,
+                     _half_noise, m=10_000_000, setting=HALF_NOISE_SETTING, guesses=(500, 1000, 2000, 5000),
+                     key_inputs=False),
         TorchControl("reused-noise", "one noise draw added again at every step", "dirac", True, _reused_noise),
         TorchControl("row-order", "ghost clipping on head(mix(x.flip(0)).flip(0)), row assumption unchecked",
                      "records", False, _row_order),
@@ -270,23 +317,25 @@ TORCH_CONTROLS: dict[str, TorchControl] = {
 
 
 def audit_torch_control(
-    name: str, *, broken: bool, m: int = 1000, random_state: int = 0, confidence: float = 0.95
+    name: str, *, broken: bool, m: int | None = None, random_state: int = 0, confidence: float = 0.95
 ) -> TorchOneRunResult:
     """A one-run white-box audit of the broken (or correct) engine of control ``name`` in its setting.
 
-    ``random_state`` seeds the data, the initial weights, the canaries' coins and the run: distinct seeds are
-    independent audits.
+    ``m`` (default: the control's own) is the number of canaries. ``random_state`` seeds the data, the initial
+    weights, the canaries' coins and the run: distinct seeds are independent audits.
     """
     if name not in TORCH_CONTROLS:
         raise ValueError(f"unknown control {name!r}; choose from {', '.join(TORCH_CONTROLS)}")
     control = TORCH_CONTROLS[name]
+    m_ = control.m if m is None else m
     rng = np.random.default_rng([random_state, 29])
-    X, y, canary_x, canary_y = control_setting(m, random_state=rng)
+    X, y, canary_x, canary_y = control_setting(m_, random_state=rng, key_inputs=control.key_inputs)
     torch.manual_seed(int(rng.integers(2**62)))
-    model, engine_cls, extra = control.build(broken, N_FEATURES, m)
+    model, engine_cls, extra = control.build(broken, N_FEATURES, m_)
     records = control.canaries == "records"
+    guesses = None if control.guesses is None else [g for g in control.guesses if g <= m_]
     return dpsgd_one_run_audit(
-        model, X, y, optimizer=lambda p: torch.optim.SGD(p, lr=0.1), m=m, white_box=True,
+        model, X, y, optimizer=lambda p: torch.optim.SGD(p, lr=0.1), m=m_, white_box=True,
         canary_x=canary_x if records else None, canary_y=canary_y if records else None, engine_cls=engine_cls,
-        confidence=confidence, random_state=rng, **SETTING, **extra,
+        confidence=confidence, guesses=guesses or None, random_state=rng, **control.setting, **extra,
     )
