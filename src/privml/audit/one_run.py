@@ -286,6 +286,28 @@ def _guess_pairs(m: int, guesses: int | Sequence[int] | Sequence[tuple[int, int]
     return pairs
 
 
+def _correct_guesses(order: np.ndarray, included: np.ndarray, k_plus: int, k_minus: int) -> int:
+    """Right guesses: "in" on the k+ first of ``order`` (highest score first), "out" on the k- last."""
+    m = included.shape[0]
+    top, bottom = order[:k_plus], order[m - k_minus:] if k_minus else order[:0]
+    return int(included[top].sum() + (~included[bottom]).sum())
+
+
+def _check_scores(scores: object, included: object) -> tuple[np.ndarray, np.ndarray]:
+    """(scores, inclusion bits as bools), one of each per canary, at least one canary."""
+    s = check_finite_array(scores, "scores", ndim=1)
+    inc = np.asarray(included)
+    if inc.ndim != 1 or inc.shape[0] != s.shape[0]:
+        raise ValueError(f"included must be 1-D with one bit per score ({s.shape[0]}), got shape {inc.shape}")
+    if inc.dtype != bool:
+        if not np.all(np.isin(inc, (0, 1))):
+            raise ValueError("included must hold only 0/1 or booleans")
+        inc = inc.astype(bool)
+    if s.shape[0] == 0:
+        raise ValueError("scores must hold at least one canary")
+    return s, inc
+
+
 def audit_from_scores(
     scores: object,
     included: object,
@@ -305,12 +327,9 @@ def audit_from_scores(
     included; pass ``-loss`` for a loss). Ties are broken by canary index, which is fixed before the run
     and so independent of the coins.
 
-    Multiple comparisons. Steinke et al. choose k+ and k- by sweeping them on the same run; reporting the
-    best of K tested counts would overstate the confidence. Here every tried (k+, k-) is tested at level
-    ``(1 - confidence) / K`` (a union bound over the K counts, which are fixed before looking at the scores:
-    the default is :func:`default_guess_counts`, each total r split evenly and also all "in"), so the
-    largest of the K bounds holds at ``confidence``. With K around 20 this costs little: the bound depends on
-    beta only through a binomial tail.
+    Multiple comparisons: reporting the best of K counts swept on the same run would overstate the
+    confidence, so each tried (k+, k-) is tested at ``(1 - confidence) / K`` (a union bound over counts fixed
+    before the scores are seen: by default :func:`default_guess_counts`, each r split evenly and all "in").
 
     Parameters
     ----------
@@ -338,17 +357,8 @@ def audit_from_scores(
         the profile (``claim_rejected``) and the mu-GDP bound (``mu_lower``), each guess count tested at
         ``(1 - confidence) / (3 K)``.
     """
-    s = check_finite_array(scores, "scores", ndim=1)
-    inc = np.asarray(included)
-    if inc.ndim != 1 or inc.shape[0] != s.shape[0]:
-        raise ValueError(f"included must be 1-D with one bit per score ({s.shape[0]}), got shape {inc.shape}")
-    if inc.dtype != bool:
-        if not np.all(np.isin(inc, (0, 1))):
-            raise ValueError("included must hold only 0/1 or booleans")
-        inc = inc.astype(bool)
+    s, inc = _check_scores(scores, included)
     m = int(s.shape[0])
-    if m == 0:
-        raise ValueError("scores must hold at least one canary")
     d = check_delta(delta)
     c = _check_confidence(confidence)
     claim = None if claimed_epsilon is None else check_epsilon(claimed_epsilon, "claimed_epsilon", allow_inf=True)
@@ -362,8 +372,7 @@ def audit_from_scores(
     best: tuple[float, int, int, int] | None = None
     rejected, mu = False, 0.0
     for kp, km in pairs:
-        top, bottom = order[:kp], order[m - km:] if km else order[:0]
-        v = int(inc[top].sum() + (~inc[bottom]).sum())
+        v = _correct_guesses(order, inc, kp, km)
         eps = one_run_epsilon_lower_bound(m, kp + km, v, delta=d, confidence=1.0 - level)
         if best is None or eps > best[0]:
             best = (eps, kp, km, v)
