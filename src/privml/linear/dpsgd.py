@@ -53,6 +53,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from privml._params import keep_params
 from privml._progress import progress_bar
 from privml._random import RandomState
 from privml._validation import (
@@ -341,28 +342,7 @@ class DPSGDClassifier(PrivateLinearClassifier):
         random_state: RandomState = None,
         progress: bool = False,
     ) -> None:
-        self.epsilon = epsilon
-        self.delta = delta
-        self.noise_multiplier = noise_multiplier
-        self.clip_norm = clip_norm
-        self.sample_rate = sample_rate
-        self.batch_size = batch_size
-        self.epochs = epochs
-        self.steps = steps
-        self.learning_rate = learning_rate
-        self.lr_schedule = lr_schedule
-        self.l2 = l2
-        self.averaging = averaging
-        self.tail_fraction = tail_fraction
-        self.ema_decay = ema_decay
-        self.accountant = accountant
-        self.design = design
-        self.neighbouring = neighbouring
-        self.sampling = sampling
-        self.replace_one_bound = replace_one_bound
-        self.classes = classes
-        self.random_state = random_state
-        self.progress = progress
+        keep_params(self, locals())
 
     @property
     def requires_delta(self) -> bool:  # type: ignore[override]

@@ -129,6 +129,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from privml._params import keep_params
 from privml._validation import check_delta, check_epsilon
 from privml.guarantee import PrivacyGuarantee
 from privml.linear.base import PrivateLinearClassifier, make_loss
@@ -298,16 +299,7 @@ class ObjectivePerturbationClassifier(PrivateLinearClassifier):
         tol: float = DEFAULT_TOL,
         max_iter: int = DEFAULT_MAX_ITER,
     ) -> None:
-        self.epsilon = epsilon
-        self.delta = delta
-        self.l2 = l2
-        self.loss = loss
-        self.huber_width = huber_width
-        self.classes = classes
-        self.random_state = random_state
-        self.variant = variant
-        self.tol = tol
-        self.max_iter = max_iter
+        keep_params(self, locals())
 
     def _check_variant(self) -> str:
         if self.variant not in _VARIANTS:

@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from privml._params import keep_params
 from privml.guarantee import PrivacyGuarantee
 from privml.linear.base import PrivateLinearClassifier, make_loss
 from privml.linear.sensitivity import auto_l2, erm_sensitivity, rms_noise_multiplier
@@ -132,15 +133,7 @@ class OutputPerturbationClassifier(PrivateLinearClassifier):
         tol: float = DEFAULT_TOL,
         max_iter: int = DEFAULT_MAX_ITER,
     ) -> None:
-        self.epsilon = epsilon
-        self.delta = delta
-        self.l2 = l2
-        self.loss = loss
-        self.huber_width = huber_width
-        self.classes = classes
-        self.random_state = random_state
-        self.tol = tol
-        self.max_iter = max_iter
+        keep_params(self, locals())
 
     def _check_hyperparameters(self) -> tuple[float, float]:
         # Runs first in fit: every hyper-parameter is checked before the data.

@@ -39,6 +39,7 @@ import numpy as np
 from joblib import Parallel, delayed
 from sklearn.base import BaseEstimator, clone
 
+from privml._params import keep_params
 from privml._random import RandomState, check_random_state
 from privml._validation import MAX_BUDGET, check_count, check_delta, check_epsilon, check_n_jobs, check_X, check_y
 from privml.budget import charged_fit
@@ -284,16 +285,7 @@ class SubsampleAndAggregate(BudgetedPredictor):
         random_state: RandomState = None,
         **deprecated: Any,
     ) -> None:
-        self.estimator = estimator
-        self.n_models = n_models
-        self.epsilon = epsilon
-        self.delta = delta
-        self.budget = budget
-        self.classes = classes
-        self.accountant = accountant
-        self.ledger = ledger
-        self.n_jobs = n_jobs
-        self.random_state = random_state
+        keep_params(self, locals())
         self._take_renamed(deprecated)
 
     # ------------------------------------------------------------ validation

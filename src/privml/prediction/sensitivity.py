@@ -21,6 +21,7 @@ from typing import Any, Literal
 import numpy as np
 from scipy.special import expit, softmax
 
+from privml._params import keep_params
 from privml._random import RandomState, check_random_state
 from privml._validation import (
     MAX_BUDGET,
@@ -216,18 +217,7 @@ class PredictionSensitivity(BudgetedPredictor):
         max_iter: int = DEFAULT_MAX_ITER,
         **deprecated: Any,
     ) -> None:
-        self.epsilon = epsilon
-        self.delta = delta
-        self.budget = budget
-        self.l2 = l2
-        self.loss = loss
-        self.huber_width = huber_width
-        self.classes = classes
-        self.accountant = accountant
-        self.ledger = ledger
-        self.random_state = random_state
-        self.tol = tol
-        self.max_iter = max_iter
+        keep_params(self, locals())
         self._take_renamed(deprecated)
 
     # ------------------------------------------------------------ validation
