@@ -197,10 +197,8 @@ def advanced_composition_heterogeneous(
 
     Parameters
     ----------
-    epsilons:
-        Per-step epsilons, each finite and > 0.
-    deltas:
-        Per-step deltas in [0, 1], one per epsilon.
+    epsilons, deltas:
+        As in :func:`basic_composition`.
     delta_slack:
         delta' in (0, 1).
     counts:

@@ -243,9 +243,7 @@ class ObjectivePerturbationClassifier(PrivateLinearClassifier):
     tol : float, default 1e-10
         The solver must reach ``||grad J_b|| <= tol``.
     max_iter : int, default 1000
-        Cap on the fast solver (L-BFGS/Newton); if it stops short, the certified
-        accelerated-gradient phase finishes (:func:`~privml.linear.solvers.minimise_objective`):
-        a fit never fails on the data.
+        As in :class:`~privml.linear.NonPrivateClassifier`: a fit never fails on the data.
 
     Attributes
     ----------

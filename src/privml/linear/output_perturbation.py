@@ -79,9 +79,7 @@ class OutputPerturbationClassifier(PrivateLinearClassifier):
         includes the ``2 tol / lambda`` by which two approximate minimisers
         can differ beyond the exact ones.
     max_iter : int, default 1000
-        Cap on the fast solver (L-BFGS/Newton); if it stops short, the certified
-        accelerated-gradient phase finishes (:func:`~privml.linear.solvers.minimise_objective`):
-        a fit never fails on the data.
+        As in :class:`~privml.linear.NonPrivateClassifier`: a fit never fails on the data.
 
     Attributes
     ----------
