@@ -389,10 +389,8 @@ def optimal_composition_epsilon(epsilon: float, delta: float, count: int, total_
 
     Parameters
     ----------
-    epsilon, delta:
-        Per-step guarantee: epsilon > 0, delta in [0, 1).
-    count:
-        Number of steps k, 1 <= k <= :data:`OPTIMAL_COMPOSITION_MAX_COUNT`.
+    epsilon, delta, count:
+        As in :func:`optimal_composition_delta`.
     total_delta:
         Target total delta in [0, 1).
 
