@@ -133,3 +133,19 @@ def test_weight_averaging_in_fit():
     assert np.mean(averaged.predict(X) == y) >= 0.9
     with pytest.raises(ValueError, match="averaging must be a decay"):
         small(averaging=1.0).fit(X, y)
+
+
+def test_an_active_budget_is_charged_the_fit_before_it_runs():
+    # The fit runs through TorchClassifier's, which charges the planned guarantee; ScatterClassifier's own copy of
+    # that fit did not, so a budget's total left out every ScatterNet model.
+    from privml.budget import BudgetAccountant
+    from privml.exceptions import BudgetExhausted
+
+    X, y = blobs(100)
+    model = small(delta=1e-5)
+    with BudgetAccountant(epsilon=30.0, delta=1e-3, neighbouring="add/remove-one") as budget:
+        model.fit(X, y)
+    assert [charge.what for charge in budget.charges] == ["fitting ScatterClassifier"]
+    assert model.privacy_.epsilon <= budget.charges[0].epsilon * (1 + 1e-9)
+    with BudgetAccountant(epsilon=1.0, delta=1e-3, neighbouring="add/remove-one"), pytest.raises(BudgetExhausted):
+        small(delta=1e-5).fit(X, y)  # epsilon 8 does not fit in 1: refused before any step

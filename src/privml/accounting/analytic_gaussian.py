@@ -379,10 +379,8 @@ def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float) ->
     ----------
     epsilon:
         Target epsilon, > 0 (any size: the exact condition has no epsilon < 1 restriction).
-    delta:
-        Target delta in (0, 1).
-    sensitivity:
-        L2 sensitivity ``Delta_2`` of the protected function, > 0.
+    delta, sensitivity:
+        As in :func:`classic_gaussian_sigma`.
 
     Returns
     -------

@@ -197,10 +197,8 @@ def advanced_composition_heterogeneous(
 
     Parameters
     ----------
-    epsilons:
-        Per-step epsilons, each finite and > 0.
-    deltas:
-        Per-step deltas in [0, 1], one per epsilon.
+    epsilons, deltas:
+        As in :func:`basic_composition`.
     delta_slack:
         delta' in (0, 1).
     counts:
@@ -391,10 +389,8 @@ def optimal_composition_epsilon(epsilon: float, delta: float, count: int, total_
 
     Parameters
     ----------
-    epsilon, delta:
-        Per-step guarantee: epsilon > 0, delta in [0, 1).
-    count:
-        Number of steps k, 1 <= k <= :data:`OPTIMAL_COMPOSITION_MAX_COUNT`.
+    epsilon, delta, count:
+        As in :func:`optimal_composition_delta`.
     total_delta:
         Target total delta in [0, 1).
 

@@ -125,14 +125,19 @@ class PoissonSampledEvent(DpEvent):
         object.__setattr__(
             self, "sampling_probability", check_probability(self.sampling_probability, "sampling_probability")
         )
-        if not isinstance(self.event, DpEvent):
-            raise TypeError(f"event must be a DpEvent, got {type(self.event).__name__}")
-        if self.event.neighbouring is not ADD_REMOVE:
-            raise ValueError(
-                "the inner event of a Poisson-sampled event states its noise against one record's contribution "
-                f"(add/remove-one); it is under {self.event.neighbouring.value}"
-            )
+        _check_inner_event(self.event, "a Poisson-sampled event")
         object.__setattr__(self, "neighbouring", _relation(self.neighbouring))
+
+
+def _check_inner_event(event: object, outer: str) -> None:
+    """The inner event of a subsampled one: a DpEvent whose noise is stated against one record's contribution."""
+    if not isinstance(event, DpEvent):
+        raise TypeError(f"event must be a DpEvent, got {type(event).__name__}")
+    if event.neighbouring is not ADD_REMOVE:
+        raise ValueError(
+            f"the inner event of {outer} states its noise against one record's contribution "
+            f"(add/remove-one); it is under {event.neighbouring.value}"
+        )
 
 
 @dataclass(frozen=True)
@@ -160,13 +165,7 @@ class SampledWithoutReplacementEvent(DpEvent):
         object.__setattr__(
             self, "sample_size", check_count(self.sample_size, "sample_size", maximum=self.population)
         )
-        if not isinstance(self.event, DpEvent):
-            raise TypeError(f"event must be a DpEvent, got {type(self.event).__name__}")
-        if self.event.neighbouring is not ADD_REMOVE:
-            raise ValueError(
-                "the inner event of a sampled event states its noise against one record's contribution "
-                f"(add/remove-one); it is under {self.event.neighbouring.value}"
-            )
+        _check_inner_event(self.event, "a sampled event")
 
     @property
     def sampling_ratio(self) -> float:

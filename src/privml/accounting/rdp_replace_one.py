@@ -300,10 +300,8 @@ def rdp_sampled_without_replacement_gaussian(
     ----------
     sample_size, population:
         b and n (1 <= b <= n); gamma = b / n.
-    noise_multiplier:
-        s: the noise std over one record's contribution bound C (the clip norm).
-    orders:
-        Rényi orders > 1 (``inf`` gives ``inf``).
+    noise_multiplier, orders:
+        As in :func:`rdp_poisson_gaussian_replace_one`.
 
     Returns
     -------

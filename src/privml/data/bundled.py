@@ -91,6 +91,20 @@ def _bounded(
     return lambda X: bounded_features(X, lower, upper, bounds_source=source)
 
 
+def _published(
+    name: str, description: str, classes: tuple[object, ...], bounds: tuple[tuple[float, float], ...]
+) -> BundledSet:
+    """A set read by ``sklearn.datasets.load_<name>`` and scaled by its published Min/Max table (one per feature)."""
+    return BundledSet(
+        name=name,
+        description=description,
+        loader=f"load_{name}",
+        classes=classes,
+        n_features=len(bounds),
+        featurize=_bounded(bounds, "published Min/Max of the dataset description"),
+    )
+
+
 BUNDLED: dict[str, BundledSet] = {
     s.name: s
     for s in (
@@ -102,29 +116,23 @@ BUNDLED: dict[str, BundledSet] = {
             n_features=64,
             featurize=lambda X: image_features(X, max_value=DIGITS_MAX),
         ),
-        BundledSet(
-            name="breast_cancer",
-            description="Wisconsin diagnostic breast cancer, 569 records, 30 features, binary (0 malignant, 1 benign)",
-            loader="load_breast_cancer",
-            classes=("malignant", "benign"),
-            n_features=30,
-            featurize=_bounded(BREAST_CANCER_BOUNDS, "published Min/Max of the dataset description"),
+        _published(
+            "breast_cancer",
+            "Wisconsin diagnostic breast cancer, 569 records, 30 features, binary (0 malignant, 1 benign)",
+            ("malignant", "benign"),
+            BREAST_CANCER_BOUNDS,
         ),
-        BundledSet(
-            name="wine",
-            description="UCI wine recognition, 178 records, 13 chemical measurements, 3 cultivars",
-            loader="load_wine",
-            classes=("class_0", "class_1", "class_2"),
-            n_features=13,
-            featurize=_bounded(WINE_BOUNDS, "published Min/Max of the dataset description"),
+        _published(
+            "wine",
+            "UCI wine recognition, 178 records, 13 chemical measurements, 3 cultivars",
+            ("class_0", "class_1", "class_2"),
+            WINE_BOUNDS,
         ),
-        BundledSet(
-            name="iris",
-            description="Fisher's iris, 150 records, 4 measurements in cm, 3 species",
-            loader="load_iris",
-            classes=("setosa", "versicolor", "virginica"),
-            n_features=4,
-            featurize=_bounded(IRIS_BOUNDS, "published Min/Max of the dataset description"),
+        _published(
+            "iris",
+            "Fisher's iris, 150 records, 4 measurements in cm, 3 species",
+            ("setosa", "versicolor", "virginica"),
+            IRIS_BOUNDS,
         ),
     )
 }

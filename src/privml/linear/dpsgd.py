@@ -48,11 +48,12 @@ The step's pieces (samplers, clipped sum, schedules, averaging) live in
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, Literal
 
 import numpy as np
 
+from privml._params import keep_params
 from privml._progress import progress_bar
 from privml._random import RandomState
 from privml._validation import (
@@ -116,6 +117,15 @@ DEFAULT_EPOCHS = 30.0
 
 
 # ----------------------------------------------------------------- estimator
+def _at_most_one(**settings: tuple[Any, Callable[[Any, str], Any]]) -> None:
+    """Two alternative settings: at most one given, and that one checked (``check(value, name)``)."""
+    given = [name for name, (value, _) in settings.items() if value is not None]
+    if len(given) > 1:
+        raise ValueError(f"give {' or '.join(settings)}, not both")
+    for name in given:
+        settings[name][1](settings[name][0], name)
+
+
 class DPSGDClassifier(PrivateLinearClassifier):
     """Differentially private SGD for a logistic (binary) or softmax (k-class) linear model.
 
@@ -341,28 +351,7 @@ class DPSGDClassifier(PrivateLinearClassifier):
         random_state: RandomState = None,
         progress: bool = False,
     ) -> None:
-        self.epsilon = epsilon
-        self.delta = delta
-        self.noise_multiplier = noise_multiplier
-        self.clip_norm = clip_norm
-        self.sample_rate = sample_rate
-        self.batch_size = batch_size
-        self.epochs = epochs
-        self.steps = steps
-        self.learning_rate = learning_rate
-        self.lr_schedule = lr_schedule
-        self.l2 = l2
-        self.averaging = averaging
-        self.tail_fraction = tail_fraction
-        self.ema_decay = ema_decay
-        self.accountant = accountant
-        self.design = design
-        self.neighbouring = neighbouring
-        self.sampling = sampling
-        self.replace_one_bound = replace_one_bound
-        self.classes = classes
-        self.random_state = random_state
-        self.progress = progress
+        keep_params(self, locals())
 
     @property
     def requires_delta(self) -> bool:  # type: ignore[override]
@@ -384,18 +373,8 @@ class DPSGDClassifier(PrivateLinearClassifier):
         if self.noise_multiplier is not None:
             check_positive(self.noise_multiplier, "noise_multiplier")
         check_positive(self.clip_norm, "clip_norm")
-        if self.sample_rate is not None and self.batch_size is not None:
-            raise ValueError("give sample_rate or batch_size, not both")
-        if self.sample_rate is not None:
-            check_probability(self.sample_rate, "sample_rate")
-        if self.batch_size is not None:
-            check_count(self.batch_size, "batch_size")
-        if self.epochs is not None and self.steps is not None:
-            raise ValueError("give epochs or steps, not both")
-        if self.epochs is not None:
-            check_positive(self.epochs, "epochs")
-        if self.steps is not None:
-            check_count(self.steps, "steps")
+        _at_most_one(sample_rate=(self.sample_rate, check_probability), batch_size=(self.batch_size, check_count))
+        _at_most_one(epochs=(self.epochs, check_positive), steps=(self.steps, check_count))
         # At least the epochs (q <= 1), checked before the data give q.
         check_planned_steps(self.steps or 1 if self.epochs is None else self.epochs, self.epochs)
         if self.design == "direct" and (self.steps is not None or self.epochs not in (None, 1)):

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from privml._params import keep_params
 from privml.guarantee import PrivacyGuarantee
 from privml.linear.base import PrivateLinearClassifier, make_loss
 from privml.linear.solvers import (
@@ -99,12 +100,7 @@ class NonPrivateClassifier(PrivateLinearClassifier):
         tol: float = DEFAULT_TOL,
         max_iter: int = DEFAULT_MAX_ITER,
     ) -> None:
-        self.l2 = l2
-        self.loss = loss
-        self.huber_width = huber_width
-        self.classes = classes
-        self.tol = tol
-        self.max_iter = max_iter
+        keep_params(self, locals())
 
     def _check_hyperparameters(self) -> tuple[float, float]:
         # No privacy parameters; validate the solver settings first instead.

@@ -129,6 +129,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from privml._params import keep_params
 from privml._validation import check_delta, check_epsilon
 from privml.guarantee import PrivacyGuarantee
 from privml.linear.base import PrivateLinearClassifier, make_loss
@@ -242,9 +243,7 @@ class ObjectivePerturbationClassifier(PrivateLinearClassifier):
     tol : float, default 1e-10
         The solver must reach ``||grad J_b|| <= tol``.
     max_iter : int, default 1000
-        Cap on the fast solver (L-BFGS/Newton); if it stops short, the certified
-        accelerated-gradient phase finishes (:func:`~privml.linear.solvers.minimise_objective`):
-        a fit never fails on the data.
+        As in :class:`~privml.linear.NonPrivateClassifier`: a fit never fails on the data.
 
     Attributes
     ----------
@@ -298,16 +297,7 @@ class ObjectivePerturbationClassifier(PrivateLinearClassifier):
         tol: float = DEFAULT_TOL,
         max_iter: int = DEFAULT_MAX_ITER,
     ) -> None:
-        self.epsilon = epsilon
-        self.delta = delta
-        self.l2 = l2
-        self.loss = loss
-        self.huber_width = huber_width
-        self.classes = classes
-        self.random_state = random_state
-        self.variant = variant
-        self.tol = tol
-        self.max_iter = max_iter
+        keep_params(self, locals())
 
     def _check_variant(self) -> str:
         if self.variant not in _VARIANTS:

@@ -215,10 +215,13 @@ def cms11_constants(
 # Loss perturbation (KST12 / vdMH20) re-derived for replace-one neighbours.
 
 
-def _curvature_per_direction(smoothness: float, rank: int, trace: float) -> float:
-    """``a = min(beta, t / r)``: with r eigenvalues in [0, beta] summing to at most t,
-    ``sum log(1 + e_i / (n Lambda)) <= r log(1 + a / (n Lambda))`` (concavity of log)."""
-    return min(smoothness, trace / rank)
+def _curvature_per_direction(smoothness: float, rank: int, trace: float) -> tuple[float, int]:
+    """``(a, r)`` with ``a = min(beta, t / r)``, the Hessian bounds checked: with r eigenvalues in [0, beta]
+    summing to at most t, ``sum log(1 + e_i / (n Lambda)) <= r log(1 + a / (n Lambda))`` (concavity of log)."""
+    smoothness = check_positive(smoothness, "smoothness")
+    rank = check_count(rank, "rank")
+    trace = check_positive(trace, "trace")
+    return min(smoothness, trace / rank), rank
 
 
 def jacobian_epsilon(n: int, strong_convexity: float, smoothness: float, rank: int, trace: float) -> float:
@@ -263,10 +266,8 @@ def jacobian_epsilon(n: int, strong_convexity: float, smoothness: float, rank: i
     """
     n = check_count(n, "n")
     strong_convexity = check_positive(strong_convexity, "strong_convexity")
-    smoothness = check_positive(smoothness, "smoothness")
-    rank = check_count(rank, "rank")
-    trace = check_positive(trace, "trace")
-    return rank * math.log1p(_curvature_per_direction(smoothness, rank, trace) / (n * strong_convexity))
+    a, rank = _curvature_per_direction(smoothness, rank, trace)
+    return rank * math.log1p(a / (n * strong_convexity))
 
 
 def jacobian_strong_convexity(epsilon_jacobian: float, n: int, smoothness: float, rank: int, trace: float) -> float:
@@ -284,10 +285,8 @@ def jacobian_strong_convexity(epsilon_jacobian: float, n: int, smoothness: float
     """
     epsilon_jacobian = check_epsilon(epsilon_jacobian, "epsilon_jacobian")
     n = check_count(n, "n")
-    smoothness = check_positive(smoothness, "smoothness")
-    rank = check_count(rank, "rank")
-    trace = check_positive(trace, "trace")
-    return _curvature_per_direction(smoothness, rank, trace) / (n * math.expm1(epsilon_jacobian / rank))
+    a, rank = _curvature_per_direction(smoothness, rank, trace)
+    return a / (n * math.expm1(epsilon_jacobian / rank))
 
 
 def objective_gaussian_sigma(epsilon_noise: float, delta: float, lipschitz: float, directions: int) -> float:

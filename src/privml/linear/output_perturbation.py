@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from privml._params import keep_params
 from privml.guarantee import PrivacyGuarantee
 from privml.linear.base import PrivateLinearClassifier, make_loss
 from privml.linear.sensitivity import auto_l2, erm_sensitivity, rms_noise_multiplier
@@ -78,9 +79,7 @@ class OutputPerturbationClassifier(PrivateLinearClassifier):
         includes the ``2 tol / lambda`` by which two approximate minimisers
         can differ beyond the exact ones.
     max_iter : int, default 1000
-        Cap on the fast solver (L-BFGS/Newton); if it stops short, the certified
-        accelerated-gradient phase finishes (:func:`~privml.linear.solvers.minimise_objective`):
-        a fit never fails on the data.
+        As in :class:`~privml.linear.NonPrivateClassifier`: a fit never fails on the data.
 
     Attributes
     ----------
@@ -132,15 +131,7 @@ class OutputPerturbationClassifier(PrivateLinearClassifier):
         tol: float = DEFAULT_TOL,
         max_iter: int = DEFAULT_MAX_ITER,
     ) -> None:
-        self.epsilon = epsilon
-        self.delta = delta
-        self.l2 = l2
-        self.loss = loss
-        self.huber_width = huber_width
-        self.classes = classes
-        self.random_state = random_state
-        self.tol = tol
-        self.max_iter = max_iter
+        keep_params(self, locals())
 
     def _check_hyperparameters(self) -> tuple[float, float]:
         # Runs first in fit: every hyper-parameter is checked before the data.

@@ -37,10 +37,8 @@ class AboveThreshold(Mechanism):
         neighbours, for each (possibly adaptively chosen) query f_i.
     delta:
         Must be 0 (pure epsilon-DP).
-    neighbouring:
-        Relation ``sensitivity`` is measured under (default replace-one).
-    random_state:
-        None (OS entropy), an int seed, or a numpy Generator.
+    neighbouring, random_state:
+        As in :class:`~privml.mechanisms.base.Mechanism` (default replace-one; None: OS entropy).
 
     Notes
     -----

@@ -10,11 +10,13 @@ accountant, so repeated use can be composed with any accountant.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 from privml._random import RandomState, check_random_state
-from privml._validation import check_delta, check_epsilon, check_positive
+from privml._validation import check_delta, check_epsilon, check_finite_array, check_positive
 from privml.accounting.events import DpEvent
 from privml.guarantee import PrivacyGuarantee
 from privml.neighbouring import Neighbouring
@@ -67,6 +69,12 @@ class Mechanism(ABC):
     @abstractmethod
     def randomise(self, value):  # noqa: ANN001 - scalar or array, per mechanism
         """Return a privatised copy of ``value`` (never modifies it in place)."""
+
+    def _release(self, value: Any, noise: Callable[[np.ndarray], np.ndarray]) -> float | np.ndarray:
+        """``value`` (checked finite, never modified) plus ``noise(value)``: a float for a scalar, else a new array."""
+        arr = check_finite_array(value, "value")
+        noisy = arr + noise(arr)
+        return float(noisy) if noisy.ndim == 0 else noisy
 
     @property
     @abstractmethod

@@ -327,8 +327,7 @@ def sample_discrete_laplace(
         None for one Python int; an int or shape for an array (int64, or
         object dtype holding Python ints if a value does not fit in int64).
     rng:
-        None (OS cryptographic generator; use this in deployment), or an int /
-        SeedSequence / numpy Generator for a reproducible stream.
+        As in :func:`sample_bernoulli_exp`.
 
     Examples
     --------
@@ -357,12 +356,8 @@ def sample_discrete_gaussian(
     ----------
     sigma2:
         The scale parameter sigma^2, an int or :class:`fractions.Fraction` > 0.
-    size:
-        None for one Python int; an int or shape for an array (int64, or
-        object dtype holding Python ints if a value does not fit in int64).
-    rng:
-        None (OS cryptographic generator; use this in deployment), or an int /
-        SeedSequence / numpy Generator for a reproducible stream.
+    size, rng:
+        As in :func:`sample_discrete_laplace`.
 
     Examples
     --------

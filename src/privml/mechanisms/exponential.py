@@ -32,10 +32,8 @@ class ExponentialMechanism(Mechanism):
         candidates move in the same direction (all u_r(D') >= u_r(D), or all
         <=), e.g. counts under add/remove-one. The mechanism then uses
         exp(epsilon u_r / Delta_u), twice as sharp at the same epsilon.
-    neighbouring:
-        Relation ``sensitivity`` is measured under (default replace-one).
-    random_state:
-        None (OS entropy), an int seed, or a numpy Generator.
+    neighbouring, random_state:
+        As in :class:`~privml.mechanisms.base.Mechanism` (default replace-one; None: OS entropy).
 
     Notes
     -----

@@ -8,7 +8,6 @@ from typing import Literal
 import numpy as np
 
 from privml._random import RandomState
-from privml._validation import check_finite_array
 from privml.accounting.analytic_gaussian import analytic_gaussian_sigma, classic_gaussian_sigma
 from privml.accounting.events import DpEvent, GaussianEvent
 from privml.mechanisms.base import Mechanism
@@ -35,8 +34,6 @@ class GaussianMechanism(Mechanism):
         Failure probability in (0, 1); required (the Gaussian is never pure DP).
     sensitivity:
         L2 sensitivity ``Delta_2 = max ||f(D) - f(D')||_2`` over neighbours.
-    neighbouring:
-        Relation ``sensitivity`` is measured under (default replace-one).
     calibration:
         ``"analytic"`` (default): the smallest sigma meeting the exact
         condition of Balle and Wang (2018), Theorem 8, found by bisection
@@ -44,8 +41,8 @@ class GaussianMechanism(Mechanism):
         ``"classic"``: ``sigma = Delta_2 sqrt(2 ln(1.25/delta)) / epsilon``
         (Dwork and Roth 2014, Theorem A.1), valid only for epsilon < 1 and
         refused otherwise; always noisier, kept for comparison.
-    random_state:
-        None (OS entropy), an int seed, or a numpy Generator.
+    neighbouring, random_state:
+        As in :class:`~privml.mechanisms.base.Mechanism` (default replace-one; None: OS entropy).
 
     Attributes
     ----------
@@ -105,22 +102,15 @@ class GaussianMechanism(Mechanism):
         return self.noise_multiplier * self.sensitivity
 
     def randomise(self, value: float | np.ndarray) -> float | np.ndarray:
-        """Return ``value`` plus independent N(0, sigma^2) noise on every entry.
+        """Return ``value`` plus independent N(0, sigma^2) noise on every entry (a float for a scalar).
 
         Parameters
         ----------
         value:
             f(D): a finite scalar or array; the whole array is one release whose
             L2 sensitivity is ``sensitivity``.
-
-        Returns
-        -------
-        float or ndarray
-            A float for scalar input, else a new array of the same shape.
         """
-        arr = check_finite_array(value, "value")
-        noisy = arr + sample_noise("gaussian", self.sigma, arr.shape, self._rng)
-        return float(noisy) if noisy.ndim == 0 else noisy
+        return self._release(value, lambda arr: sample_noise("gaussian", self.sigma, arr.shape, self._rng))
 
     @property
     def event(self) -> DpEvent:

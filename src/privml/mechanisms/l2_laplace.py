@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from privml._random import RandomState, check_random_state
-from privml._validation import check_count, check_finite_array, check_positive
+from privml._validation import check_count, check_positive
 from privml.accounting.events import DpEvent, EpsilonDeltaEvent
 from privml.mechanisms.base import Mechanism
 
@@ -70,11 +70,9 @@ class L2LaplaceMechanism(Mechanism):
         Must be 0 (pure epsilon-DP).
     sensitivity:
         L2 sensitivity ``Delta_2 = max ||f(D) - f(D')||_2`` over neighbours.
-    neighbouring:
-        Relation ``sensitivity`` is measured under (default replace-one, as
-        for the ERM methods of CMS11).
-    random_state:
-        None (OS entropy), an int seed, or a numpy Generator.
+    neighbouring, random_state:
+        As in :class:`~privml.mechanisms.base.Mechanism` (default replace-one, as for the ERM methods of CMS11;
+        None: OS entropy).
 
     Notes
     -----
@@ -106,7 +104,7 @@ class L2LaplaceMechanism(Mechanism):
         return sample_l2_laplace(dim, self.scale, size, self._rng)
 
     def randomise(self, value: float | np.ndarray) -> float | np.ndarray:
-        """Return ``value`` plus one L2-Laplace noise vector over all its entries.
+        """Return ``value`` plus one L2-Laplace noise vector over all its entries (a float for a scalar).
 
         Parameters
         ----------
@@ -114,17 +112,13 @@ class L2LaplaceMechanism(Mechanism):
             f(D): a finite scalar or array. The whole array is one vector (a
             matrix is treated as its flattening, e.g. vec(W) of a multi-class
             model), and ``sensitivity`` bounds the change of that vector.
-
-        Returns
-        -------
-        float or ndarray
-            A float for scalar input, else a new array of the same shape.
         """
-        arr = check_finite_array(value, "value")
+        return self._release(value, self._vector_noise)
+
+    def _vector_noise(self, arr: np.ndarray) -> np.ndarray:
         if arr.size == 0:
             raise ValueError("value must have at least one entry")
-        noisy = arr + self._noise(arr.size, 1)[0].reshape(arr.shape)
-        return float(noisy) if noisy.ndim == 0 else noisy
+        return self._noise(arr.size, 1)[0].reshape(arr.shape)
 
     @property
     def event(self) -> DpEvent:

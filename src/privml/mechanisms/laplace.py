@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from privml._validation import check_finite_array
 from privml.accounting.events import DpEvent, LaplaceEvent
 from privml.mechanisms.base import Mechanism
 from privml.mechanisms.noise import sample_noise
@@ -24,10 +23,8 @@ class LaplaceMechanism(Mechanism):
         wrong value fails loudly.
     sensitivity:
         L1 sensitivity ``Delta_1 = max ||f(D) - f(D')||_1`` over neighbours.
-    neighbouring:
-        Relation ``sensitivity`` is measured under (default replace-one).
-    random_state:
-        None (OS entropy), an int seed, or a numpy Generator.
+    neighbouring, random_state:
+        As in :class:`~privml.mechanisms.base.Mechanism` (default replace-one; None: OS entropy).
 
     Notes
     -----
@@ -56,7 +53,7 @@ class LaplaceMechanism(Mechanism):
         return self.sensitivity / self.epsilon
 
     def randomise(self, value: float | np.ndarray) -> float | np.ndarray:
-        """Return ``value`` plus independent Lap(Delta_1 / epsilon) noise on every entry.
+        """Return ``value`` plus independent Lap(Delta_1 / epsilon) noise on every entry (a float for a scalar).
 
         Parameters
         ----------
@@ -64,15 +61,8 @@ class LaplaceMechanism(Mechanism):
             f(D): a finite scalar or array (any shape); every entry gets its own noise.
             An array of n entries is one release whose L1 sensitivity is
             ``sensitivity``, not n releases.
-
-        Returns
-        -------
-        float or ndarray
-            A float for scalar input, else a new array of the same shape.
         """
-        arr = check_finite_array(value, "value")
-        noisy = arr + sample_noise("laplace", self.scale, arr.shape, self._rng)
-        return float(noisy) if noisy.ndim == 0 else noisy
+        return self._release(value, lambda arr: sample_noise("laplace", self.scale, arr.shape, self._rng))
 
     @property
     def event(self) -> DpEvent:

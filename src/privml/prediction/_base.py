@@ -15,7 +15,9 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 
 from privml._deprecation import RenamedParams
-from privml._validation import MAX_BUDGET, check_count, check_fitted, check_X
+from privml._random import check_random_state
+from privml._validation import MAX_BUDGET, check_count, check_delta, check_epsilon, check_fitted, check_X, check_y
+from privml.data.labels import fit_classes
 from privml.exceptions import PrivacyLeakWarning
 from privml.guarantee import PrivacyGuarantee
 from privml.ledger import BudgetLedger, MemoryLedger, calibration_context
@@ -105,6 +107,22 @@ class BudgetedPredictor(RenamedParams, ClassifierMixin, BaseEstimator):
     def _planned_guarantee(self) -> PrivacyGuarantee:
         """The total guarantee over ``budget`` answers, from the settings (for :mod:`privml.budget`)."""
         return PrivacyGuarantee(float(self.epsilon), float(self.delta), Neighbouring.REPLACE_ONE, "planned")
+
+    def _check_privacy_settings(self) -> tuple[float, float, int]:
+        """(epsilon, delta, answer budget), with the ledger and the seed's type checked: before any data is read."""
+        epsilon = check_epsilon(self.epsilon)
+        delta = check_delta(self.delta)
+        budget = check_count(self.budget, "budget", maximum=MAX_BUDGET)
+        check_ledger(self.ledger, budget)
+        check_random_state(self.random_state)  # type check only: the generator is made at fit
+        return epsilon, delta, budget
+
+    def _fit_data(self, X: Any, y: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(X, y, classes)`` of a fit; labels outside the public class set are refused here, before any training."""
+        X = check_X(X, owner=type(self).__name__)
+        y = check_y(y, X.shape[0])
+        classes, _ = fit_classes(y, self.classes, owner=type(self).__name__, stacklevel=3)
+        return X, y, classes
 
     def _check_fitted(self) -> None:
         check_fitted(self, "ledger_")

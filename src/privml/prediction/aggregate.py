@@ -39,17 +39,18 @@ import numpy as np
 from joblib import Parallel, delayed
 from sklearn.base import BaseEstimator, clone
 
+from privml._params import keep_params
 from privml._random import RandomState, check_random_state
-from privml._validation import MAX_BUDGET, check_count, check_delta, check_epsilon, check_n_jobs, check_X, check_y
+from privml._validation import check_count, check_n_jobs
 from privml.budget import charged_fit
-from privml.data.labels import fit_classes, label_codes
+from privml.data.labels import label_codes
 from privml.guarantee import PrivacyGuarantee
 from privml.ledger import BudgetLedger
 from privml.linear.base import PrivateLinearClassifier
 from privml.linear.nonprivate import NonPrivateClassifier
 from privml.mechanisms.exponential import ExponentialMechanism
 from privml.neighbouring import Neighbouring
-from privml.prediction._base import BudgetedPredictor, check_ledger
+from privml.prediction._base import BudgetedPredictor
 from privml.prediction.calibration import VoteCalibration, calibrate_vote_epsilon
 from privml.registry import estimator_class
 from privml.release import strip_seeds
@@ -284,27 +285,14 @@ class SubsampleAndAggregate(BudgetedPredictor):
         random_state: RandomState = None,
         **deprecated: Any,
     ) -> None:
-        self.estimator = estimator
-        self.n_models = n_models
-        self.epsilon = epsilon
-        self.delta = delta
-        self.budget = budget
-        self.classes = classes
-        self.accountant = accountant
-        self.ledger = ledger
-        self.n_jobs = n_jobs
-        self.random_state = random_state
+        keep_params(self, locals())
         self._take_renamed(deprecated)
 
     # ------------------------------------------------------------ validation
     def _check_hyperparameters(self) -> VoteCalibration:
         """Validate every setting and calibrate the per-query epsilon (no data involved)."""
-        epsilon = check_epsilon(self.epsilon)
-        delta = check_delta(self.delta)
-        budget = check_count(self.budget, "budget", maximum=MAX_BUDGET)
+        epsilon, delta, budget = self._check_privacy_settings()
         check_count(self.n_models, "n_models")
-        check_ledger(self.ledger, budget)
-        check_random_state(self.random_state)  # type check only
         if self.n_jobs is not None:
             # Checked here, before the partition is drawn: joblib would refuse 0 or 'x' only after it.
             check_n_jobs(self.n_jobs)
@@ -330,10 +318,7 @@ class SubsampleAndAggregate(BudgetedPredictor):
         """
         self._check_refit()
         calibration = self._check_hyperparameters()
-        X = check_X(X, owner=type(self).__name__)
-        y = check_y(y, X.shape[0])
-        # Labels outside the public set are refused here, before any teacher is trained.
-        classes, _ = fit_classes(y, self.classes, owner=type(self).__name__, stacklevel=2)
+        X, y, classes = self._fit_data(X, y)
         rng = check_random_state(self.random_state)
         base = self._base_estimator(classes)
         if self.n_models > X.shape[0]:  # before the probe, whose parts would hold no record

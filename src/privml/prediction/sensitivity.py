@@ -21,19 +21,14 @@ from typing import Any, Literal
 import numpy as np
 from scipy.special import expit, softmax
 
+from privml._params import keep_params
 from privml._random import RandomState, check_random_state
 from privml._validation import (
-    MAX_BUDGET,
     check_count,
-    check_delta,
-    check_epsilon,
     check_fitted,
     check_positive,
-    check_X,
-    check_y,
 )
 from privml.budget import charged_fit
-from privml.data.labels import fit_classes
 from privml.data.preprocessing import project_to_unit_ball
 from privml.guarantee import PrivacyGuarantee
 from privml.ledger import BudgetLedger
@@ -43,7 +38,7 @@ from privml.linear.sensitivity import auto_l2, erm_sensitivity, rms_noise_multip
 from privml.linear.solvers import DEFAULT_MAX_ITER, DEFAULT_TOL, check_l2_setting, check_solver_settings
 from privml.mechanisms import sample_noise
 from privml.neighbouring import Neighbouring
-from privml.prediction._base import BudgetedPredictor, check_ledger
+from privml.prediction._base import BudgetedPredictor
 from privml.prediction.calibration import PredictionNoise, calibrate_prediction_noise
 
 __all__ = ["AUTO_LOGIT_NOISE", "PredictionSensitivity", "logit_sensitivity"]
@@ -216,28 +211,13 @@ class PredictionSensitivity(BudgetedPredictor):
         max_iter: int = DEFAULT_MAX_ITER,
         **deprecated: Any,
     ) -> None:
-        self.epsilon = epsilon
-        self.delta = delta
-        self.budget = budget
-        self.l2 = l2
-        self.loss = loss
-        self.huber_width = huber_width
-        self.classes = classes
-        self.accountant = accountant
-        self.ledger = ledger
-        self.random_state = random_state
-        self.tol = tol
-        self.max_iter = max_iter
+        keep_params(self, locals())
         self._take_renamed(deprecated)
 
     # ------------------------------------------------------------ validation
     def _check_hyperparameters(self) -> PredictionNoise:
         """Validate every setting and calibrate the per-query noise (no data involved)."""
-        epsilon = check_epsilon(self.epsilon)
-        delta = check_delta(self.delta)
-        budget = check_count(self.budget, "budget", maximum=MAX_BUDGET)
-        check_ledger(self.ledger, budget)
-        check_random_state(self.random_state)  # type check only: the generator is made at fit
+        epsilon, delta, budget = self._check_privacy_settings()
         check_l2_setting(self.l2)
         check_solver_settings(self.tol, self.max_iter)
         return calibrate_prediction_noise(epsilon, delta, budget, self.accountant)
@@ -250,9 +230,7 @@ class PredictionSensitivity(BudgetedPredictor):
         """
         self._check_refit()
         noise = self._check_hyperparameters()
-        X = check_X(X, owner=type(self).__name__)
-        y = check_y(y, X.shape[0])
-        classes, _ = fit_classes(y, self.classes, owner=type(self).__name__, stacklevel=2)
+        X, y, classes = self._fit_data(X, y)
         loss = make_loss(classes.size, self.loss, huber_width=self.huber_width)
         n_outputs = 1 if classes.size == 2 else classes.size
         if self.l2 == "auto":

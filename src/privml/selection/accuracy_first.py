@@ -53,6 +53,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from privml._params import keep_params
 from privml._random import RandomState, check_random_state
 from privml._validation import (
     check_count,
@@ -410,23 +411,7 @@ class AccuracyFirstClassifier(PrivateLinearClassifier):
         tol: float = DEFAULT_TOL,
         max_iter: int = DEFAULT_MAX_ITER,
     ) -> None:
-        self.target = target
-        self.metric = metric
-        self.search = search
-        self.epsilon_min = epsilon_min
-        self.epsilon_max = epsilon_max
-        self.n_steps = n_steps
-        self.at_epsilon = at_epsilon
-        self.delta = delta
-        self.margin = margin
-        self.l2 = l2
-        self.loss = loss
-        self.huber_width = huber_width
-        self.classes = classes
-        self.validation_fraction = validation_fraction
-        self.random_state = random_state
-        self.tol = tol
-        self.max_iter = max_iter
+        keep_params(self, locals())
 
     # ------------------------------------------------------------ validation
     def _grid(self) -> tuple[float, ...]:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import torch
 from sklearn.base import BaseEstimator, ClassifierMixin
 
+from privml._params import keep_params
 from privml._validation import check_fitted, check_positive
 from privml.accounting.dpsgd import planned_steps
 from privml.budget import charged_fit
@@ -116,6 +118,8 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
     one TorchClassifier per part; prediction is post-processing.
     """
 
+    input_shape: tuple[int, ...]  # a hyper-parameter (keep_params), made a tuple of ints when a model file is read
+
     @property
     def method(self) -> str:
         """What a model file of this estimator holds: ``"dpsgd-cnn"``, or ``"nonprivate-cnn"`` for ``epsilon=inf``.
@@ -162,31 +166,7 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         progress: bool = False,
         threads: int | None = None,
     ) -> None:
-        self.epsilon = epsilon
-        self.delta = delta
-        self.model = model
-        self.input_shape = input_shape
-        self.classes = classes
-        self.epochs = epochs
-        self.batch_size = batch_size
-        self.learning_rate = learning_rate
-        self.momentum = momentum
-        self.clip_norm = clip_norm
-        self.noise_multiplier = noise_multiplier
-        self.accountant = accountant
-        self.neighbouring = neighbouring
-        self.sampling = sampling
-        self.replace_one_bound = replace_one_bound
-        self.mode = mode
-        self.max_physical_batch_size = max_physical_batch_size
-        self.secure_noise = secure_noise
-        self.device = device
-        self.precision = precision
-        self.clip_precision = clip_precision
-        self.cuda_graph = cuda_graph
-        self.random_state = random_state
-        self.progress = progress
-        self.threads = threads
+        keep_params(self, locals())
 
     # ------------------------------------------------------------ helpers
     def _images(self, X: Any) -> torch.Tensor:
@@ -225,17 +205,11 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         """
         if self.model not in IMAGE_ARCHITECTURES:
             raise ValueError(f"model must be one of {', '.join(IMAGE_ARCHITECTURES)}, got {self.model!r}")
-        shape = self.input_shape
-        if (not isinstance(shape, list | tuple) or len(shape) != 3
-                or not all(isinstance(s, int | np.integer) and not isinstance(s, bool) and s > 0 for s in shape)):
-            raise ValueError(f"input_shape must be three positive integers (channels, height, width), got {shape!r}")
+        shape = check_image_shape(self.input_shape)
         # The Tramer-Boneh CNN sizes its linear layer from the width alone: other heights fail every prediction.
         if self.model == "tramer-boneh" and shape[1] != shape[2]:
-            raise ValueError(f"the tramer-boneh model needs square images, got input_shape {tuple(shape)}")
-        threads = self.threads
-        if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int | np.integer)
-                                    or threads < 1):
-            raise ValueError(f"threads must be None or a positive integer, got {threads!r}")
+            raise ValueError(f"the tramer-boneh model needs square images, got input_shape {shape}")
+        check_threads(self.threads)
 
     def _check_plan(self, n: int) -> None:
         """The batch and the step count against n (public), as DPSGDClassifier checks them.
@@ -266,21 +240,22 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         if X_t.shape[0] != y_t.shape[0]:
             raise ValueError(f"X has {X_t.shape[0]} rows but y has {y_t.shape[0]}")
         n = int(X_t.shape[0])
-        self._check_plan(n)  # before the seed is set, the model built or any noise drawn
+        self._check_plan(n)  # before any input is computed, the seed set, the model built or any noise drawn
         seed = self.random_state
         with self._threads():
+            inputs = self._inputs(X_t, device).to(device)  # once; batches are gathered on the device
             if seed is not None:
                 torch.manual_seed(int(seed))
             module, optimizer = self._new_model(len(classes), device)
-            X_t, y_t = X_t.to(device), y_t.to(device)  # once; batches are gathered on the device
+            y_t = y_t.to(device)
             if self.epsilon is not None and np.isinf(self.epsilon):
                 with charged_fit(self, lambda: None):  # refused under an active privml.budget.BudgetAccountant
-                    self._fit_nonprivate(module, optimizer, X_t, y_t, n)
+                    self._fit_nonprivate(module, optimizer, inputs, y_t, n)
             else:
                 engine = self._engine(module, optimizer, n, device)
                 # The planned steps' guarantee is charged to an active budget before the first step.
                 with charged_fit(self, lambda: engine.plan.guarantee):  # epochs are set here: the plan has one
-                    engine.fit(X_t, y_t, progress=self.progress)
+                    self._train(engine, optimizer, inputs, y_t)
                     self.privacy_ = engine.privacy_
                     self.fit_info_ = engine.info()
         module.eval()
@@ -289,12 +264,27 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         self.n_features_in_ = int(np.prod(self.input_shape))
         return self
 
+    def _build(self, n_classes: int) -> torch.nn.Module:
+        """The untrained model these settings make (on the current default device), for a fit or a model file."""
+        return build_model(
+            self.model, in_channels=self.input_shape[0], n_classes=n_classes, image_size=self.input_shape[-1]
+        )
+
+    def _learning_rate(self) -> float:
+        return self.learning_rate
+
+    def _inputs(self, images: torch.Tensor, device: torch.device) -> torch.Tensor:
+        """What the model reads: the images themselves (ScatterClassifier: their features, computed on ``device``)."""
+        return images
+
     def _new_model(self, n_classes: int, device: torch.device) -> tuple[torch.nn.Module, torch.optim.Optimizer]:
         """A fresh model of the chosen architecture on ``device`` and its SGD optimiser (seed set by the caller)."""
-        module = build_model(
-            self.model, in_channels=self.input_shape[0], n_classes=n_classes, image_size=self.input_shape[-1]
-        ).to(device)
-        return module, torch.optim.SGD(module.parameters(), lr=self.learning_rate, momentum=self.momentum)
+        module = self._build(n_classes).to(device)
+        return module, torch.optim.SGD(module.parameters(), lr=self._learning_rate(), momentum=self.momentum)
+
+    def _train(self, engine: DPSGD, optimizer: torch.optim.Optimizer, X: torch.Tensor, y: torch.Tensor) -> None:
+        """The DP-SGD steps of a fit (ScatterClassifier adds a weight average, updated after each step)."""
+        engine.fit(X, y, progress=self.progress)
 
     def _engine(
         self, module: torch.nn.Module, optimizer: torch.optim.Optimizer, n: int, device: torch.device,
@@ -354,7 +344,7 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         out = []
         with self._threads(), torch.no_grad():
             module = self.module_.to(device).eval()
-            for part in torch.split(X_t, 1024):
+            for part in torch.split(self._inputs(X_t, device), 1024):
                 out.append(torch.softmax(module(part.to(device)), dim=1).double().cpu().numpy())
         return np.concatenate(out) if out else np.zeros((0, len(self.classes_)))
 
@@ -370,16 +360,18 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         arrays["classes"] = np.asarray(self.classes_)
         return arrays
 
+    def _architecture(self) -> str:
+        """The trained model's name in a refusal of a model file's tensors."""
+        return self.model
+
     def _restore_arrays(self, arrays: dict[str, np.ndarray], metadata: dict) -> None:
         self.input_shape = tuple(int(s) for s in self.input_shape)
         self.classes_ = np.asarray(arrays["classes"])
         if self.classes_.ndim != 1 or self.classes_.size < 2:
             raise ValueError(f"classes must list at least two labels, got an array of shape {self.classes_.shape}")
         state = {k[len("state.") :]: v for k, v in arrays.items() if k.startswith("state.")}
-        _check_state_shapes(self.model, self.input_shape, self.classes_.size, state)
-        module = build_model(
-            self.model, in_channels=self.input_shape[0], n_classes=len(self.classes_), image_size=self.input_shape[-1]
-        )
+        _check_state_shapes(self._build, self._architecture(), self.input_shape, self.classes_.size, state)
+        module = self._build(self.classes_.size)
         module.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in state.items()})
         module.eval()
         self.module_ = module
@@ -388,18 +380,21 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         self.n_features_in_ = int(np.prod(self.input_shape))
 
 
-def _check_state_shapes(model: str, input_shape: tuple[int, ...], n_classes: int, state: dict[str, Any]) -> None:
-    """The stored tensors must be exactly those the settings build, checked before a model is allocated.
+def _check_state_shapes(
+    build: Callable[[int], torch.nn.Module], what: str, input_shape: tuple[int, ...], n_classes: int,
+    state: dict[str, Any],
+) -> None:
+    """The stored tensors must be exactly those ``build(n_classes)`` makes, checked before a model is allocated.
 
     The model is built on torch's meta device (shapes, no memory): metadata claiming a wide image or
     millions of classes would otherwise allocate gigabytes before ``load_state_dict`` refused the shapes.
     """
     with torch.device("meta"):
-        skeleton = build_model(model, in_channels=input_shape[0], n_classes=n_classes, image_size=input_shape[-1])
+        skeleton = build(n_classes)
     expected = {name: tuple(t.shape) for name, t in skeleton.state_dict().items()}
     if set(expected) != set(state):
         odd = sorted(set(expected) ^ set(state))[:3]
-        raise ValueError(f"the stored tensors are not those of a {model} model (e.g. {', '.join(odd)})")
+        raise ValueError(f"the stored tensors are not those of a {what} model (e.g. {', '.join(odd)})")
     for name, shape in expected.items():
         if tuple(state[name].shape) != shape:
             raise ValueError(
@@ -407,17 +402,20 @@ def _check_state_shapes(model: str, input_shape: tuple[int, ...], n_classes: int
                 f"and {n_classes} classes make it {shape}"
             )
 
-def _check_state_shapes_of(build: Any, what: str, state: dict[str, Any]) -> None:
-    """The stored tensors must be exactly those ``build()`` makes (built on the meta device: shapes, no memory)."""
-    with torch.device("meta"):
-        skeleton = build()
-    expected = {name: tuple(t.shape) for name, t in skeleton.state_dict().items()}
-    if set(expected) != set(state):
-        odd = sorted(set(expected) ^ set(state))[:3]
-        raise ValueError(f"the stored tensors are not those of a {what} model (e.g. {', '.join(odd)})")
-    for name, shape in expected.items():
-        if tuple(state[name].shape) != shape:
-            raise ValueError(f"tensor {name!r} has shape {tuple(state[name].shape)}, but the settings make it {shape}")
+
+def check_image_shape(shape: Any) -> tuple[int, ...]:
+    """``input_shape`` as a tuple, refused unless it is three positive integers (channels, height, width)."""
+    if (not isinstance(shape, list | tuple) or len(shape) != 3
+            or not all(isinstance(s, int | np.integer) and not isinstance(s, bool) and s > 0 for s in shape)):
+        raise ValueError(f"input_shape must be three positive integers (channels, height, width), got {shape!r}")
+    return tuple(shape)
+
+
+def check_threads(threads: Any) -> None:
+    """``threads`` must be None or a positive integer."""
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int | np.integer)
+                                or threads < 1):
+        raise ValueError(f"threads must be None or a positive integer, got {threads!r}")
 
 
 def resolve_device(device: str | torch.device) -> torch.device:

@@ -12,7 +12,7 @@ from privml.torch.noise import RandomSource
 
 
 class _IndexSampler(ABC):
-    """What both samplers share: ``steps`` batches of indices drawn by a :class:`RandomSource`.
+    """What both samplers share: ``steps`` batches of indices out of ``n`` drawn by a :class:`RandomSource`.
 
     ``generator`` (seeded, reproducible) fixes the device the batches are
     drawn on; without one they are drawn on ``device`` (CPU by default) from
@@ -21,8 +21,11 @@ class _IndexSampler(ABC):
     """
 
     def __init__(
-        self, steps: int, generator: torch.Generator | None, secure: bool, device: torch.device | str | None
+        self, n: int, steps: int, generator: torch.Generator | None, secure: bool, device: torch.device | str | None,
+        *, empty: bool,
     ) -> None:
+        if not (isinstance(n, int) and n >= (0 if empty else 1)):
+            raise ValueError(f"n must be a {'non-negative' if empty else 'positive'} int, got {n!r}")
         if not (isinstance(steps, int) and steps >= 0):
             raise ValueError(f"steps must be a non-negative int, got {steps!r}")
         if generator is not None:
@@ -31,7 +34,7 @@ class _IndexSampler(ABC):
             self.source = RandomSource(generator.device, generator=generator, secure=secure)
         else:
             self.source = RandomSource("cpu" if device is None else device, secure=secure)
-        self.steps, self.secure, self.generator = steps, secure, self.source.generator
+        self.n, self.steps, self.secure, self.generator = n, steps, secure, self.source.generator
 
     def __len__(self) -> int:
         return self.steps
@@ -98,12 +101,10 @@ class PoissonSampler(_IndexSampler):
         secure: bool = False,
         device: torch.device | str | None = None,
     ) -> None:
-        if not (isinstance(n, int) and n >= 0):
-            raise ValueError(f"n must be a non-negative int, got {n!r}")
+        super().__init__(n, steps, generator, secure, device, empty=True)
         if not 0 < sample_rate <= 1:
             raise ValueError(f"sample_rate must be in (0, 1], got {sample_rate!r}")
-        super().__init__(steps, generator, secure, device)
-        self.n, self.sample_rate = n, float(sample_rate)
+        self.sample_rate = float(sample_rate)
 
     def _chunk(self) -> int:
         # Chunks of steps whose coins take at most about 32 MiB (float64), and at most 64 steps.
@@ -135,21 +136,13 @@ class FixedSizeSampler(_IndexSampler):
 
     Parameters
     ----------
-    n:
-        Number of records (public).
     batch_size:
         b in [1, n] (public).
-    steps:
-        Number of batches to yield.
-    generator:
-        A seeded :class:`torch.Generator` for reproducible runs; fresh OS
-        entropy otherwise. The batches are drawn on its device (the model's).
+    n, steps, generator, device:
+        As in :class:`PoissonSampler` (n >= 1 here).
     secure:
         Draw the permutations securely (:mod:`privml.torch.noise`) instead
         of from ``generator``.
-    device:
-        Where the index tensors are made when no ``generator`` is given
-        (default CPU).
     """
 
     def __init__(
@@ -162,12 +155,10 @@ class FixedSizeSampler(_IndexSampler):
         secure: bool = False,
         device: torch.device | str | None = None,
     ) -> None:
-        if not (isinstance(n, int) and n >= 1):
-            raise ValueError(f"n must be a positive int, got {n!r}")
+        super().__init__(n, steps, generator, secure, device, empty=False)
         if not (isinstance(batch_size, int) and 1 <= batch_size <= n):
             raise ValueError(f"batch_size must be an int in [1, n={n}], got {batch_size!r}")
-        super().__init__(steps, generator, secure, device)
-        self.n, self.batch_size = n, batch_size
+        self.batch_size = batch_size
 
     def sample_many(self, count: int) -> list[torch.Tensor]:
         """``count`` logical batches, each a sorted int64 tensor of ``batch_size`` distinct indices."""

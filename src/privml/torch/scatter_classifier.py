@@ -16,9 +16,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from privml.torch.classifier import TorchClassifier, _check_state_shapes_of
+from privml._params import keep_params
+from privml.torch.classifier import TorchClassifier, check_image_shape, check_threads
 from privml.torch.dpsgd import DPSGD
-from privml.torch.dpsgd_setup import check_precisions
 from privml.torch.scatter import Scattering2D, cached_features, n_coefficients, output_side
 
 #: The heads a ScatterClassifier trains on the features.
@@ -169,36 +169,7 @@ class ScatterClassifier(TorchClassifier):
         progress: bool = False,
         threads: int | None = None,
     ) -> None:
-        self.epsilon = epsilon
-        self.delta = delta
-        self.head = head
-        self.input_shape = input_shape
-        self.classes = classes
-        self.J = J
-        self.L = L
-        self.groups = groups
-        self.epochs = epochs
-        self.batch_size = batch_size
-        self.learning_rate = learning_rate  # type: ignore[assignment]  # None: the head's default
-        self.momentum = momentum
-        self.clip_norm = clip_norm
-        self.noise_multiplier = noise_multiplier
-        self.accountant = accountant
-        self.neighbouring = neighbouring
-        self.sampling = sampling
-        self.replace_one_bound = replace_one_bound
-        self.mode = mode
-        self.max_physical_batch_size = max_physical_batch_size
-        self.secure_noise = secure_noise
-        self.device = device
-        self.precision = precision
-        self.clip_precision = clip_precision
-        self.cuda_graph = cuda_graph
-        self.averaging = averaging
-        self.cache_features = cache_features
-        self.random_state = random_state
-        self.progress = progress
-        self.threads = threads
+        keep_params(self, locals())
 
     # ------------------------------------------------------------ settings
     def _check_hyperparameters(self) -> None:
@@ -213,23 +184,17 @@ class ScatterClassifier(TorchClassifier):
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
         if self.J > 4 or self.L > 16:
             raise ValueError(f"J must be at most 4 and L at most 16, got J={self.J}, L={self.L}")
-        shape = self.input_shape
-        if (not isinstance(shape, list | tuple) or len(shape) != 3
-                or not all(isinstance(s, int | np.integer) and not isinstance(s, bool) and s > 0 for s in shape)):
-            raise ValueError(f"input_shape must be three positive integers (channels, height, width), got {shape!r}")
+        shape = check_image_shape(self.input_shape)
         if min(shape[1:]) < 2 ** (self.J + 1):
             raise ValueError(f"images must be at least {2 ** (self.J + 1)} pixels a side for J={self.J}, "
-                             f"got input_shape {tuple(shape)}")
+                             f"got input_shape {shape}")
         if max(shape[1:]) > 512 or shape[0] > 16:
-            raise ValueError(f"input_shape {tuple(shape)} is too large for ScatterNet features (at most 16 channels "
+            raise ValueError(f"input_shape {shape} is too large for ScatterNet features (at most 16 channels "
                              "of 512 x 512)")
         channels = self._feature_shape()[0]
         if channels % self.groups:
             raise ValueError(f"groups={self.groups} must divide the {channels} feature channels")
-        threads = self.threads
-        if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int | np.integer)
-                                    or threads < 1):
-            raise ValueError(f"threads must be None or a positive integer, got {threads!r}")
+        check_threads(self.threads)
         averaging = self.averaging
         if isinstance(averaging, bool) or not isinstance(averaging, int | float) or not 0 <= averaging < 1:
             raise ValueError(f"averaging must be a decay in [0, 1), got {averaging!r}")
@@ -240,7 +205,8 @@ class ScatterClassifier(TorchClassifier):
         c, h, w = (int(s) for s in self.input_shape)
         return (c * n_coefficients(self.J, self.L), output_side(h, self.J), output_side(w, self.J))
 
-    def _head(self, n_classes: int) -> nn.Sequential:
+    def _build(self, n_classes: int) -> nn.Sequential:
+        """The untrained head (the features have no parameters: they are recomputed, never stored)."""
         channels, h, w = self._feature_shape()
         return build_head(self.head, channels=channels, side=(h, w), n_classes=n_classes)
 
@@ -263,9 +229,10 @@ class ScatterClassifier(TorchClassifier):
         self._check_hyperparameters()
         device = self._device()
         with self._threads():
-            return self._features(self._images(X), device)
+            return self._inputs(self._images(X), device)
 
-    def _features(self, images: torch.Tensor, device: torch.device) -> torch.Tensor:
+    def _inputs(self, images: torch.Tensor, device: torch.device) -> torch.Tensor:
+        """The images' normalised ScatterNet features, on ``device`` (the data cache's, if ``cache_features``)."""
         net = Scattering2D(tuple(int(s) for s in self.input_shape[1:]), J=self.J, L=self.L).to(device)  # type: ignore[arg-type]
         with torch.no_grad():
             if self.cache_features:
@@ -277,91 +244,12 @@ class ScatterClassifier(TorchClassifier):
                 part.copy_(nn.functional.group_norm(part, self.groups))
         return features
 
-    # ------------------------------------------------------------ sklearn API
-    def fit(self, X: Any, y: Any) -> ScatterClassifier:
-        """Compute the features of X, then train a fresh head on them with DP-SGD; returns ``self``."""
-        self._check_hyperparameters()
-        device = self._device()
-        check_precisions(self.precision, self.clip_precision, None)
-        X_t = self._images(X)
-        classes, y_t = self._labels(y)
-        if X_t.shape[0] != y_t.shape[0]:
-            raise ValueError(f"X has {X_t.shape[0]} rows but y has {y_t.shape[0]}")
-        n = int(X_t.shape[0])
-        self._check_plan(n)  # before any feature is computed or noise drawn
-        seed = self.random_state
-        with self._threads():
-            features = self._features(X_t, device)
-            if seed is not None:
-                torch.manual_seed(int(seed))
-            module = self._head(len(classes)).to(device)
-            optimizer = torch.optim.SGD(module.parameters(), lr=self._learning_rate(), momentum=self.momentum)
-            engine = DPSGD(
-                module,
-                optimizer=optimizer,
-                n_samples=n,
-                clip_norm=self.clip_norm,
-                batch_size=int(self._batch(n)) if self.sampling == "fixed-size" else self._batch(n),
-                epochs=self.epochs,
-                noise_multiplier=self.noise_multiplier,
-                target_epsilon=self.epsilon,
-                delta=self.delta,
-                accountant=self.accountant,
-                neighbouring=self.neighbouring,
-                sampling=self.sampling,
-                replace_one_bound=self.replace_one_bound,
-                mode=self.mode,  # type: ignore[arg-type]
-                max_physical_batch_size=self._physical_batch(device),
-                secure_noise=self.secure_noise,
-                seed=seed,
-                precision=self.precision,
-                clip_precision=self.clip_precision,
-                cuda_graph=self.cuda_graph,
-            )
-            average = _WeightAverage(module, optimizer, float(self.averaging)) if self.averaging else None
-            engine.fit(features, y_t.to(device), progress=self.progress)
-            if average is not None:
-                average.apply()
-            self.privacy_ = engine.privacy_
-            self.fit_info_ = engine.info()
-        module.eval()
-        self.module_ = module
-        self.classes_ = classes
-        self.n_features_in_ = int(np.prod(self.input_shape))
-        return self
+    def _train(self, engine: DPSGD, optimizer: torch.optim.Optimizer, X: torch.Tensor, y: torch.Tensor) -> None:
+        """The DP-SGD steps, with the weight average (if any) put in the head at the end: post-processing."""
+        average = _WeightAverage(engine.module, optimizer, float(self.averaging)) if self.averaging else None
+        super()._train(engine, optimizer, X, y)
+        if average is not None:
+            average.apply()
 
-    def predict_proba(self, X: Any) -> np.ndarray:
-        """Class probabilities (softmax of the head's logits on the features of X), columns in ``classes_`` order."""
-        self._check_fitted()
-        device = self._device()
-        X_t = self._images(X)
-        out = []
-        with self._threads(), torch.no_grad():
-            module = self.module_.to(device).eval()
-            features = self._features(X_t, device)
-            for part in torch.split(features, 1024):
-                out.append(torch.softmax(module(part), dim=1).double().cpu().numpy())
-        return np.concatenate(out) if out else np.zeros((0, len(self.classes_)))
-
-    def _check_fitted(self) -> None:
-        from privml._validation import check_fitted
-
-        check_fitted(self, "module_")
-
-    # ------------------------------------------------------------ model files (privml.io)
-    def _restore_arrays(self, arrays: dict[str, np.ndarray], metadata: dict) -> None:
-        from privml.guarantee import PrivacyGuarantee
-
-        self.input_shape = tuple(int(s) for s in self.input_shape)
-        self.classes_ = np.asarray(arrays["classes"])
-        if self.classes_.ndim != 1 or self.classes_.size < 2:
-            raise ValueError(f"classes must list at least two labels, got an array of shape {self.classes_.shape}")
-        state = {k[len("state.") :]: v for k, v in arrays.items() if k.startswith("state.")}
-        _check_state_shapes_of(lambda: self._head(self.classes_.size), self.method, state)
-        module = self._head(self.classes_.size)
-        module.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in state.items()})
-        module.eval()
-        self.module_ = module
-        self.privacy_ = PrivacyGuarantee.from_dict(metadata["privacy"])
-        self.fit_info_ = {k: v for k, v in metadata.get("fit_info", {}).items() if k in self.released_info}
-        self.n_features_in_ = int(np.prod(self.input_shape))
+    def _architecture(self) -> str:
+        return self.method

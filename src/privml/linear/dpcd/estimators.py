@@ -10,6 +10,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin
 
 from privml._deprecation import RenamedParams
+from privml._params import keep_params
 from privml._random import RandomState, check_random_state
 from privml._validation import check_y
 from privml.budget import charged_fit
@@ -201,21 +202,7 @@ class DPCDClassifier(_DPCDMixin, PrivateLinearClassifier):
         progress: bool = False,
         **deprecated: Any,
     ) -> None:
-        self.epsilon = epsilon
-        self.delta = delta
-        self.passes = passes
-        self.inner_steps = inner_steps
-        self.gamma = gamma
-        self.clip_norm = clip_norm
-        self.clipping = clipping
-        self.l2 = l2
-        self.l1 = l1
-        self.feature_bounds = feature_bounds
-        self.calibration = calibration
-        self.blocks = blocks
-        self.classes = classes
-        self.random_state = random_state
-        self.progress = progress
+        keep_params(self, locals())
         self._take_renamed(deprecated)
 
     def _fit_private(
@@ -297,19 +284,7 @@ class DPCDRegressor(_DPCDMixin, PrivateLinearModel, RegressorMixin, BaseEstimato
         progress: bool = False,
         **deprecated: Any,
     ) -> None:
-        self.epsilon = epsilon
-        self.delta = delta
-        self.passes = passes
-        self.inner_steps = inner_steps
-        self.gamma = gamma
-        self.clip_norm = clip_norm
-        self.clipping = clipping
-        self.l2 = l2
-        self.l1 = l1
-        self.feature_bounds = feature_bounds
-        self.calibration = calibration
-        self.random_state = random_state
-        self.progress = progress
+        keep_params(self, locals())
         self._take_renamed(deprecated)
 
     def fit(self, X: Any, y: Any) -> DPCDRegressor:
