@@ -47,7 +47,8 @@ def controls(args: argparse.Namespace) -> None:
                 flagged += int(result.audit.exceeds_claim)
                 rejected += int(bool(result.audit.claim_rejected))
             row = {"control": name, "bug": control.bug, "broken": broken, "canaries": control.canaries,
-                   "claimed_epsilon": result.audit.claimed_epsilon, "m": m, "audits": args.seeds,
+                   "claimed_epsilon": result.audit.claimed_epsilon, "m": m, "n_real": result.n_real,
+                   "audits": args.seeds,
                    "steps": control.setting["steps"], "sample_rate": control.setting["sample_rate"],
                    "flagged": flagged, "profile_rejected": rejected, "bounds": bounds,
                    "median_bound": float(np.median(bounds)), "mu_lower": mus, "median_mu": float(np.median(mus)),
