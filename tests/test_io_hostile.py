@@ -103,7 +103,7 @@ PS_LIES = {
     "l2 negative": _set(["fit_info", "l2"], -1.0),
     "budget a string": _set(["params", "budget"], "ten"),
     "budget absurd": _set(["params", "budget"], 10**19),
-    "accounting unknown": _set(["params", "accounting"], "vibes"),
+    "accountant unknown": _set(["params", "accountant"], "vibes"),
 }
 ARRAY_LIES = {
     "weights NaN": lambda a: {**a, "weights": np.full_like(a["weights"], np.nan)},

@@ -630,36 +630,15 @@ def test_hyper_parameters_are_stored_as_given_and_clone():
     assert clone(reg).get_params()["l2"] == 0.5
 
 
-@pytest.mark.parametrize(
-    ("old", "new"),
-    [
-        ({"clip": 0.3}, {"clip_norm": 0.3}),
-        ({"alpha": 0.2}, {"l2": 0.2, "l1": 0.0}),
-        ({"penalty": "l2", "alpha": 0.2}, {"l2": 0.2, "l1": 0.0}),
-        ({"penalty": "l1", "alpha": 0.2}, {"l1": 0.2, "l2": 0.0}),
-        ({"penalty": "none"}, {"l1": 0.0, "l2": 0.0}),
-    ],
-)
+@pytest.mark.parametrize("old", [{"clip": 0.3}, {"alpha": 0.2}, {"penalty": "l1"}])
 @pytest.mark.parametrize("estimator", [DPCDClassifier, DPCDRegressor])
-def test_deprecated_names_map_to_the_new_ones_with_a_warning(estimator, old, new):
-    with pytest.warns(FutureWarning, match="deprecated") as caught:
-        model = estimator(epsilon=1.0, **old)
-    assert {w.filename for w in caught} == {__file__}  # the warning points at the caller
-    params = model.get_params()
-    assert {k: params[k] for k in new} == new and not set(old) & set(params)
-    assert clone(model).get_params() == params  # clones and model files carry the new names only
-    with pytest.warns(FutureWarning, match="clip_norm"):
-        model.set_params(clip=0.7)
-    assert model.clip_norm == 0.7
-
-
-def test_deprecated_and_new_name_together_are_refused():
-    with pytest.raises(TypeError, match="clip_norm"), pytest.warns(FutureWarning):
-        DPCDClassifier(epsilon=1.0, clip=0.3, clip_norm=0.2)
+def test_the_names_of_privml_0_1_are_refused(estimator, old):
     with pytest.raises(TypeError, match="unexpected keyword"):
-        DPCDClassifier(epsilon=1.0, clipp=0.3)
-    with pytest.raises(ValueError, match="penalty"), pytest.warns(FutureWarning):
-        DPCDRegressor(epsilon=1.0, penalty="elasticnet")
+        estimator(epsilon=1.0, **old)
+    with pytest.raises(ValueError, match="Invalid parameter"):
+        estimator(epsilon=1.0).set_params(**old)
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        dp_coordinate_descent(np.zeros((4, 2)), np.ones(4), LogisticLoss(), epsilon=1.0, delta=1e-5, **old)
 
 
 def test_epsilon_is_required():

@@ -342,7 +342,7 @@ def _predict_rows(
     result["privacy"] = predictor.privacy_.to_dict()
     if getattr(predictor, "ledger_", None) is not None:
         result["budget"] = predictor.ledger_.state().to_dict()
-        result["accounting"] = predictor.fit_info_["accounting"]
+        result["accountant"] = predictor.fit_info_["accountant"]
         # Said plainly: an in-memory budget is a fresh deployment per run, and repeated runs compose.
         result["budget_scope"] = (
             f"ledger budget {args.ledger_name or 'default'!r}, shared across runs and servers" if args.ledger
@@ -355,7 +355,7 @@ def _render(r: dict) -> str:
     rows = [("model", f"{r['model']} ({r['method']})"), ("rows", str(r["n"]))]
     if "budget" in r:
         b = r["budget"]
-        rows.append(("budget", f"{b['spent']} of {b['budget']} answers spent ({r['accounting']} accounting)"))
+        rows.append(("budget", f"{b['spent']} of {b['budget']} answers spent ({r['accountant']} accounting)"))
         rows.append(("budget covers", r["budget_scope"]))
     if "accuracy" in r:
         rows.append(("accuracy", f"{100 * r['accuracy']:.2f}%"))

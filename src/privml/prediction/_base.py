@@ -14,7 +14,6 @@ from typing import Any
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 
-from privml._deprecation import RenamedParams
 from privml._random import check_random_state
 from privml._validation import MAX_BUDGET, check_count, check_delta, check_epsilon, check_fitted, check_X, check_y
 from privml.data.labels import fit_classes
@@ -47,15 +46,14 @@ def check_ledger(ledger: object, budget: int, context: dict[str, Any] | None = N
         check_context(ledger, context)
 
 
-class BudgetedPredictor(RenamedParams, ClassifierMixin, BaseEstimator):
+class BudgetedPredictor(ClassifierMixin, BaseEstimator):
     """Base of the private predictors: a fitted model whose answers are counted.
 
     Subclasses set ``method``, define keyword-only ``__init__`` parameters
     including ``epsilon``, ``delta``, ``budget``, ``accountant``, ``ledger``
     and ``random_state``, validate them in ``_check_hyperparameters`` (the
     one hook, run first in ``fit`` and when a model file is read back), and
-    call :meth:`_attach_ledger` when fitted. ``accounting`` is the deprecated
-    name of ``accountant`` (accepted for one release).
+    call :meth:`_attach_ledger` when fitted.
 
     Fitted attributes shared by both: ``classes_``, ``n_features_in_``,
     ``ledger_``, ``privacy_`` (the total guarantee over ``budget`` answers)
@@ -63,7 +61,6 @@ class BudgetedPredictor(RenamedParams, ClassifierMixin, BaseEstimator):
     """
 
     method: str = "abstract"
-    _renamed_params = {"accounting": "accountant"}
 
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()

@@ -103,7 +103,7 @@ from privml.linear.dpcd.calibration import (
     gdp_noise_multiplier,
 )
 from privml.linear.dpcd.estimators import DPCDClassifier, DPCDRegressor
-from privml.linear.dpcd.solver import BLOCKS, CALIBRATIONS, CLIPPINGS, PENALTIES, DPCDResult, dp_coordinate_descent
+from privml.linear.dpcd.solver import BLOCKS, CALIBRATIONS, CLIPPINGS, DPCDResult, dp_coordinate_descent
 from privml.linear.dpcd.steps import AVERAGE_STEP as AVERAGE_STEP
 from privml.linear.dpcd.steps import SCORE_NOISE as SCORE_NOISE
 from privml.linear.dpcd.steps import (
@@ -119,7 +119,6 @@ __all__ = [
     "BLOCKS",
     "CALIBRATIONS",
     "CLIPPINGS",
-    "PENALTIES",
     "DPCDClassifier",
     "DPCDRegressor",
     "DPCDResult",
