@@ -54,8 +54,8 @@ from scipy.optimize import minimize_scalar
 
 from privml._validation import MAX_BUDGET, check_count, check_delta, check_epsilon
 from privml.accounting.analytic_gaussian import gaussian_mu
-from privml.accounting.calibration import calibrate_parameter
 from privml.accounting.composition import advanced_composition_per_step_epsilon
+from privml.accounting.parameter_search import calibrate_parameter
 from privml.accounting.zcdp import zcdp_exponential, zcdp_to_epsilon
 
 __all__ = [
