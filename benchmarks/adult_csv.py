@@ -53,12 +53,12 @@ def serve_check(model: Path, test: Path, n: int = 2000) -> dict:
     """Rows of cells from the raw test CSV (strings, '?' as null) answered by privml serve's service."""
     import numpy as np
 
-    from privml.serve.model import open_served_model
+    from privml.serve.model import ModelSpec, open_served_model
     from privml.serve.service import PredictionService
 
     lines = test.read_text().splitlines()
     header = [h.strip() for h in lines[0].split(",")]
-    served = open_served_model(model)
+    served = open_served_model(ModelSpec(model))
     schema = served.preprocess.schema
     keep = [header.index(name) for name in schema.feature_columns()]
     rows, labels = [], []

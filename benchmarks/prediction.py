@@ -38,8 +38,8 @@ from privml.io import load_model, save_model
 from privml.linear import NonPrivateClassifier
 from privml.prediction import PredictionSensitivity, SubsampleAndAggregate, calibrate_vote_epsilon
 from privml.prediction.calibration import (
-    PREDICTION_ACCOUNTINGS,
-    VOTE_ACCOUNTINGS,
+    SENSITIVITY_ACCOUNTANTS,
+    VOTE_ACCOUNTANTS,
     gaussian_noise_multiplier_advanced,
     gaussian_noise_multiplier_basic,
     gaussian_noise_multiplier_gdp,
@@ -60,7 +60,7 @@ TEACHER_TOL = 1e-6
 def accountings(method: str, delta: float) -> tuple[str, ...]:
     if delta == 0:
         return ("basic",)
-    return PREDICTION_ACCOUNTINGS if method == "prediction-sensitivity" else VOTE_ACCOUNTINGS
+    return SENSITIVITY_ACCOUNTANTS if method == "prediction-sensitivity" else VOTE_ACCOUNTANTS
 
 
 def ps_accuracy(model: NonPrivateClassifier, X, y, *, delta: float, budget: int, accounting: str, seed: int) -> float:

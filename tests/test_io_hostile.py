@@ -14,7 +14,7 @@ import pytest
 from privml.io import load_model, read_model_file, save_model
 from privml.linear import NonPrivateClassifier, OutputPerturbationClassifier
 from privml.prediction import PredictionSensitivity, load_predictor
-from privml.serve.model import open_served_model
+from privml.serve.model import ModelSpec, open_served_model
 from tests.cli_runner import run
 
 
@@ -103,7 +103,7 @@ PS_LIES = {
     "l2 negative": _set(["fit_info", "l2"], -1.0),
     "budget a string": _set(["params", "budget"], "ten"),
     "budget absurd": _set(["params", "budget"], 10**19),
-    "accounting unknown": _set(["params", "accounting"], "vibes"),
+    "accountant unknown": _set(["params", "accountant"], "vibes"),
 }
 ARRAY_LIES = {
     "weights NaN": lambda a: {**a, "weights": np.full_like(a["weights"], np.nan)},
@@ -152,7 +152,7 @@ def test_lying_arrays_are_refused(good, tmp_path: Path, lie: str) -> None:
 def test_lying_dataset_metadata_is_refused_before_serving(good, tmp_path: Path, lie: str) -> None:
     path = _rewrite(good["output"], tmp_path / "lie.npz", metadata=PIPELINE_LIES[lie])
     with pytest.raises(ValueError, match="extra.dataset") as caught:
-        open_served_model(path)
+        open_served_model(ModelSpec(path))
     assert "\n" not in str(caught.value)
 
 

@@ -49,13 +49,16 @@ def test_every_method_saves_and_loads(name: str, tmp_path) -> None:
 
 
 def test_the_cli_and_the_study_use_registered_methods() -> None:
-    from privml.cli.predict import PREDICTION_METHODS as predict_methods
-    from privml.cli.serve import PREDICTION_METHODS as serve_methods
+    from privml.cli.main import _subparser, build_parser
     from privml.cli.train import TRAIN_METHODS
     from privml.study.methods import METHODS as STUDY
 
     assert set(TRAIN_METHODS) <= set(registry.METHODS)
-    assert set(predict_methods) == set(serve_methods) == set(PREDICTION_METHODS)
+    parser = build_parser(["predict", "serve"])
+    for command in ("predict", "serve"):
+        method = next(a for a in _subparser(parser, (command,))._actions if a.dest == "method")
+        assert set(method.choices) == set(PREDICTION_METHODS) == set(registry.names_of_kind(
+            registry.Kind.PRIVATE_PREDICTION))
     registered = {_resolve(spec.target) for spec in registry.METHODS.values()
                   if not spec.target.startswith("privml.torch.") or importlib.util.find_spec("torch")}
     for method in STUDY.values():

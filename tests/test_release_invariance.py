@@ -538,7 +538,7 @@ def test_cli_predict(capsys, tmp_path: Path, method: str) -> None:
 @pytest.mark.parametrize("method", ["prediction-sensitivity", "subsample-aggregate", "output", "dpsgd-cnn",
                                     "scatter-linear"])
 def test_http_answers(tmp_path: Path, method: str) -> None:
-    from privml.serve.model import open_served_model
+    from privml.serve.model import ModelSpec, open_served_model
     from privml.serve.service import PredictionService
 
     pair = _model_pair(tmp_path, method)
@@ -549,7 +549,7 @@ def test_http_answers(tmp_path: Path, method: str) -> None:
         # A privately trained file takes no ledger; a seed is refused with one (it would replay the noise across
         # restarts), so these answers draw fresh noise: they are DP fields, allowed to differ anyway.
         ledger = None if method in PRIVATE_FILES else str(path.parent / "ledger.sqlite")
-        served = open_served_model(path, ledger=ledger)
+        served = open_served_model(ModelSpec(path, ledger=ledger))
         service = PredictionService(served.predictor, preprocess=served.preprocess, class_names=served.class_names)
         document = {"predict": service.predict(body), "budget": service.budget(), "health": service.health()}
         if served.ledger is not None:

@@ -21,7 +21,7 @@ from privml.linear.nonprivate import NonPrivateClassifier
 from privml.prediction import PredictionSensitivity, SubsampleAndAggregate
 from tests.test_sklearn_checks import NOT_APPLICABLE
 
-#: Names replaced by the shared vocabulary (accepted for one release, never advertised).
+#: Names of privml 0.1, replaced by the shared vocabulary (refused).
 OLD_NAMES = {"clip", "penalty", "alpha", "accounting"}
 #: Kinds whose estimators take a single privacy budget epsilon.
 PRIVATE = (registry.Kind.PRIVATE_TRAINING, registry.Kind.PRIVATE_PREDICTION)
@@ -46,47 +46,30 @@ def test_every_estimator_speaks_the_vocabulary(name: str) -> None:
         assert "delta" in params
 
 
-def _old_file(model, tmp_path, rename: dict[str, str]):
-    """A model file as privml 0.1 wrote it: the same settings under their old names."""
+@pytest.mark.parametrize(
+    ("make", "old"),
+    [
+        (lambda **kw: DPCDClassifier(epsilon=1.0, **kw), {"clip": 0.3}),
+        (lambda **kw: PredictionSensitivity(epsilon=1.0, budget=5, **kw), {"accounting": "basic"}),
+        (lambda **kw: SubsampleAndAggregate(n_models=3, epsilon=1.0, budget=5, **kw), {"accounting": "basic"}),
+    ],
+)
+def test_the_names_of_privml_0_1_are_refused(make, old) -> None:
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        make(**old)
+
+
+def test_model_files_with_the_old_names_are_refused(tmp_path) -> None:
+    X, y = _data()
+    model = SubsampleAndAggregate(n_models=3, epsilon=1.0, budget=5, accountant="basic", classes=[0, 1]).fit(X, y)
     path = save_model(model, tmp_path / "model.npz")
     arrays, metadata = read_model_file(path)
-    metadata["params"] = {rename.get(k, k): v for k, v in metadata["params"].items()}
+    metadata["params"]["accounting"] = metadata["params"].pop("accountant")
     blob = np.frombuffer(json.dumps(metadata).encode("utf-8"), dtype=np.uint8)
     np.savez(path, **arrays, **{_METADATA_KEY: blob})
-    return path
-
-
-def test_files_written_with_the_old_names_still_load(tmp_path) -> None:
-    X, y = _data()
-    clf = DPCDClassifier(epsilon=1.0, clip_norm=0.3, l2=1e-4, classes=[0, 1], random_state=0).fit(X, y)
-    path = _old_file(clf, tmp_path, {"clip_norm": "clip", "l2": "alpha"})
-    with pytest.warns(FutureWarning, match="'clip' is deprecated.*clip_norm"):
-        loaded = load_model(path)
-    assert loaded.clip_norm == 0.3 and loaded.l2 == 1e-4
-    np.testing.assert_array_equal(loaded.predict(X), clf.predict(X))
-
-    model = SubsampleAndAggregate(n_models=3, epsilon=1.0, budget=5, accountant="basic", classes=[0, 1]).fit(X, y)
-    with pytest.warns(FutureWarning, match="accountant"):
-        loaded = load_model(_old_file(model, tmp_path, {"accountant": "accounting"}))
-    assert loaded.accountant == "basic" and loaded.fit_info_["accounting"] == "basic"
-
-
-def test_predictors_take_accountant_and_the_old_name_for_one_release() -> None:
-    X, y = _data()
-    with pytest.warns(FutureWarning, match="'accounting' is deprecated") as caught:
-        model = PredictionSensitivity(epsilon=1.0, budget=5, accounting="basic", classes=[0, 1])
-    assert {w.filename for w in caught} == {__file__}
-    assert model.get_params()["accountant"] == "basic" and "accounting" not in model.get_params()
-    assert model.fit(X, y).fit_info_["accounting"] == "basic"
-    base = NonPrivateClassifier(classes=[0, 1]).fit(X, y)
-    with pytest.warns(FutureWarning, match="accountant"):
-        served = PredictionSensitivity.from_model(base, epsilon=1.0, delta=1e-5, budget=5, accounting="advanced")
-    assert served.accountant == "advanced"
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # the new name warns about nothing
-        SubsampleAndAggregate(n_models=3, epsilon=1.0, budget=5, accountant="basic", classes=[0, 1])
-    with pytest.raises(TypeError, match="accountant"), pytest.warns(FutureWarning):
-        SubsampleAndAggregate(n_models=3, epsilon=1.0, budget=5, accountant="basic", accounting="zcdp")
+    with pytest.raises(ValueError, match="accounting"):
+        load_model(path)
+    assert model.fit_info_["accountant"] == "basic"
 
 
 # ----------------------------------------------------------------- the label module

@@ -12,14 +12,7 @@ from privml.accounting import calibration
 from privml.accounting.accountant import PrivacyAccountant, flatten
 from privml.accounting.advanced import AdvancedCompositionAccountant
 from privml.accounting.basic import BasicAccountant
-from privml.accounting.calibration import (
-    ACCOUNTANTS,
-    NoiseCalibration,
-    ParameterCalibration,
-    calibrate_noise_multiplier,
-    calibrate_parameter,
-    make_accountant,
-)
+from privml.accounting.calibration import ACCOUNTANTS, NoiseCalibration, calibrate_noise_multiplier, make_accountant
 from privml.accounting.dpsgd import calibrate_dpsgd, dpsgd_event
 from privml.accounting.events import (
     DpEvent,
@@ -29,6 +22,7 @@ from privml.accounting.events import (
     PoissonSampledEvent,
     SelfComposedEvent,
 )
+from privml.accounting.parameter_search import ParameterCalibration, calibrate_parameter
 from privml.exceptions import UnsupportedEventError
 
 

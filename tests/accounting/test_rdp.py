@@ -31,20 +31,15 @@ from privml.accounting.events import (
     PoissonSampledEvent,
     SelfComposedEvent,
 )
-from privml.accounting.rdp import (
-    DEFAULT_ORDERS,
-    RDPAccountant,
-    _event_curve,
+from privml.accounting.rdp import RDPAccountant, _event_curve
+from privml.accounting.rdp_conversion import (
     moments_accountant_delta,
     moments_accountant_epsilon,
-    rdp_exponential,
-    rdp_gaussian,
-    rdp_laplace,
-    rdp_pure,
-    rdp_sampled_gaussian,
     rdp_to_delta,
     rdp_to_epsilon,
 )
+from privml.accounting.rdp_curves import DEFAULT_ORDERS, rdp_exponential, rdp_gaussian, rdp_laplace, rdp_pure
+from privml.accounting.rdp_poisson_gaussian import rdp_sampled_gaussian
 from privml.exceptions import UnsupportedEventError
 from privml.neighbouring import Neighbouring
 

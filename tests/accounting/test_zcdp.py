@@ -27,7 +27,7 @@ from privml.accounting.events import (
     PoissonSampledEvent,
     SelfComposedEvent,
 )
-from privml.accounting.rdp import rdp_to_epsilon
+from privml.accounting.rdp_conversion import rdp_to_epsilon
 from privml.accounting.zcdp import (
     ZCDPAccountant,
     zcdp_exponential,

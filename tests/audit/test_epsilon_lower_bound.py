@@ -8,14 +8,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from privml.audit.epsilon_lower_bound import (
-    audit_mechanism,
-    epsilon_from_rates,
-    epsilon_lower_bound,
-    run_trials,
-    trial_seeds,
-    white_box_statistic,
-)
+from privml.audit.epsilon_lower_bound import audit_mechanism
+from privml.audit.threshold_test import epsilon_from_rates, epsilon_lower_bound
+from privml.audit.trials import run_trials, trial_seeds, white_box_statistic
 from privml.guarantee import PrivacyGuarantee
 from privml.neighbouring import Neighbouring
 

@@ -81,10 +81,10 @@ def test_the_raw_csv_trains_within_a_point_of_the_builtin_pipeline_serves_and_au
     assert abs(np.mean(figures["csv"]) - np.mean(figures["builtin"])) <= 0.01
     assert np.mean(figures["csv"]) > 0.8  # the majority class is 76.4%
 
-    from privml.serve.model import open_served_model
+    from privml.serve.model import ModelSpec, open_served_model
     from privml.serve.service import PredictionService
 
-    served = open_served_model(model)
+    served = open_served_model(ModelSpec(model))
     service = PredictionService(served.predictor, preprocess=served.preprocess, class_names=served.class_names)
     lines = test.read_text().splitlines()[1:301]
     rows = [[None if c == "?" else c for c in (cell.strip() for cell in line.split(","))] for line in lines]

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from privml.io import read_model_file
-from privml.serve.model import open_served_model
+from privml.serve.model import ModelSpec, open_served_model
 from privml.serve.requests import RequestError
 from privml.serve.service import PredictionService
 from tests.cli_runner import run, run_json
@@ -92,7 +92,7 @@ def test_train_predict_and_serve_apply_the_schema(capsys, patients, tmp_path):
     assert code == 2 and out == ""
     assert "line 4, column 'mean area': the cell is not a number" in err and "huge" not in err
 
-    served = open_served_model(model)
+    served = open_served_model(ModelSpec(model))
     service = PredictionService(served.predictor, preprocess=served.preprocess, class_names=served.class_names)
     row = rows[1][:30] + ["south"]
     answer = service.predict(json.dumps({"rows": [row, [None] * 30 + ["west"]]}).encode())

@@ -20,7 +20,8 @@ from sklearn.datasets import load_diabetes
 from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import ElasticNet, Lasso, LogisticRegression, Ridge
 
-import privml.linear.dpcd as dpcd
+import privml.linear.dpcd.cache as dpcd_cache
+import privml.linear.dpcd.solver as dpcd_solver
 from privml.accounting import GaussianEvent, SelfComposedEvent, make_accountant
 from privml.accounting.analytic_gaussian import gaussian_delta, gaussian_epsilon, gaussian_mu
 from privml.audit import neighbour_distribution_test
@@ -40,6 +41,7 @@ from privml.linear.dpcd import (
     gdp_noise_multiplier,
     prox,
 )
+from privml.linear.dpcd.steps import AVERAGE_STEP, SCORE_NOISE
 from privml.losses import LogisticLoss, MultinomialLogisticLoss, SquaredLoss
 from privml.neighbouring import Neighbouring
 
@@ -440,16 +442,16 @@ def test_default_gamma_formula_and_noise_bound():
         info = clf.fit_info_
         sigma, M = np.array(info["sigma"]), np.array(info["coordinate_smoothness"])
         visits = info["steps"] / info["n_blocks"]
-        expected = min(dpcd.AVERAGE_STEP * 6, dpcd.SCORE_NOISE / (math.sqrt(visits) * np.max(sigma / M)))
+        expected = min(AVERAGE_STEP * 6, SCORE_NOISE / (math.sqrt(visits) * np.max(sigma / M)))
         assert info["gamma_default"] is True
         assert info["gamma"] == pytest.approx(expected, rel=1e-12)
         assert np.allclose(info["step_sizes"], info["gamma"] / M)
         # The noise the steps add to a unit-norm record's score stays below SCORE_NOISE.
         eta = np.array(info["step_sizes"])
-        assert math.sqrt(visits) * np.max(eta * sigma) <= dpcd.SCORE_NOISE * (1 + 1e-12)
+        assert math.sqrt(visits) * np.max(eta * sigma) <= SCORE_NOISE * (1 + 1e-12)
     # At a huge budget only the curvature term is left: AVERAGE_STEP max(1, ||b||^2).
-    assert info["gamma"] == pytest.approx(dpcd.AVERAGE_STEP * 6)
-    assert default_gamma([0.0], [0.5], visits=10, feature_bounds=[0.1, 0.1]) == dpcd.AVERAGE_STEP  # ||b||^2 < 1
+    assert info["gamma"] == pytest.approx(AVERAGE_STEP * 6)
+    assert default_gamma([0.0], [0.5], visits=10, feature_bounds=[0.1, 0.1]) == AVERAGE_STEP  # ||b||^2 < 1
     # A given gamma is used as given.
     fixed = DPCDClassifier(epsilon=1.0, gamma=3.0, classes=range(3), random_state=0).fit(X, y)
     assert fixed.fit_info_["gamma"] == 3.0 and fixed.fit_info_["gamma_default"] is False
@@ -497,7 +499,7 @@ def test_neighbour_distribution_test_passes_and_catches_half_sensitivity(monkeyp
     assert not ok.violated, ok
 
     # A variant that believes the sensitivity is C_j / n adds half the noise.
-    monkeypatch.setattr(dpcd.solver, "coordinate_sensitivity", lambda C, n: np.asarray(C, dtype=np.float64) / n)
+    monkeypatch.setattr(dpcd_solver, "coordinate_sensitivity", lambda C, n: np.asarray(C, dtype=np.float64) / n)
     a, b = _released_weights(D, runs, 0), _released_weights(D_prime, runs, 10**6)
     broken = neighbour_distribution_test(a, b, epsilon=1.0, delta=0.01)
     assert broken.violated, broken
@@ -533,7 +535,7 @@ def test_neighbour_distribution_test_on_rows_passes_and_catches_half_sensitivity
     eta, C, n = 1e-6 / 0.5, 0.05, 5
     assert np.mean(a) - np.mean(b) == pytest.approx(-4 * eta * 2 * C / n, rel=0.1)
 
-    monkeypatch.setattr(dpcd.solver, "coordinate_sensitivity", lambda C, n: np.asarray(C, dtype=np.float64) / n)
+    monkeypatch.setattr(dpcd_solver, "coordinate_sensitivity", lambda C, n: np.asarray(C, dtype=np.float64) / n)
     a, b = _released_rows(1.0, runs, 0), _released_rows(-1.0, runs, 10**6)
     broken = neighbour_distribution_test(a, b, epsilon=1.0, delta=0.01)
     assert broken.violated, broken
@@ -630,36 +632,15 @@ def test_hyper_parameters_are_stored_as_given_and_clone():
     assert clone(reg).get_params()["l2"] == 0.5
 
 
-@pytest.mark.parametrize(
-    ("old", "new"),
-    [
-        ({"clip": 0.3}, {"clip_norm": 0.3}),
-        ({"alpha": 0.2}, {"l2": 0.2, "l1": 0.0}),
-        ({"penalty": "l2", "alpha": 0.2}, {"l2": 0.2, "l1": 0.0}),
-        ({"penalty": "l1", "alpha": 0.2}, {"l1": 0.2, "l2": 0.0}),
-        ({"penalty": "none"}, {"l1": 0.0, "l2": 0.0}),
-    ],
-)
+@pytest.mark.parametrize("old", [{"clip": 0.3}, {"alpha": 0.2}, {"penalty": "l1"}])
 @pytest.mark.parametrize("estimator", [DPCDClassifier, DPCDRegressor])
-def test_deprecated_names_map_to_the_new_ones_with_a_warning(estimator, old, new):
-    with pytest.warns(FutureWarning, match="deprecated") as caught:
-        model = estimator(epsilon=1.0, **old)
-    assert {w.filename for w in caught} == {__file__}  # the warning points at the caller
-    params = model.get_params()
-    assert {k: params[k] for k in new} == new and not set(old) & set(params)
-    assert clone(model).get_params() == params  # clones and model files carry the new names only
-    with pytest.warns(FutureWarning, match="clip_norm"):
-        model.set_params(clip=0.7)
-    assert model.clip_norm == 0.7
-
-
-def test_deprecated_and_new_name_together_are_refused():
-    with pytest.raises(TypeError, match="clip_norm"), pytest.warns(FutureWarning):
-        DPCDClassifier(epsilon=1.0, clip=0.3, clip_norm=0.2)
+def test_the_names_of_privml_0_1_are_refused(estimator, old):
     with pytest.raises(TypeError, match="unexpected keyword"):
-        DPCDClassifier(epsilon=1.0, clipp=0.3)
-    with pytest.raises(ValueError, match="penalty"), pytest.warns(FutureWarning):
-        DPCDRegressor(epsilon=1.0, penalty="elasticnet")
+        estimator(epsilon=1.0, **old)
+    with pytest.raises(ValueError, match="Invalid parameter"):
+        estimator(epsilon=1.0).set_params(**old)
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        dp_coordinate_descent(np.zeros((4, 2)), np.ones(4), LogisticLoss(), epsilon=1.0, delta=1e-5, **old)
 
 
 def test_epsilon_is_required():
@@ -744,7 +725,7 @@ def test_softmax_cache_stays_exact_after_large_moves():
     X = _unit_rows(rng, 30, 3)
     y = rng.integers(0, 4, size=30)
     W = rng.normal(size=(3, 4))
-    cache = dpcd._SoftmaxScores(X, y, 4)
+    cache = dpcd_cache._SoftmaxScores(X, y, 4)
     cache.reset(W)
     loss = MultinomialLogisticLoss(4)
     for feature, output, change in [(0, 1, 400.0), (0, 1, -800.0), (2, 3, 1e-9), (1, 0, -3.0), (1, 1, 900.0)]:
@@ -783,7 +764,7 @@ def test_row_cache_matches_direct_clipped_gradients_through_moves(chunk):
     y = rng.integers(0, k, size=n)
     loss = MultinomialLogisticLoss(k)
     W = rng.normal(size=(d, k))
-    cache = dpcd._SoftmaxRows(X, y, k, chunk=chunk)
+    cache = dpcd_cache._SoftmaxRows(X, y, k, chunk=chunk)
     cache.reset(W)
     for j, change in [(0, 0.5), (0, -2.0), (1, 3.0), (2, 0.1), (0, 1.0), (3, 5.0), (2, -4.0), (1, -0.2)]:
         for threshold in (0.05, 10.0):

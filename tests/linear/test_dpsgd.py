@@ -22,13 +22,8 @@ from privml.audit import neighbour_distribution_test
 from privml.data import load_dataset
 from privml.exceptions import PrivacyLeakWarning
 from privml.io import load_model, save_model
-from privml.linear.dpsgd import (
-    DPSGDClassifier,
-    _Averager,
-    clipped_gradient_sum,
-    learning_rate_schedule,
-    poisson_sample,
-)
+from privml.linear.dpsgd import DPSGDClassifier
+from privml.linear.dpsgd_steps import _Averager, clipped_gradient_sum, learning_rate_schedule, poisson_sample
 from privml.losses import LogisticLoss, MultinomialLogisticLoss
 from privml.neighbouring import Neighbouring
 

@@ -9,9 +9,9 @@ import pytest
 from sklearn.base import clone
 from sklearn.linear_model import LogisticRegression
 
-from privml.exceptions import PrivacyLeakWarning
+from privml.exceptions import ConvergenceError, PrivacyLeakWarning
 from privml.linear.nonprivate import NonPrivateClassifier
-from privml.linear.solvers import DEFAULT_TOL, ConvergenceError
+from privml.linear.solvers import DEFAULT_TOL
 from privml.neighbouring import Neighbouring
 
 

@@ -9,18 +9,16 @@ import numpy as np
 import pytest
 
 from privml.accounting.analytic_gaussian import analytic_gaussian_sigma
-from privml.linear.sensitivity import (
-    auto_l2,
+from privml.linear.objective_perturbation_constants import (
     cms11_constants,
-    erm_sensitivity,
     gradient_directions,
     hessian_trace_bound,
     jacobian_epsilon,
     jacobian_strong_convexity,
     kst12_constants,
-    l2_for_noise,
     objective_gaussian_sigma,
 )
+from privml.linear.sensitivity import auto_l2, erm_sensitivity, l2_for_noise
 from privml.linear.solvers import minimise_objective
 from privml.losses import HuberHingeLoss, LogisticLoss, MultinomialLogisticLoss, RegularisedObjective, SquaredLoss
 

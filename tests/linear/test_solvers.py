@@ -6,14 +6,9 @@ import numpy as np
 import pytest
 from sklearn.linear_model import LogisticRegression
 
+from privml.exceptions import ConvergenceError
 from privml.linear import solvers
-from privml.linear.solvers import (
-    ConvergenceError,
-    SolverResult,
-    check_l2_setting,
-    check_solver_settings,
-    minimise_objective,
-)
+from privml.linear.solvers import SolverResult, check_l2_setting, check_solver_settings, minimise_objective
 from privml.losses import HuberHingeLoss, LogisticLoss, MultinomialLogisticLoss, RegularisedObjective
 
 

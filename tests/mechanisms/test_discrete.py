@@ -23,16 +23,10 @@ from scipy import stats
 
 from privml.accounting.events import EpsilonDeltaEvent
 from privml.audit import neighbour_distribution_test
-from privml.mechanisms import discrete
-from privml.mechanisms.discrete import (
-    DiscreteGaussianMechanism,
-    DiscreteLaplaceMechanism,
-    calibrate_discrete_gaussian,
-    discrete_gaussian_delta,
-    sample_bernoulli_exp,
-    sample_discrete_gaussian,
-    sample_discrete_laplace,
-)
+from privml.mechanisms import discrete, discrete_gaussian_privacy, discrete_samplers
+from privml.mechanisms.discrete import DiscreteGaussianMechanism, DiscreteLaplaceMechanism
+from privml.mechanisms.discrete_gaussian_privacy import calibrate_discrete_gaussian, discrete_gaussian_delta
+from privml.mechanisms.discrete_samplers import sample_bernoulli_exp, sample_discrete_gaussian, sample_discrete_laplace
 from privml.neighbouring import Neighbouring
 
 N = 200_000
@@ -176,7 +170,7 @@ def test_samplers_shapes() -> None:
 # ---------------------------------------------------------------- exact uniform integers
 
 
-class _FixedWords(discrete._WordSource):
+class _FixedWords(discrete_samplers._WordSource):
     def __init__(self, words: list[int]) -> None:
         super().__init__(None)
         self._queue = list(words)
@@ -196,7 +190,7 @@ def test_uniform_below_rejects_the_biased_top_words() -> None:
 
 @pytest.mark.parametrize("high", [3, 10**6 + 3, 3 * 2**62 + 1])
 def test_uniform_below_is_uniform(high: int) -> None:
-    src = discrete._as_source(7)
+    src = discrete_samplers._as_source(7)
     x = src.below(high, 60_000)
     assert all(0 <= int(v) < high for v in x)
     k = min(high, 6)  # k nearly equal buckets (sizes differ by at most one value)
@@ -253,7 +247,7 @@ def test_calibration_close_to_analytic_gaussian_reference() -> None:
 def test_limit_denominator_alone_rounds_the_wrong_way() -> None:
     eps = Fraction(1 / 3)  # the float 1/3 is just below 1/3
     assert eps.limit_denominator(10**6) > eps  # naive conversion would under-noise
-    assert discrete._rational_below(eps, 10**6) <= eps
+    assert discrete_gaussian_privacy._rational_below(eps, 10**6) <= eps
     assert DiscreteLaplaceMechanism(epsilon=1 / 3).noise_scale() >= 1 / eps
 
 
@@ -271,7 +265,7 @@ def test_laplace_scale_never_below_sensitivity_over_epsilon(eps: float, sens: in
 @settings(max_examples=200, deadline=None, derandomize=True)
 @given(x=st.fractions(min_value=Fraction(1, 10**9), max_value=10**6))
 def test_rational_helpers_bracket_their_input(x: Fraction) -> None:
-    lo, hi = discrete._rational_below(x, 1000), discrete._rational_above(x, 1000)
+    lo, hi = discrete_gaussian_privacy._rational_below(x, 1000), discrete_gaussian_privacy._rational_above(x, 1000)
     assert 0 < lo <= x <= hi
     assert hi.denominator <= 1000
     assert hi - x <= Fraction(1, 1000)
@@ -420,7 +414,7 @@ def test_default_source_is_the_os_csprng(monkeypatch: pytest.MonkeyPatch) -> Non
     assert calls
     b = sample_discrete_laplace(100, size=1000)
     assert not np.array_equal(a, b)
-    assert discrete._as_source(None).cryptographic and not discrete._as_source(1).cryptographic
+    assert discrete_samplers._as_source(None).cryptographic and not discrete_samplers._as_source(1).cryptographic
 
 
 # ---------------------------------------------------------------- validation

@@ -155,8 +155,8 @@ def test_parallel_training_gives_the_same_teachers():
         ({"n_models": 61}, ValueError, "exceeds"),
         ({"epsilon": -1.0}, ValueError, "epsilon"),
         ({"budget": 0}, ValueError, "budget"),
-        ({"delta": 0.0, "accounting": "zcdp"}, ValueError, "delta > 0"),
-        ({"accounting": "gdp"}, ValueError, "accountant must be"),
+        ({"delta": 0.0, "accountant": "zcdp"}, ValueError, "delta > 0"),
+        ({"accountant": "gdp"}, ValueError, "accountant must be"),
         ({"estimator": "logistic"}, TypeError, "estimator"),
     ],
 )

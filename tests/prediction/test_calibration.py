@@ -42,7 +42,7 @@ def drv_epsilon(epsilon_step: float, count: int, delta_slack: float) -> float:
 def test_laplace_multiplier_is_budget_over_epsilon():
     assert laplace_noise_multiplier(0.5, 40) == 80.0
     noise = calibrate_prediction_noise(0.5, 0.0, 40)
-    assert (noise.accounting, noise.distribution, noise.noise_multiplier) == ("basic", "l2-laplace", 80.0)
+    assert (noise.accountant, noise.distribution, noise.noise_multiplier) == ("basic", "l2-laplace", 80.0)
 
 
 def test_gdp_scales_with_the_square_root_of_the_budget():
@@ -74,7 +74,7 @@ def test_vote_epsilons_by_hand():
     assert drv_epsilon(eps_q, 1000, 1e-5) == pytest.approx(1.0, rel=1e-8)
     assert drv_epsilon(eps_q, 1000, 1e-5) <= 1.0
     cal = calibrate_vote_epsilon(1.0, 0.0, 10)
-    assert (cal.accounting, cal.epsilon_query, cal.beta) == ("basic", 0.1, 0.05)
+    assert (cal.accountant, cal.epsilon_query, cal.beta) == ("basic", 0.1, 0.05)
 
 
 def test_zcdp_vote_epsilon_inverts_the_conversion():
@@ -133,7 +133,7 @@ def test_gdp_is_never_noisier_than_basic_or_advanced(epsilon, delta):
         assert sigmas["gdp"] <= sigmas["basic"] * (1 + 1e-9)
         assert sigmas["gdp"] <= sigmas["advanced"] * (1 + 1e-9)
     noise = calibrate_prediction_noise(epsilon, delta, 100)
-    assert noise.accounting == "gdp" and noise.noise_multiplier == noise.candidates["gdp"]
+    assert noise.accountant == "gdp" and noise.noise_multiplier == noise.candidates["gdp"]
 
 
 def test_advanced_beats_basic_only_for_large_budgets():
@@ -155,15 +155,15 @@ def test_auto_vote_accounting_takes_the_largest_per_query_epsilon():
         cal = calibrate_vote_epsilon(1.0, 1e-5, budget)
         assert cal.epsilon_query == max(candidates.values())
         assert cal.beta == cal.epsilon_query / 2
-    assert calibrate_vote_epsilon(1.0, 1e-5, 1).accounting == "basic"  # one query: eps itself
-    assert calibrate_vote_epsilon(1.0, 1e-5, 100).accounting == "zcdp"
+    assert calibrate_vote_epsilon(1.0, 1e-5, 1).accountant == "basic"  # one query: eps itself
+    assert calibrate_vote_epsilon(1.0, 1e-5, 100).accountant == "zcdp"
     assert vote_epsilons(1.0, 1e-5, 10_000)["advanced"] > vote_epsilon_basic(1.0, 10_000)
 
 
 def test_a_requested_accounting_is_used_even_when_not_the_best():
     noise = calibrate_prediction_noise(1.0, 1e-5, 100, accountant="basic")
-    assert noise.accounting == "basic" and noise.noise_multiplier > noise.candidates["gdp"]
-    assert calibrate_vote_epsilon(1.0, 1e-5, 100, accountant="advanced").accounting == "advanced"
+    assert noise.accountant == "basic" and noise.noise_multiplier > noise.candidates["gdp"]
+    assert calibrate_vote_epsilon(1.0, 1e-5, 100, accountant="advanced").accountant == "advanced"
 
 
 # ------------------------------------------------------------------ validation

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import json
 
 import numpy as np
 import pytest
@@ -49,7 +48,7 @@ def test_prediction_sensitivity_charges_every_row(capsys, files):
                  "prediction-sensitivity", "--epsilon", "1", "--delta", "1e-5", "--budget", "100", "--seed", "0")
     assert r["method"] == "prediction-sensitivity" and r["n"] == 40 and len(r["labels"]) == 40
     assert r["budget"] == {"budget": 100, "spent": 40, "remaining": 60}
-    assert r["accounting"] == "gdp"
+    assert r["accountant"] == "gdp"
     assert r["privacy"] == {"epsilon": 1.0, "delta": 1e-5, "neighbouring": "replace-one", "accountant": "gdp",
                             "neighbouring_detail": "replace-one: same n, one record replaced by any other"}
 
@@ -173,15 +172,13 @@ def test_help_lists_the_private_options(capsys):
     assert code == 0
     for option in ("--method", "--epsilon", "--budget", "--accountant"):
         assert option in out
-    assert "--accounting" not in out  # the old name works for one release, unadvertised
+    assert "--accounting" not in out
 
 
-def test_the_old_accounting_option_still_works_with_a_warning(capsys, files):
-    args = ("predict", "--model", files["base"], "--input", files["rows"], "--method", "prediction-sensitivity",
-            "--epsilon", "1", "--delta", "1e-5", "--budget", "100", "--seed", "0", "--json")
-    code, out, err = run(capsys, *args, "--accounting", "basic")
-    assert code == 0 and "--accounting is deprecated" in err and "use --accountant" in err
-    assert run_json(capsys, *args[:-1], "--accountant", "basic")["privacy"] == json.loads(out)["privacy"]
+def test_the_old_accounting_option_is_refused(capsys, files):
+    expect_error(capsys, "predict", "--model", files["base"], "--input", files["rows"], "--method",
+                 "prediction-sensitivity", "--epsilon", "1", "--delta", "1e-5", "--budget", "100",
+                 "--accounting", "basic", match="unrecognized arguments: --accounting")
 
 
 def test_a_ledger_name_without_a_ledger_is_an_error(capsys, files):
@@ -213,7 +210,7 @@ def test_an_explicit_delta_0_asks_for_pure_dp(capsys, files, tmp_path):
     argv = ("predict", "--model", str(path), "--input", files["rows"], "--seed", "0")
     assert run_json(capsys, *argv)["privacy"]["delta"] == 1e-5  # not given: the file's
     r = run_json(capsys, *argv, "--delta", "0")
-    assert r["privacy"]["delta"] == 0.0 and r["accounting"] == "basic"
+    assert r["privacy"]["delta"] == 0.0 and r["accountant"] == "basic"
     expect_error(capsys, *argv, "--delta", "0", "--accountant", "zcdp", match="delta")
 
 

@@ -30,7 +30,7 @@ def test_prediction_sensitivity_round_trip(tmp_path, data):
     loaded = load_model(path)
     assert isinstance(loaded, PredictionSensitivity)
     assert np.array_equal(loaded.weights_, model.weights_) and np.array_equal(loaded.classes_, model.classes_)
-    for key in ("sensitivity", "noise_scale", "accounting", "n_train", "l2"):
+    for key in ("sensitivity", "noise_scale", "accountant", "n_train", "l2"):
         assert loaded.fit_info_[key] == model.fit_info_[key]
     assert loaded.privacy_ == model.privacy_
     # The ledger is not in the file: a load starts a fresh count (see load_predictor's docstring).
@@ -123,7 +123,7 @@ def test_saved_predictors_load_with_their_settings_or_given_ones(tmp_path, data)
     assert (same.budget, same.privacy_.epsilon, same.remaining()) == (30, 1.0, 30)
     other = load_predictor(path, epsilon=3.0, delta=1e-5, budget=100, ledger=MemoryLedger(100))
     assert (other.privacy_.epsilon, other.privacy_.delta, other.remaining()) == (3.0, 1e-5, 100)
-    assert other.fit_info_["accounting"] == "zcdp"
+    assert other.fit_info_["accountant"] == "zcdp"
     assert np.array_equal(other._votes(X), sa._votes(X))
     with pytest.raises(ValueError, match="not 'prediction-sensitivity'"):
         load_predictor(path, method="prediction-sensitivity")

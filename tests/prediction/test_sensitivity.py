@@ -86,7 +86,7 @@ def gaussian_settings() -> tuple[dict, float]:
     """GDP calibration for N answers whose per-answer noise multiplier is 1."""
     delta = 1e-5
     epsilon = gaussian_epsilon(delta, np.sqrt(N_SAMPLES))  # mu_total = sqrt(B) * mu_query, mu_query = 1
-    return {"epsilon": epsilon, "delta": delta, "accounting": "gdp"}, gaussian_delta(1.0, 1.0)
+    return {"epsilon": epsilon, "delta": delta, "accountant": "gdp"}, gaussian_delta(1.0, 1.0)
 
 
 def test_gaussian_answers_respect_the_per_query_guarantee():
@@ -208,7 +208,7 @@ def test_fit_info_and_guarantee():
     model = PredictionSensitivity(epsilon=1.0, delta=1e-5, budget=100, l2=0.1, classes=[0, 1]).fit(X, y)
     info = model.fit_info_
     assert info["sensitivity"] == pytest.approx(2 / (200 * 0.1) + 2 * DEFAULT_TOL / 0.1)
-    assert info["accounting"] == "gdp" and info["noise"] == "gaussian"
+    assert info["accountant"] == "gdp" and info["noise"] == "gaussian"
     assert info["noise_scale"] == pytest.approx(info["noise_multiplier"] * info["sensitivity"])
     assert info["noise_scales"]["gdp"] < min(info["noise_scales"]["basic"], info["noise_scales"]["advanced"])
     assert (model.privacy_.epsilon, model.privacy_.delta, model.privacy_.accountant) == (1.0, 1e-5, "gdp")
@@ -240,8 +240,8 @@ def test_auto_l2_grows_with_the_noise():
         ({"delta": 1.0}, ValueError, "delta"),
         ({"budget": 0}, ValueError, "budget"),
         ({"budget": 1.5}, TypeError, "budget"),
-        ({"accounting": "zcdp"}, ValueError, "accountant must be"),
-        ({"delta": 0.0, "accounting": "gdp"}, ValueError, "delta > 0"),
+        ({"accountant": "zcdp"}, ValueError, "accountant must be"),
+        ({"delta": 0.0, "accountant": "gdp"}, ValueError, "delta > 0"),
         ({"l2": -1.0}, ValueError, "l2"),
         ({"random_state": "seed"}, TypeError, "random_state"),
         ({"ledger": "ledger.db"}, TypeError, "ledger"),

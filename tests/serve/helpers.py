@@ -19,7 +19,8 @@ from sklearn.linear_model import LogisticRegression
 from privml.data import project_to_unit_ball
 from privml.guarantee import PrivacyGuarantee
 from privml.ledger import BudgetLedger
-from privml.serve import PredictionServer, PredictionService, ServeLimits
+from privml.serve import PredictionService, ServeLimits
+from privml.serve.server import PredictionServer
 
 
 def breast_cancer_rows() -> tuple[np.ndarray, np.ndarray]:

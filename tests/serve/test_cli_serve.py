@@ -12,7 +12,7 @@ from privml.cli.main import main
 from privml.io import save_model
 from privml.prediction import SubsampleAndAggregate
 from privml.serve import PredictionService
-from privml.serve.model import open_served_model
+from privml.serve.model import ModelSpec, open_served_model
 from tests.cli_runner import run
 from tests.serve.cli_process import start_server, stop
 from tests.serve.helpers import breast_cancer_rows, check_response, request, running, small_limits
@@ -78,8 +78,8 @@ def test_prediction_sensitivity_over_http_with_keys(tmp_path, trained, raw_rows,
 def test_subsample_aggregate_serves_labels_only(tmp_path, trained):
     rows = breast_cancer_rows()[0]
     with pytest.raises(ValueError, match="fixed random_state replays"):  # as --seed with --ledger (a review)
-        open_served_model(trained["aggregate"], ledger=tmp_path / "ledger.sqlite", random_state=0)
-    served = open_served_model(trained["aggregate"], ledger=tmp_path / "ledger.sqlite")
+        open_served_model(ModelSpec(trained["aggregate"], ledger=tmp_path / "ledger.sqlite", random_state=0))
+    served = open_served_model(ModelSpec(trained["aggregate"], ledger=tmp_path / "ledger.sqlite"))
     with running(PredictionService(served.predictor, limits=small_limits())) as server:
         status, out = request(server, "POST", "/predict", {"rows": rows[:3].tolist()})
         assert status == 200 and len(out["labels"]) == 3 and set(out["labels"]) <= {0, 1}
@@ -90,7 +90,7 @@ def test_subsample_aggregate_serves_labels_only(tmp_path, trained):
 
 
 def test_a_privately_trained_file_is_served_free(trained, raw_rows):
-    served = open_served_model(trained["output"])
+    served = open_served_model(ModelSpec(trained["output"]))
     assert served.ledger is None and served.class_names == ["malignant", "benign"]
     with running(PredictionService(served.predictor, preprocess=served.preprocess,
                                    class_names=served.class_names)) as server:
@@ -102,10 +102,10 @@ def test_a_privately_trained_file_is_served_free(trained, raw_rows):
 def test_a_restart_continues_the_same_count(tmp_path, trained, raw_rows):
     ledger = tmp_path / "ledger.sqlite"
     settings = dict(method="prediction-sensitivity", epsilon=1.0, budget=10, ledger=ledger)
-    first = open_served_model(trained["nonprivate"], **settings)
+    first = open_served_model(ModelSpec(trained["nonprivate"], **settings))
     first.predictor.predict(first.preprocess(raw_rows[:4]))
     first.ledger.close()
-    again = open_served_model(trained["nonprivate"], **settings)
+    again = open_served_model(ModelSpec(trained["nonprivate"], **settings))
     assert again.ledger.spent == 4 and again.predictor.remaining() == 6
     again.ledger.close()
 
@@ -139,14 +139,14 @@ def test_a_ledger_is_refused_for_a_private_model_and_a_mismatch_on_reopen(tmp_pa
     assert main(["serve", "--model", str(trained["output"]), "--ledger", str(tmp_path / "l.sqlite")]) == 2
     assert "takes no ledger" in capsys.readouterr().err
     ledger = tmp_path / "l.sqlite"
-    open_served_model(trained["nonprivate"], epsilon=1.0, budget=10, ledger=ledger).ledger.close()
+    open_served_model(ModelSpec(trained["nonprivate"], epsilon=1.0, budget=10, ledger=ledger)).ledger.close()
     assert main(["serve", "--model", str(trained["nonprivate"]), "--epsilon", "2", "--budget", "10",
                  "--ledger", str(ledger)]) == 2
     assert "refusing to mix two guarantees" in capsys.readouterr().err
 
 
 def test_a_busy_port_is_one_line(tmp_path, trained, capsys):
-    with running(PredictionService(open_served_model(trained["output"]).predictor)) as server:
+    with running(PredictionService(open_served_model(ModelSpec(trained["output"])).predictor)) as server:
         port = str(server.server_address[1])
         assert main(["serve", "--model", str(trained["output"]), "--port", port]) == 2
     assert "cannot listen on 127.0.0.1:" in capsys.readouterr().err
@@ -154,11 +154,11 @@ def test_a_busy_port_is_one_line(tmp_path, trained, capsys):
 
 def test_options_a_file_cannot_use_are_errors(tmp_path, trained):
     with pytest.raises(ValueError, match="takes no ledger name"):
-        open_served_model(trained["output"], ledger_name="prod")
+        open_served_model(ModelSpec(trained["output"], ledger_name="prod"))
     with pytest.raises(ValueError, match="random_state"):
-        open_served_model(trained["output"], random_state=0)
+        open_served_model(ModelSpec(trained["output"], random_state=0))
     with pytest.raises(ValueError, match="no ledger was given"):
-        open_served_model(trained["nonprivate"], epsilon=1.0, budget=10, ledger_name="prod", require_ledger=False)
+        open_served_model(ModelSpec(trained["nonprivate"], epsilon=1.0, budget=10, ledger_name="prod"), require_ledger=False)
     code = main(["serve", "--model", str(trained["output"]), "--delta", "0", "--port", "0"])
     assert code == 2  # refused before the port is opened
 
@@ -184,7 +184,7 @@ def test_an_address_that_cannot_be_listened_on_binds_no_budget(tmp_path, trained
 
 def test_a_busy_port_binds_no_budget(tmp_path, trained, capsys):
     ledger = tmp_path / "l.sqlite"
-    with running(PredictionService(open_served_model(trained["output"]).predictor)) as server:
+    with running(PredictionService(open_served_model(ModelSpec(trained["output"])).predictor)) as server:
         port = str(server.server_address[1])
         code, _, err = run(capsys, "serve", "--model", str(trained["nonprivate"]), "--epsilon", "1", "--budget",
                            "10", "--ledger", str(ledger), "--port", port)
@@ -207,5 +207,43 @@ def test_an_empty_ledger_name_is_refused_before_the_ledger_is_opened(tmp_path, t
     # It was read as 'default' (privml serve and predict pass --ledger-name through open_served_model).
     ledger = tmp_path / "l.sqlite"
     with pytest.raises(ValueError, match="ledger name must be a non-empty string"):
-        open_served_model(trained["nonprivate"], epsilon=1.0, budget=10, ledger=ledger, ledger_name="")
+        open_served_model(ModelSpec(trained["nonprivate"], epsilon=1.0, budget=10, ledger=ledger, ledger_name=""))
     assert not ledger.exists()
+
+
+def test_the_model_file_is_read_once(tmp_path, trained, raw_rows, monkeypatch, capsys):
+    import privml.io
+
+    real, reads = privml.io._read_arrays, []
+
+    def counting(path, **kwargs):
+        reads.append(kwargs)
+        return real(path, **kwargs)
+
+    monkeypatch.setattr(privml.io, "_read_arrays", counting)
+    spec = ModelSpec(trained["nonprivate"], epsilon=1.0, budget=10, ledger=tmp_path / "ledger.sqlite")
+    served = open_served_model(spec)
+    assert len(reads) == 1 and served.ledger.budget == 10 and served.predictor.ledger_ is served.ledger
+    served.predictor.predict(served.preprocess(raw_rows[:2]))
+    assert served.ledger.spent == 2  # the persistent ledger counts, from the first answer
+    served.ledger.close()
+    reads.clear()
+    assert open_served_model(ModelSpec(trained["output"])).ledger is None and len(reads) == 1
+    reads.clear()
+    rows = tmp_path / "rows.csv"
+    np.savetxt(rows, raw_rows[:3], delimiter=",", header=",".join(f"c{j}" for j in range(30)), comments="")
+    code, _, err = run(capsys, "predict", "--model", str(trained["nonprivate"]), "--input", str(rows), "--epsilon",
+                     "1", "--budget", "10", "--json")
+    assert code == 0 and len(reads) == 1, err
+
+
+def test_a_predictor_moves_to_a_ledger_only_before_it_answers(tmp_path, trained, raw_rows):
+    from privml.ledger import MemoryLedger
+
+    served = open_served_model(ModelSpec(trained["nonprivate"], epsilon=1.0, budget=10), require_ledger=False)
+    predictor = served.predictor
+    with pytest.raises(ValueError, match="budget is 5 answers"):
+        predictor.use_ledger(MemoryLedger(5))
+    predictor.predict(served.preprocess(raw_rows[:1]))
+    with pytest.raises(ValueError, match="already charged 1 answers"):
+        predictor.use_ledger(MemoryLedger(10, context=predictor.ledger_context()))

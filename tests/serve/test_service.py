@@ -197,8 +197,8 @@ def test_the_docs_say_the_ledger_is_bound_to_the_calibration_only():
     # model differs); since the hash was dropped (LEGACY_CONTEXT_KEYS) it records the calibration only.
     import privml.ledger.base
     import privml.serve.workers
-    from privml.serve.model import open_served_model
+    from privml.serve.model import ModelSpec
 
-    for doc in (open_served_model.__doc__, privml.serve.workers.__doc__, privml.ledger.base.LedgerMismatch.__doc__):
+    for doc in (ModelSpec.__doc__, privml.serve.workers.__doc__, privml.ledger.base.LedgerMismatch.__doc__):
         assert "SHA-256" not in doc and "model or calibration" not in doc and "model differs" not in doc
         assert "calibration" in doc

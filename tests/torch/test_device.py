@@ -21,7 +21,7 @@ from torch.overrides import TorchFunctionMode  # noqa: E402
 
 from privml.torch import DPSGD, TorchClassifier, TramerBonehCNN  # noqa: E402
 from privml.torch.classifier import resolve_device  # noqa: E402
-from privml.torch.dpsgd import module_device  # noqa: E402
+from privml.torch.dpsgd_setup import module_device
 from privml.torch.noise import RandomSource  # noqa: E402
 from privml.torch.sampling import PoissonSampler  # noqa: E402
 
@@ -183,7 +183,7 @@ def test_cuda_training_runs_on_the_device(secure):
 
 
 def test_clipping_arithmetic_never_uses_tf32():
-    from privml.torch.ghost.engine import exact_float32
+    from privml.torch.ghost.precision import exact_float32
 
     matmul, conv = torch.backends.cuda.matmul, torch.backends.cudnn.conv
     saved = matmul.fp32_precision, conv.fp32_precision

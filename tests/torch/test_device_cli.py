@@ -11,7 +11,7 @@ import torch
 
 from privml.cli.main import main
 from privml.io import load_model, read_model_file, save_model
-from privml.serve.model import open_served_model
+from privml.serve.model import ModelSpec, open_served_model
 
 NO_CUDA = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error where no CUDA device exists")
 
@@ -71,14 +71,14 @@ def test_a_served_cnn_runs_where_asked_not_where_it_was_trained(cnn_file, tmp_pa
     # A model trained on a GPU is stored with device="auto" (the machine, not the model, decides), so it loads
     # and predicts here, and is served on "auto" unless told otherwise.
     _, metadata = read_model_file(cnn_file["model"])
-    served = open_served_model(cnn_file["model"])
+    served = open_served_model(ModelSpec(cnn_file["model"]))
     model = served.predictor
     model.set_params(device="cuda")
     moved = save_model(model, tmp_path / "trained-on-gpu.npz", extra=metadata["extra"])
     assert read_model_file(moved)[1]["params"]["device"] == "auto"
     assert load_model(moved).predict(np.zeros((2, 1, 28, 28), dtype=np.float32)).shape == (2,)
-    assert open_served_model(moved).predictor.device == "auto"
-    placed = open_served_model(moved, device="cpu").predictor
+    assert open_served_model(ModelSpec(moved)).predictor.device == "auto"
+    placed = open_served_model(ModelSpec(moved, device="cpu")).predictor
     assert placed.device == "cpu" and placed.predict(np.zeros((2, 1, 28, 28), dtype=np.float32)).shape == (2,)
 
 

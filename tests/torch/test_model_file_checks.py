@@ -13,7 +13,7 @@ torch = pytest.importorskip("torch")
 from privml.guarantee import PrivacyGuarantee  # noqa: E402
 from privml.io import load_model, read_model_file, save_model  # noqa: E402
 from privml.neighbouring import Neighbouring  # noqa: E402
-from privml.serve.model import open_served_model  # noqa: E402
+from privml.serve.model import ModelSpec, open_served_model  # noqa: E402
 from privml.torch import TorchClassifier  # noqa: E402
 from privml.torch.models import build_model  # noqa: E402
 
@@ -47,7 +47,7 @@ def test_threads_zero_is_refused_at_load_and_by_serve(tmp_path: Path) -> None:
     path = _rewrite(_cnn_file(tmp_path / "m.npz"), params={"threads": 0})
     _refused(path, "threads")
     with pytest.raises(ValueError, match="threads"):
-        open_served_model(path, device="cpu")
+        open_served_model(ModelSpec(path, device="cpu"))
 
 
 def test_threads_zero_is_refused_before_fit() -> None:
@@ -104,9 +104,9 @@ def test_the_non_private_cnn_is_saved_as_a_baseline_and_never_served_as_a_dp_rel
     assert registry.get_spec("nonprivate-cnn").kind is registry.Kind.BASELINE  # the release table: secret weights
     assert load_model(path).method == "nonprivate-cnn"
     with pytest.raises(ValueError, match="ledger"):
-        open_served_model(path)  # before: served free, with no ledger, as a DP release
+        open_served_model(ModelSpec(path))  # before: served free, with no ledger, as a DP release
     with pytest.raises(ValueError, match="non-private CNN"):
-        open_served_model(path, epsilon=1.0, budget=10, ledger=str(tmp_path / "ledger.sqlite"))
+        open_served_model(ModelSpec(path, epsilon=1.0, budget=10, ledger=str(tmp_path / "ledger.sqlite")))
 
 
 def test_a_baseline_cnn_file_relabelled_as_dp_sgd_is_refused(tmp_path):

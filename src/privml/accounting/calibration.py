@@ -2,9 +2,9 @@
 
 Every calibration in privml is one bracket-and-bisect search over a scalar
 parameter whose privacy cost is monotone,
-:func:`~privml.accounting.parameter_search.calibrate_parameter` (re-exported
-here): it returns the *feasible* end of the final bracket, so the reported
-parameter always satisfies the target exactly as the accountant certifies it.
+:func:`~privml.accounting.parameter_search.calibrate_parameter`: it returns the
+*feasible* end of the final bracket, so the reported parameter always
+satisfies the target exactly as the accountant certifies it.
 
 :func:`calibrate_noise_multiplier` applies it to "the smallest noise multiplier
 whose event, composed by an accountant, costs at most ``target_epsilon`` at
@@ -22,13 +22,11 @@ from dataclasses import dataclass
 from privml._validation import check_count, check_delta, check_epsilon
 from privml.accounting.accountant import PrivacyAccountant
 from privml.accounting.events import DpEvent
-from privml.accounting.parameter_search import ParameterCalibration as ParameterCalibration
 from privml.accounting.parameter_search import (
     _bracket_and_bisect,
     _check_hints,
     _check_tolerance,
 )
-from privml.accounting.parameter_search import calibrate_parameter as calibrate_parameter
 from privml.exceptions import UnsupportedEventError
 
 #: Names accepted by :func:`make_accountant` (and by every ``accountant=`` argument).

@@ -39,7 +39,7 @@ from privml._validation import (
     check_positive_delta,
     check_probability,
 )
-from privml.accounting.calibration import calibrate_parameter
+from privml.accounting.parameter_search import calibrate_parameter
 
 #: Relative precision of the numerical inverses in this module.
 _RTOL = 1e-10

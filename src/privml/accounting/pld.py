@@ -70,7 +70,6 @@ from privml.accounting.events import DpEvent
 from privml.accounting.pld_convolution import _convolve, _window
 from privml.accounting.pld_discretisation import _DiscretePLD, _discretise
 from privml.accounting.pld_pairs import _event_pairs, _Loss
-from privml.accounting.pld_pairs import _ReplaceOnePoissonGaussianPair as _ReplaceOnePoissonGaussianPair
 
 __all__ = ["PLDAccountant"]
 

@@ -11,7 +11,7 @@ guarantee by a conversion (:func:`~privml.accounting.rdp_conversion.rdp_to_epsil
 The closed-form curves live in :mod:`privml.accounting.rdp_curves`, the
 Poisson-sampled Gaussian's in :mod:`privml.accounting.rdp_poisson_gaussian`
 and the conversions in :mod:`privml.accounting.rdp_conversion`; this module
-re-exports them and holds the accountant, :class:`RDPAccountant`.
+holds the accountant, :class:`RDPAccountant`.
 
 Conventions used by every function here:
 
@@ -56,12 +56,7 @@ from privml.accounting.rdp_conversion import (
     _classic_log_deltas,
     _improved_epsilons,
     _improved_log_deltas,
-    moments_accountant_delta,
-    moments_accountant_epsilon,
-    rdp_to_delta,
-    rdp_to_epsilon,
 )
-from privml.accounting.rdp_conversion import _check_target_epsilon as _check_target_epsilon  # used by zcdp
 from privml.accounting.rdp_curves import (
     DEFAULT_ORDERS,
     _check_orders,
@@ -75,17 +70,7 @@ from privml.accounting.rdp_replace_one import rdp_poisson_gaussian_replace_one, 
 from privml.neighbouring import Neighbouring
 
 __all__ = [
-    "DEFAULT_ORDERS",
     "RDPAccountant",
-    "moments_accountant_delta",
-    "moments_accountant_epsilon",
-    "rdp_exponential",
-    "rdp_gaussian",
-    "rdp_laplace",
-    "rdp_pure",
-    "rdp_sampled_gaussian",
-    "rdp_to_delta",
-    "rdp_to_epsilon",
 ]
 
 Conversion = Literal["improved", "classic"]

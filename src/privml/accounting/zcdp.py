@@ -23,7 +23,7 @@ from scipy.optimize import minimize_scalar
 from privml._validation import check_delta, check_epsilon, check_positive
 from privml.accounting.accountant import PrivacyAccountant, flatten
 from privml.accounting.events import DpEvent, EpsilonDeltaEvent, ExponentialEvent, GaussianEvent, LaplaceEvent
-from privml.accounting.rdp import _check_target_epsilon, _improved_epsilons, _improved_log_deltas
+from privml.accounting.rdp_conversion import _check_target_epsilon, _improved_epsilons, _improved_log_deltas
 
 __all__ = [
     "ZCDPAccountant",

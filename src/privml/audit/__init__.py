@@ -18,15 +18,7 @@
 """
 
 from privml.audit.canaries import Canary, NeighbouringPair, clipbkd_canary, make_canary, neighbouring_pair
-from privml.audit.epsilon_lower_bound import (
-    AuditResult,
-    EpsilonLowerBound,
-    audit_epsilon,
-    audit_mechanism,
-    canary_log_odds,
-    epsilon_from_rates,
-    epsilon_lower_bound,
-)
+from privml.audit.epsilon_lower_bound import AuditResult, audit_epsilon, audit_mechanism, canary_log_odds
 from privml.audit.exposure import (
     ExposureResult,
     LabelCanary,
@@ -44,6 +36,7 @@ from privml.audit.membership import (
 )
 from privml.audit.neighbour_test import NeighbourTestResult, neighbour_distribution_test
 from privml.audit.one_run import OneRunAudit, audit_from_scores, one_run_epsilon_lower_bound
+from privml.audit.threshold_test import EpsilonLowerBound, epsilon_from_rates, epsilon_lower_bound
 
 __all__ = [
     "AuditResult",

@@ -38,7 +38,7 @@ replace-one for ERM methods and DP-CD, zero-out/add-remove for DP-SGD.
 
 The threshold test and its bound live in :mod:`privml.audit.threshold_test`,
 the trials and the white-box statistics in :mod:`privml.audit.trials`; this
-module re-exports them and holds the two audit entry points,
+module holds the two audit entry points,
 :func:`audit_mechanism` and :func:`audit_epsilon`.
 """
 
@@ -58,22 +58,15 @@ from privml._random import RandomState
 from privml._validation import check_count
 from privml.audit.canaries import Canary, make_canary, neighbouring_pair
 from privml.audit.membership import roc_auc
-from privml.audit.threshold_test import EpsilonLowerBound, epsilon_from_rates, epsilon_lower_bound
-from privml.audit.trials import STATISTICS, Trial, _root_seed, run_trials, trial_seeds, white_box_statistic
+from privml.audit.threshold_test import EpsilonLowerBound, epsilon_lower_bound
+from privml.audit.trials import STATISTICS, Trial, _root_seed, run_trials, white_box_statistic
 from privml.guarantee import PrivacyGuarantee
 
 __all__ = [
-    "STATISTICS",
     "AuditResult",
-    "EpsilonLowerBound",
     "audit_epsilon",
     "audit_mechanism",
     "canary_log_odds",
-    "epsilon_from_rates",
-    "epsilon_lower_bound",
-    "run_trials",
-    "trial_seeds",
-    "white_box_statistic",
 ]
 
 # Share of each world's trials that choose the statistic and threshold (the rest bound).

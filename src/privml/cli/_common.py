@@ -34,27 +34,11 @@ class CliError(PrivmlError):
     """A user error: printed as one line, exit status 2."""
 
 
-class DeprecatedAlias(argparse.Action):
-    """An old option name kept for one release: it sets the new option's value and warns on stderr."""
-
-    def __init__(self, option_strings: list[str], dest: str, *, new: str, **kwargs: Any) -> None:
-        self.new = new
-        super().__init__(option_strings, dest, **kwargs)
-
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
-                 option_string: str | None = None) -> None:
-        print(f"warning: FutureWarning: {option_string} is deprecated and will be removed in the next release; "
-              f"use {self.new}", file=sys.stderr)
-        setattr(namespace, self.dest, values)
-
-
 def add_accountant_option(parser: Any, choices: tuple[str, ...], help_text: str) -> None:
-    """``--accountant`` (privml's one name for it, as in the estimators) and its old name ``--accounting``."""
+    """``--accountant``, privml's one name for it, as in the estimators."""
     # Default None, not "auto": a value given by the user must be told apart from none, so that it is
     # applied (or refused) rather than taken for the default.
     parser.add_argument("--accountant", choices=choices, default=None, help=help_text)
-    parser.add_argument("--accounting", dest="accountant", choices=choices, action=DeprecatedAlias,
-                        new="--accountant", help=argparse.SUPPRESS)
 
 
 class StrictParser(argparse.ArgumentParser):

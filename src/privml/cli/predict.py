@@ -65,11 +65,11 @@ from privml.cli._common import (
 from privml.data.schema import Schema
 from privml.data.user import is_number
 from privml.exceptions import BudgetExhausted
-from privml.io import load_model, read_model_metadata
+from privml.io import model_from_file, read_model_file
 from privml.prediction.calibration import PREDICTION_ACCOUNTANTS
 from privml.prediction.loading import PREDICTION_METHODS
 from privml.registry import Kind, names_of_kind
-from privml.serve.model import SchemaPipeline, model_device, model_pipeline, open_served_model
+from privml.serve.model import ModelSpec, SchemaPipeline, model_device, model_pipeline, open_served_model
 
 #: Non-private baselines (linear, CNN): predict answers them locally, with a warning, when no private option is given
 BASELINES = names_of_kind(Kind.BASELINE)
@@ -214,7 +214,8 @@ def _answer(predictor: _Answering, X: np.ndarray, proba: bool) -> tuple[np.ndarr
 
 def _predict(args: argparse.Namespace) -> None:
     refuse_seed_with_ledger(args.seed, args.ledger)
-    metadata = read_model_metadata(args.model)  # the weights are read once, by the loader
+    contents = read_model_file(args.model)  # read once: the loader below is given what is read here
+    metadata = contents[1]
     model_device(args.model, metadata, args.device)  # a wrong --device is refused before any budget is charged
     if args.ledger_name is not None and args.ledger is None:
         # Dropped, it would leave each run a fresh in-memory budget under a name that suggests a shared one.
@@ -236,22 +237,14 @@ def _predict(args: argparse.Namespace) -> None:
         # The non-private baseline answers as before; its privacy_ says epsilon = inf, and stderr says so.
         print("warning: PrivacyLeakWarning: this is the non-private baseline (epsilon = inf): its answers are not "
               "covered by any guarantee; serve it privately with --epsilon and --budget", file=sys.stderr)
-        predictor = load_model(args.model)
+        predictor = model_from_file(*contents, args.model)
         check(predictor)
     else:
         served = open_served_model(
-            args.model,
-            method=args.method,
-            epsilon=args.epsilon,
-            delta=args.delta,
-            budget=args.budget,
-            accountant=args.accountant,
-            ledger=args.ledger,
-            ledger_name=args.ledger_name,
-            random_state=args.seed,
+            ModelSpec.from_args(args),
+            contents=contents,
             require_ledger=False,
-            device=args.device,
-            check=check,  # on a probe counting in memory, before --ledger is opened
+            check=check,  # while it counts in memory, before --ledger is opened
         )
         predictor = served.predictor
     try:
@@ -342,7 +335,7 @@ def _predict_rows(
     result["privacy"] = predictor.privacy_.to_dict()
     if getattr(predictor, "ledger_", None) is not None:
         result["budget"] = predictor.ledger_.state().to_dict()
-        result["accounting"] = predictor.fit_info_["accounting"]
+        result["accountant"] = predictor.fit_info_["accountant"]
         # Said plainly: an in-memory budget is a fresh deployment per run, and repeated runs compose.
         result["budget_scope"] = (
             f"ledger budget {args.ledger_name or 'default'!r}, shared across runs and servers" if args.ledger
@@ -355,7 +348,7 @@ def _render(r: dict) -> str:
     rows = [("model", f"{r['model']} ({r['method']})"), ("rows", str(r["n"]))]
     if "budget" in r:
         b = r["budget"]
-        rows.append(("budget", f"{b['spent']} of {b['budget']} answers spent ({r['accounting']} accounting)"))
+        rows.append(("budget", f"{b['spent']} of {b['budget']} answers spent ({r['accountant']} accounting)"))
         rows.append(("budget covers", r["budget_scope"]))
     if "accuracy" in r:
         rows.append(("accuracy", f"{100 * r['accuracy']:.2f}%"))

@@ -37,7 +37,9 @@ from privml.cli._common import (
 )
 from privml.prediction.calibration import PREDICTION_ACCOUNTANTS
 from privml.prediction.loading import PREDICTION_METHODS
-from privml.serve import PredictionServer, ServeLimits, load_api_keys
+from privml.serve.keys import load_api_keys
+from privml.serve.limits import ServeLimits
+from privml.serve.server import PredictionServer
 
 if TYPE_CHECKING:  # the ASGI server needs the serve extra: imported where it is used
     import socket
@@ -198,6 +200,7 @@ def _serve(args: argparse.Namespace) -> None:
 
 def _spec(args: argparse.Namespace) -> ServeSpec:
     """What every worker opens and serves, from the command line."""
+    from privml.serve.model import ModelSpec
     from privml.serve.workers import ServeSpec
 
     limits = ServeLimits(
@@ -210,19 +213,10 @@ def _spec(args: argparse.Namespace) -> ServeSpec:
         idle_timeout=args.idle_timeout,
     )
     return ServeSpec(
-        model=args.model,
-        method=args.method,
-        epsilon=args.epsilon,
-        delta=args.delta,
-        budget=args.budget,
-        accountant=args.accountant,
-        ledger=args.ledger,
-        ledger_name=args.ledger_name,
+        model=ModelSpec.from_args(args),
         api_keys=load_api_keys(args.api_keys) if args.api_keys else None,
         limits=limits,
-        seed=args.seed,
         verbose=args.verbose,
-        device=args.device,
     )
 
 

@@ -32,7 +32,6 @@ from typing import Any, ClassVar
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 
-from privml._deprecation import RenamedParams
 from privml._random import check_random_state
 from privml._validation import check_delta, check_epsilon, check_fitted, check_positive, check_X, check_y
 from privml.budget import charged_fit
@@ -73,7 +72,7 @@ def loss_labels(y_index: np.ndarray, n_classes: int) -> np.ndarray:
     return 2 * y_index - 1 if n_classes == 2 else y_index
 
 
-class PrivateLinearModel(RenamedParams):
+class PrivateLinearModel:
     """What every privml linear model shares, classifier or regressor.
 
     Validation of X (the unit-ball projection at fit and predict time), the

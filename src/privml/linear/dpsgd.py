@@ -43,7 +43,7 @@ clipping; see :class:`DPSGDClassifier` for the tuning).
 
 The step's pieces (samplers, clipped sum, schedules, averaging) live in
 :mod:`privml.linear.dpsgd_steps`, the older designs' noise in
-:mod:`privml.linear.dpsgd_noise`; this module re-exports the public ones.
+:mod:`privml.linear.dpsgd_noise`.
 """
 
 from __future__ import annotations
@@ -94,11 +94,6 @@ __all__ = [
     "AVERAGING",
     "DESIGNS",
     "DPSGDClassifier",
-    "LR_SCHEDULES",
-    "fixed_size_sample",
-    "clipped_gradient_sum",
-    "learning_rate_schedule",
-    "poisson_sample",
 ]
 
 Design = Literal["poisson", "direct", "linear"]

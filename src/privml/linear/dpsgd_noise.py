@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from privml.accounting.analytic_gaussian import analytic_gaussian_sigma, gaussian_epsilon
-from privml.accounting.calibration import calibrate_parameter, make_accountant
+from privml.accounting.calibration import make_accountant
 from privml.accounting.events import (
     DpEvent,
     EpsilonDeltaEvent,
@@ -25,6 +25,7 @@ from privml.accounting.events import (
     PoissonSampledEvent,
     SelfComposedEvent,
 )
+from privml.accounting.parameter_search import calibrate_parameter
 from privml.guarantee import PrivacyGuarantee
 from privml.neighbouring import Neighbouring
 

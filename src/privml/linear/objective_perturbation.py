@@ -133,16 +133,15 @@ from privml._params import keep_params
 from privml._validation import check_delta, check_epsilon
 from privml.guarantee import PrivacyGuarantee
 from privml.linear.base import PrivateLinearClassifier, make_loss
-from privml.linear.sensitivity import (
+from privml.linear.objective_perturbation_constants import (
     ObjectivePerturbationConstants,
-    auto_l2,
     cms11_constants,
     gradient_directions,
     hessian_trace_bound,
     kst12_constants,
     objective_gaussian_sigma,
-    rms_noise_multiplier,
 )
+from privml.linear.sensitivity import auto_l2, rms_noise_multiplier
 from privml.linear.solvers import (
     DEFAULT_MAX_ITER,
     DEFAULT_TOL,

@@ -3,8 +3,7 @@
 Everything here is stated for **replace-one** neighbours (same n, one record
 replaced; CMS11, Sec. 2), records with ``||x||_2 <= 1`` and the objective
 ``J(w) = (lambda/2)||w||^2 + (1/n) sum_i loss(w; x_i, y_i)``, as small pure
-functions that :mod:`privml.linear.objective_perturbation` imports (through
-:mod:`privml.linear.sensitivity`, which re-exports them).
+functions that :mod:`privml.linear.objective_perturbation` imports.
 
 Objective perturbation (minimise ``J(w) + (1/n) b.w + (Delta/2)||w||^2``):
 

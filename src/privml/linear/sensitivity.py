@@ -10,7 +10,7 @@ Output perturbation: :func:`erm_sensitivity`, ``2 L / (n lambda)``.
 
 Objective perturbation (CMS11 Algorithm 2; the "loss perturbation" of KST12 /
 vdMH20 re-derived for replace-one neighbours): its constants are in
-:mod:`privml.linear.objective_perturbation_constants`, re-exported here.
+:mod:`privml.linear.objective_perturbation_constants`.
 
 Default regularisation: :func:`l2_for_noise` inverts :func:`erm_sensitivity`
 (the lambda at which the noise has a chosen size), and :func:`auto_l2` is the
@@ -31,30 +31,11 @@ import math
 
 from privml._validation import check_count, check_delta, check_epsilon, check_positive
 from privml.accounting.analytic_gaussian import analytic_gaussian_sigma
-from privml.linear.objective_perturbation_constants import DEFAULT_JACOBIAN_SHARE as DEFAULT_JACOBIAN_SHARE
-from privml.linear.objective_perturbation_constants import (
-    ObjectivePerturbationConstants,
-    cms11_constants,
-    gradient_directions,
-    hessian_trace_bound,
-    jacobian_epsilon,
-    jacobian_strong_convexity,
-    kst12_constants,
-    objective_gaussian_sigma,
-)
 
 __all__ = [
-    "ObjectivePerturbationConstants",
     "auto_l2",
-    "cms11_constants",
     "erm_sensitivity",
-    "gradient_directions",
-    "hessian_trace_bound",
-    "jacobian_epsilon",
-    "jacobian_strong_convexity",
-    "kst12_constants",
     "l2_for_noise",
-    "objective_gaussian_sigma",
     "rms_noise_multiplier",
 ]
 

@@ -56,7 +56,6 @@ __all__ = [
     "DEFAULT_TOL",
     "DENSE_NEWTON_MAX_PARAMETERS",
     "MAX_CERTIFIED_STEPS",
-    "ConvergenceError",
     "SolverResult",
     "certified_steps",
     "check_l2_setting",

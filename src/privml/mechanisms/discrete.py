@@ -30,7 +30,7 @@ when a value would not fit in int64), which changes the order in which
 independent draws are made but not the distribution. They live in
 :mod:`privml.mechanisms.discrete_samplers`, the discrete Gaussian's exact
 delta and its calibration in :mod:`privml.mechanisms.discrete_gaussian_privacy`;
-this module re-exports both and holds the mechanisms.
+this module holds the mechanisms.
 
 Randomness
 ----------
@@ -56,11 +56,9 @@ from privml._random import RandomState
 from privml._validation import check_count, check_finite_array, check_positive
 from privml.accounting.events import DpEvent, EpsilonDeltaEvent
 from privml.mechanisms.base import Mechanism
-from privml.mechanisms.discrete_gaussian_privacy import _rational_above as _rational_above
 from privml.mechanisms.discrete_gaussian_privacy import (
     _rational_below,
     calibrate_discrete_gaussian,
-    discrete_gaussian_delta,
 )
 from privml.mechanisms.discrete_samplers import (
     _INT64_SAFE,
@@ -70,21 +68,12 @@ from privml.mechanisms.discrete_samplers import (
     _narrow,
     _widen,
     _WordSource,
-    sample_bernoulli_exp,
-    sample_discrete_gaussian,
-    sample_discrete_laplace,
 )
-from privml.mechanisms.discrete_samplers import _as_source as _as_source
 from privml.neighbouring import Neighbouring
 
 __all__ = [
     "DiscreteGaussianMechanism",
     "DiscreteLaplaceMechanism",
-    "calibrate_discrete_gaussian",
-    "discrete_gaussian_delta",
-    "sample_bernoulli_exp",
-    "sample_discrete_gaussian",
-    "sample_discrete_laplace",
 ]
 
 #: epsilon (and sigma^2) are made rational with denominators at most this.

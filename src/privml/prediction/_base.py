@@ -14,7 +14,6 @@ from typing import Any
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 
-from privml._deprecation import RenamedParams
 from privml._random import check_random_state
 from privml._validation import MAX_BUDGET, check_count, check_delta, check_epsilon, check_fitted, check_X, check_y
 from privml.data.labels import fit_classes
@@ -47,15 +46,14 @@ def check_ledger(ledger: object, budget: int, context: dict[str, Any] | None = N
         check_context(ledger, context)
 
 
-class BudgetedPredictor(RenamedParams, ClassifierMixin, BaseEstimator):
+class BudgetedPredictor(ClassifierMixin, BaseEstimator):
     """Base of the private predictors: a fitted model whose answers are counted.
 
     Subclasses set ``method``, define keyword-only ``__init__`` parameters
     including ``epsilon``, ``delta``, ``budget``, ``accountant``, ``ledger``
     and ``random_state``, validate them in ``_check_hyperparameters`` (the
     one hook, run first in ``fit`` and when a model file is read back), and
-    call :meth:`_attach_ledger` when fitted. ``accounting`` is the deprecated
-    name of ``accountant`` (accepted for one release).
+    call :meth:`_attach_ledger` when fitted.
 
     Fitted attributes shared by both: ``classes_``, ``n_features_in_``,
     ``ledger_``, ``privacy_`` (the total guarantee over ``budget`` answers)
@@ -63,7 +61,6 @@ class BudgetedPredictor(RenamedParams, ClassifierMixin, BaseEstimator):
     """
 
     method: str = "abstract"
-    _renamed_params = {"accounting": "accountant"}
 
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()
@@ -72,7 +69,7 @@ class BudgetedPredictor(RenamedParams, ClassifierMixin, BaseEstimator):
         tags.non_deterministic = True
         return tags
 
-    def _ledger_context(self) -> dict[str, Any]:
+    def ledger_context(self) -> dict[str, Any]:
         """What the budget protects: a ledger reopened for another calibration must not continue this count."""
         privacy = self.privacy_
         return calibration_context(self.method, privacy.epsilon, privacy.delta, privacy.accountant)
@@ -94,7 +91,7 @@ class BudgetedPredictor(RenamedParams, ClassifierMixin, BaseEstimator):
 
     def _attach_ledger(self, ledger: BudgetLedger | None) -> None:
         budget = check_count(self.budget, "budget", maximum=MAX_BUDGET)
-        context = self._ledger_context()
+        context = self.ledger_context()
         check_ledger(ledger, budget, context)
         if ledger is not None and not isinstance(ledger, MemoryLedger) and self.random_state is not None:
             # A persistent budget outlives the process; a seeded predictor restarted on it repeats its noise.
@@ -103,6 +100,21 @@ class BudgetedPredictor(RenamedParams, ClassifierMixin, BaseEstimator):
                 "that reopens the budget with this seed draws the same noise, and differences of their answers "
                 "cancel it; seed only in tests"), stacklevel=3)
         self.ledger_ = ledger if ledger is not None else MemoryLedger(budget, context=context)
+
+    def use_ledger(self, ledger: BudgetLedger) -> None:
+        """Charge every later answer to ``ledger``: a fitted predictor that has answered nothing yet.
+
+        What a server does once a model file is loaded: the calibration (and so the context the ledger is
+        bound to, :func:`~privml.ledger.calibration_context`) is known only then. The ledger must count
+        against this budget and calibration (:func:`check_ledger`); answers already charged to the current
+        ledger would be lost from the count, so they are refused.
+        """
+        self._check_fitted()
+        if self.ledger_.spent > 0:
+            raise ValueError(f"this {type(self).__name__} has already charged {self.ledger_.spent} answers to its "
+                             "ledger: moving to another would drop them from the count")
+        self.ledger = ledger
+        self._attach_ledger(ledger)
 
     def _planned_guarantee(self) -> PrivacyGuarantee:
         """The total guarantee over ``budget`` answers, from the settings (for :mod:`privml.budget`)."""

@@ -228,8 +228,6 @@ class SubsampleAndAggregate(BudgetedPredictor):
         Teachers trained in parallel by joblib: a positive count or -1 (every core); None: one process.
     random_state : None, int or numpy Generator, optional
         Drives the partition and the votes; None draws OS entropy.
-    **deprecated :
-        ``accounting`` (now ``accountant``), accepted with a FutureWarning for one release.
 
     Attributes
     ----------
@@ -242,7 +240,7 @@ class SubsampleAndAggregate(BudgetedPredictor):
     ledger_, privacy_ :
         The answer count and the total (epsilon, delta) over ``budget`` answers, replace-one.
     fit_info_ : dict
-        ``n_models``, ``part_sizes`` (min, max), ``accounting``,
+        ``n_models``, ``part_sizes`` (min, max), ``accountant``,
         ``epsilon_query``, ``beta``, ``epsilon_queries`` (every applicable
         accounting's, for comparison), ``budget``.
 
@@ -267,7 +265,7 @@ class SubsampleAndAggregate(BudgetedPredictor):
     """
 
     method = "subsample-aggregate"
-    released_info = frozenset({"n_models", "part_sizes", "accounting", "budget", "epsilon_query", "beta",
+    released_info = frozenset({"n_models", "part_sizes", "accountant", "budget", "epsilon_query", "beta",
                                "epsilon_queries", "teacher_method", "teacher_params", "teacher_privacy"})
 
     def __init__(
@@ -283,10 +281,8 @@ class SubsampleAndAggregate(BudgetedPredictor):
         ledger: BudgetLedger | None = None,
         n_jobs: int | None = None,
         random_state: RandomState = None,
-        **deprecated: Any,
     ) -> None:
         keep_params(self, locals())
-        self._take_renamed(deprecated)
 
     # ------------------------------------------------------------ validation
     def _check_hyperparameters(self) -> VoteCalibration:
@@ -363,7 +359,7 @@ class SubsampleAndAggregate(BudgetedPredictor):
         self.fit_info_ = {
             "n_models": len(teachers),
             "part_sizes": list(part_sizes) if part_sizes is not None else None,
-            "accounting": calibration.accounting,
+            "accountant": calibration.accountant,
             "budget": calibration.budget,
             "epsilon_query": calibration.epsilon_query,
             "beta": self._vote_mechanism.temperature,
@@ -371,7 +367,7 @@ class SubsampleAndAggregate(BudgetedPredictor):
             **_teacher_record(teachers),
         }
         self.privacy_ = PrivacyGuarantee(
-            calibration.epsilon, calibration.delta, Neighbouring.REPLACE_ONE, calibration.accounting
+            calibration.epsilon, calibration.delta, Neighbouring.REPLACE_ONE, calibration.accountant
         )
         self._attach_ledger(self.ledger)
 

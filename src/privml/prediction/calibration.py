@@ -54,14 +54,14 @@ from scipy.optimize import minimize_scalar
 
 from privml._validation import MAX_BUDGET, check_count, check_delta, check_epsilon
 from privml.accounting.analytic_gaussian import gaussian_mu
-from privml.accounting.calibration import calibrate_parameter
 from privml.accounting.composition import advanced_composition_per_step_epsilon
+from privml.accounting.parameter_search import calibrate_parameter
 from privml.accounting.zcdp import zcdp_exponential, zcdp_to_epsilon
 
 __all__ = [
     "PREDICTION_ACCOUNTANTS",
-    "PREDICTION_ACCOUNTINGS",
-    "VOTE_ACCOUNTINGS",
+    "SENSITIVITY_ACCOUNTANTS",
+    "VOTE_ACCOUNTANTS",
     "PredictionNoise",
     "VoteCalibration",
     "calibrate_prediction_noise",
@@ -77,12 +77,12 @@ __all__ = [
     "vote_epsilons",
 ]
 
-#: Accountings of prediction sensitivity, in the order "auto" breaks ties.
-PREDICTION_ACCOUNTINGS = ("gdp", "basic", "advanced")
-#: Accountings of subsample-and-aggregate, in the order "auto" breaks ties.
-VOTE_ACCOUNTINGS = ("zcdp", "basic", "advanced")
+#: Accountants of prediction sensitivity, in the order "auto" breaks ties.
+SENSITIVITY_ACCOUNTANTS = ("gdp", "basic", "advanced")
+#: Accountants of subsample-and-aggregate, in the order "auto" breaks ties.
+VOTE_ACCOUNTANTS = ("zcdp", "basic", "advanced")
 #: Every accountant a private predictor may be asked for ("auto": the tightest for its method).
-PREDICTION_ACCOUNTANTS = ("auto", *sorted(set(PREDICTION_ACCOUNTINGS) | set(VOTE_ACCOUNTINGS)))
+PREDICTION_ACCOUNTANTS = ("auto", *sorted(set(SENSITIVITY_ACCOUNTANTS) | set(VOTE_ACCOUNTANTS)))
 
 # The advanced-composition noise is minimised over the share of delta given
 # to the slack delta'; every share is valid, so the search affects only
@@ -282,7 +282,7 @@ class PredictionNoise:
 
     Attributes
     ----------
-    accounting : str
+    accountant : str
         ``"basic"``, ``"advanced"`` or ``"gdp"``: the composition that certifies the total.
     distribution : str
         ``"l2-laplace"`` (``delta = 0``) or ``"gaussian"``.
@@ -297,7 +297,7 @@ class PredictionNoise:
         The noise multiplier of every applicable accounting (for comparison).
     """
 
-    accounting: str
+    accountant: str
     distribution: str
     noise_multiplier: float
     epsilon: float
@@ -306,19 +306,19 @@ class PredictionNoise:
     candidates: dict[str, float] = field(default_factory=dict)
 
 
-def _check_accounting(accounting: object, choices: tuple[str, ...]) -> str:
-    if accounting != "auto" and accounting not in choices:
-        # Named by its current name (accounting is the deprecated one), with the choices of this method: the
-        # command line's --accountant lists every method's (zcdp is subsample-and-aggregate's only).
+def _check_accountant(accountant: object, choices: tuple[str, ...]) -> str:
+    if accountant != "auto" and accountant not in choices:
+        # The choices of this method: the command line's --accountant lists every method's
+        # (zcdp is subsample-and-aggregate's only).
         raise ValueError(f"accountant must be 'auto' or, for this method, one of {', '.join(choices)}; "
-                         f"got {accounting!r}")
-    return str(accounting)
+                         f"got {accountant!r}")
+    return str(accountant)
 
 
-def _pick(candidates: dict[str, float], accounting: str, better: Callable[[float], float]) -> str:
-    """The requested accounting, or for "auto" the best candidate (ties: dict order)."""
-    if accounting != "auto":
-        return accounting
+def _pick(candidates: dict[str, float], requested: str, better: Callable[[float], float]) -> str:
+    """The requested accountant, or for "auto" the best candidate (ties: dict order)."""
+    if requested != "auto":
+        return requested
     return min(candidates, key=lambda name: better(candidates[name]))
 
 
@@ -355,18 +355,18 @@ def calibrate_prediction_noise(
     Examples
     --------
     >>> noise = calibrate_prediction_noise(1.0, 1e-5, 100)
-    >>> noise.accounting, round(noise.noise_multiplier, 3)
+    >>> noise.accountant, round(noise.noise_multiplier, 3)
     ('gdp', 37.306)
     """
     epsilon, delta, budget = _check_budget_args(epsilon, delta, budget)
-    accounting = _check_accounting(accountant, PREDICTION_ACCOUNTINGS)
+    requested = _check_accountant(accountant, SENSITIVITY_ACCOUNTANTS)
     if delta == 0:
-        if accounting not in ("auto", "basic"):
-            raise ValueError(f"accountant={accounting!r} needs delta > 0; with delta = 0 only 'basic' applies")
+        if requested not in ("auto", "basic"):
+            raise ValueError(f"accountant={requested!r} needs delta > 0; with delta = 0 only 'basic' applies")
         multiplier = laplace_noise_multiplier(epsilon, budget)
         return PredictionNoise("basic", "l2-laplace", multiplier, epsilon, delta, budget, {"basic": multiplier})
     candidates = gaussian_noise_multipliers(epsilon, delta, budget)
-    chosen = _pick(candidates, accounting, better=lambda sigma: sigma)
+    chosen = _pick(candidates, requested, better=lambda sigma: sigma)
     return PredictionNoise(chosen, "gaussian", candidates[chosen], epsilon, delta, budget, candidates)
 
 
@@ -469,7 +469,7 @@ class VoteCalibration:
 
     Attributes
     ----------
-    accounting : str
+    accountant : str
         ``"basic"``, ``"advanced"`` or ``"zcdp"``.
     epsilon_query : float
         epsilon_q: each answer is an epsilon_q-DP (and epsilon_q-bounded-range)
@@ -482,7 +482,7 @@ class VoteCalibration:
         epsilon_q of every applicable accounting (larger is better).
     """
 
-    accounting: str
+    accountant: str
     epsilon_query: float
     epsilon: float
     delta: float
@@ -522,13 +522,13 @@ def calibrate_vote_epsilon(epsilon: float, delta: float, budget: int, accountant
     Examples
     --------
     >>> cal = calibrate_vote_epsilon(1.0, 0.0, 10)
-    >>> cal.accounting, cal.epsilon_query, cal.beta
+    >>> cal.accountant, cal.epsilon_query, cal.beta
     ('basic', 0.1, 0.05)
     """
     epsilon, delta, budget = _check_budget_args(epsilon, delta, budget)
-    accounting = _check_accounting(accountant, VOTE_ACCOUNTINGS)
-    if delta == 0 and accounting not in ("auto", "basic"):
-        raise ValueError(f"accountant={accounting!r} needs delta > 0; with delta = 0 only 'basic' applies")
+    requested = _check_accountant(accountant, VOTE_ACCOUNTANTS)
+    if delta == 0 and requested not in ("auto", "basic"):
+        raise ValueError(f"accountant={requested!r} needs delta > 0; with delta = 0 only 'basic' applies")
     candidates = vote_epsilons(epsilon, delta, budget)
-    chosen = _pick(candidates, accounting, better=lambda eps_q: -eps_q)
+    chosen = _pick(candidates, requested, better=lambda eps_q: -eps_q)
     return VoteCalibration(chosen, candidates[chosen], epsilon, delta, budget, candidates)

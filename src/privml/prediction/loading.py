@@ -42,13 +42,21 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from privml._random import RandomState
-from privml.io import load_model, model_from_file, read_model_file, read_model_metadata, restore_model
+from privml.io import model_from_file, read_model_file, restore_model
 from privml.ledger import BudgetLedger
 from privml.prediction.sensitivity import PredictionSensitivity
 from privml.registry import Kind, names_of_kind
 
-__all__ = ["PREDICTION_METHODS", "PRIVATE_TRAINING_METHODS", "load_predictor"]
+__all__ = [
+    "PREDICTION_METHODS",
+    "PRIVATE_TRAINING_METHODS",
+    "load_predictor",
+    "predictor_from_file",
+    "refuse_privacy_settings",
+]
 
 #: Model-file methods whose answers are charged to a budget (from :mod:`privml.registry`).
 PREDICTION_METHODS = names_of_kind(Kind.PRIVATE_PREDICTION)
@@ -58,6 +66,20 @@ PRIVATE_TRAINING_METHODS = names_of_kind(Kind.PRIVATE_TRAINING, Kind.SELECTION)
 
 def _overrides(**settings: Any) -> dict[str, Any]:
     return {name: value for name, value in settings.items() if value is not None}
+
+
+def refuse_privacy_settings(path: str | Path, stored: str, **given: Any) -> None:
+    """The one refusal of privacy settings for a privately trained model: its predictions cost no privacy.
+
+    ``given`` maps each setting's name (``ledger_name`` is said "ledger name") to its value, ``None``
+    meaning not given; any given one is a ``ValueError`` naming them all.
+    """
+    names = [name.replace("_name", " name") for name, value in given.items() if value is not None]
+    if names:
+        raise ValueError(
+            f"{path} holds a privately trained model ({stored}): its predictions cost no privacy, so it takes "
+            f"no {', '.join(names)}"
+        )
 
 
 def load_predictor(
@@ -76,7 +98,7 @@ def load_predictor(
     Parameters
     ----------
     path : str or Path
-        A model file written by :func:`privml.io.save_model`.
+        A model file written by :func:`privml.io.save_model`, read once.
     method : {"prediction-sensitivity", "subsample-aggregate"}, optional
         The private-prediction method; must match the file (a ``nonprivate``
         file serves ``"prediction-sensitivity"`` only). Default: the file's.
@@ -106,21 +128,33 @@ def load_predictor(
     FileNotFoundError
         if ``path`` does not exist.
     """
-    # long-function: a long numpy-style docstring (parameters, guarantee, references) and code that is one dispatch on
-    # the model file's method with a precise error for each misuse.
-    metadata = read_model_metadata(path)  # the weights are read once, by load_model
+    arrays, metadata = read_model_file(path)
+    return predictor_from_file(arrays, metadata, path, method=method, epsilon=epsilon, delta=delta, budget=budget,
+                               accountant=accountant, ledger=ledger, random_state=random_state)
+
+
+def predictor_from_file(
+    arrays: dict[str, np.ndarray],
+    metadata: dict,
+    path: str | Path,
+    *,
+    method: str | None = None,
+    epsilon: float | None = None,
+    delta: float | None = None,
+    budget: int | None = None,
+    accountant: str | None = None,
+    ledger: BudgetLedger | None = None,
+    random_state: RandomState = None,
+) -> Any:
+    """:func:`load_predictor` on a model file already read by :func:`privml.io.read_model_file`.
+
+    ``path`` only names the file in errors; the settings are :func:`load_predictor`'s.
+    """
     stored = metadata.get("method")
     if stored in PRIVATE_TRAINING_METHODS:
-        given = [name for name, value in (("method", method), ("epsilon", epsilon), ("delta", delta),
-                                          ("budget", budget), ("accountant", accountant), ("ledger", ledger),
-                                          ("random_state", random_state))
-                 if value is not None]
-        if given:
-            raise ValueError(
-                f"{path} holds a privately trained model ({stored}): its predictions cost no privacy, so it takes "
-                f"no {', '.join(given)}"
-            )
-        model = load_model(path)
+        refuse_privacy_settings(path, stored, method=method, epsilon=epsilon, delta=delta, budget=budget,
+                                accountant=accountant, ledger=ledger, random_state=random_state)
+        model = model_from_file(arrays, metadata, path)
         model.ledger_ = None
         return model
     if stored == "nonprivate-cnn":
@@ -142,14 +176,13 @@ def load_predictor(
                 "(the total guarantee over the budget of answers)"
             )
         return PredictionSensitivity.from_model(
-            load_model(path), epsilon=epsilon, delta=0.0 if delta is None else delta, budget=budget,
-            accountant="auto" if accountant is None else accountant,
+            model_from_file(arrays, metadata, path), epsilon=epsilon, delta=0.0 if delta is None else delta,
+            budget=budget, accountant="auto" if accountant is None else accountant,
             ledger=ledger, random_state=random_state,
         )
     if stored in PREDICTION_METHODS:
         if method not in (None, stored):
             raise ValueError(f"{path} holds a {stored} model, not {method!r}")
-        arrays, metadata = read_model_file(path)  # read once: restored now, and again below after the settings
         model = model_from_file(arrays, metadata, path)
         # An explicit delta = 0 asks for pure DP: it overrides a saved delta > 0 like any given value.
         settings = _overrides(epsilon=epsilon, budget=budget, random_state=random_state, delta=delta,

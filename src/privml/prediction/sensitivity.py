@@ -141,8 +141,6 @@ class PredictionSensitivity(BudgetedPredictor):
     tol, max_iter :
         Solver settings of the non-private fit; the sensitivity includes
         ``2 tol / lambda`` for the distance to the exact minimiser.
-    **deprecated :
-        ``accounting`` (now ``accountant``), accepted with a FutureWarning for one release.
 
     Attributes
     ----------
@@ -158,7 +156,7 @@ class PredictionSensitivity(BudgetedPredictor):
         (epsilon, delta) over all ``budget`` answers, replace-one, with the accounting's name.
     fit_info_ : dict
         ``n_train``, ``l2``, ``l2_rule``, ``lipschitz``, ``sensitivity``,
-        ``noise`` (distribution), ``accounting``, ``noise_multiplier``,
+        ``noise`` (distribution), ``accountant``, ``noise_multiplier``,
         ``noise_scale`` (sigma, or the L2-Laplace scale b), ``noise_scales``
         (every applicable accounting's scale, for comparison), ``budget``.
     nonprivate_diagnostics_ : dict
@@ -184,14 +182,14 @@ class PredictionSensitivity(BudgetedPredictor):
     >>> data = load_dataset("breast_cancer", random_state=0)
     >>> model = PredictionSensitivity(epsilon=1.0, delta=1e-5, budget=100, classes=[0, 1], random_state=0)
     >>> model = model.fit(data.X_train, data.y_train)
-    >>> model.fit_info_["accounting"], model.remaining()
+    >>> model.fit_info_["accountant"], model.remaining()
     ('gdp', 100)
     >>> model.predict(data.X_test[:10]).shape, model.remaining()
     ((10,), 90)
     """
 
     method = "prediction-sensitivity"
-    released_info = frozenset({"n_train", "l2", "l2_rule", "lipschitz", "sensitivity", "noise", "accounting",
+    released_info = frozenset({"n_train", "l2", "l2_rule", "lipschitz", "sensitivity", "noise", "accountant",
                                "budget", "noise_multiplier", "noise_scale", "noise_scales"})
 
     def __init__(
@@ -209,10 +207,8 @@ class PredictionSensitivity(BudgetedPredictor):
         random_state: RandomState = None,
         tol: float = DEFAULT_TOL,
         max_iter: int = DEFAULT_MAX_ITER,
-        **deprecated: Any,
     ) -> None:
         keep_params(self, locals())
-        self._take_renamed(deprecated)
 
     # ------------------------------------------------------------ validation
     def _check_hyperparameters(self) -> PredictionNoise:
@@ -257,7 +253,6 @@ class PredictionSensitivity(BudgetedPredictor):
         accountant: str = "auto",
         ledger: BudgetLedger | None = None,
         random_state: RandomState = None,
-        **deprecated: Any,
     ) -> PredictionSensitivity:
         """Serve an already fitted :class:`~privml.linear.NonPrivateClassifier` privately.
 
@@ -265,8 +260,6 @@ class PredictionSensitivity(BudgetedPredictor):
         from its ``fit_info_`` (``n_train``, ``l2``) and its ``tol``. The
         model must have been fitted by privml's solver (the bound assumes the
         minimiser of the regularised objective, to within ``tol``).
-
-        ``accounting`` is the deprecated name of ``accountant`` (one release).
 
         Raises
         ------
@@ -298,7 +291,6 @@ class PredictionSensitivity(BudgetedPredictor):
             random_state=random_state,
             tol=model.tol,
             max_iter=model.max_iter,
-            **deprecated,
         )
         out._set_model(model, out._check_hyperparameters(), l2_rule=str(info.get("l2_rule", "given")))
         return out
@@ -320,14 +312,14 @@ class PredictionSensitivity(BudgetedPredictor):
             "lipschitz": lipschitz,
             "sensitivity": sensitivity,
             "noise": noise.distribution,
-            "accounting": noise.accounting,
+            "accountant": noise.accountant,
             "budget": noise.budget,
             "noise_multiplier": noise.noise_multiplier,
             "noise_scale": noise.noise_multiplier * sensitivity,
             "noise_scales": {name: m * sensitivity for name, m in noise.candidates.items()},
         }
         self.nonprivate_diagnostics_ = dict(getattr(model, "nonprivate_diagnostics_", {}))
-        self.privacy_ = PrivacyGuarantee(noise.epsilon, noise.delta, Neighbouring.REPLACE_ONE, noise.accounting)
+        self.privacy_ = PrivacyGuarantee(noise.epsilon, noise.delta, Neighbouring.REPLACE_ONE, noise.accountant)
         self._rng = check_random_state(self.random_state)
         self._attach_ledger(self.ledger)
 

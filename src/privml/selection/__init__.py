@@ -35,11 +35,10 @@ random-stopping selection's for the relation its candidates are private under.
 from privml.selection.accuracy_first import (
     AccuracyFirstClassifier,
     AccuracyFirstWarning,
-    SelectionResult,
-    SelectionStep,
     epsilon_grid,
     select_output_perturbation,
 )
+from privml.selection.accuracy_first_result import SelectionResult, SelectionStep
 from privml.selection.doubling import doubling_grid, independent_releases
 from privml.selection.ex_post import ExPostCost, independent_prefix_costs, noise_reduction_prefix_costs
 from privml.selection.interactive_above_threshold import IATOutcome, IATStep, InteractiveAboveThreshold, Release

@@ -41,7 +41,7 @@ sensitivity ``4 L R / n + tol^2 / (2 lambda)`` (the solver's optimum slack; :mod
 What a search published and what it cost
 (:class:`~privml.selection.accuracy_first_result.SelectionResult`,
 :class:`~privml.selection.accuracy_first_result.SelectionStep`) is recorded by
-:mod:`privml.selection.accuracy_first_result` and re-exported here.
+:mod:`privml.selection.accuracy_first_result`.
 """
 
 from __future__ import annotations
@@ -101,8 +101,6 @@ __all__ = [
     "AccuracyFirstClassifier",
     "AccuracyFirstWarning",
     "SEARCHES",
-    "SelectionResult",
-    "SelectionStep",
     "epsilon_grid",
     "noise_reduction_releases",
     "reference_epsilon",

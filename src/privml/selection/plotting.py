@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 
 from privml.release import reveal_nonprivate
-from privml.selection.accuracy_first import SelectionResult
+from privml.selection.accuracy_first_result import SelectionResult
 
 __all__ = ["plot_trace"]
 

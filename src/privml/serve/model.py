@@ -3,11 +3,13 @@
 A privately trained model is served as is (no budget). A private-prediction
 model is served only against a persistent ledger: an in-memory count would
 restart at zero with the process and silently void the guarantee.
+:class:`ModelSpec` holds what ``privml predict``, ``privml serve`` and every
+server worker open; :func:`open_served_model` opens it, reading the file once.
 """
 
 from __future__ import annotations
 
-import functools
+import argparse
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,10 +19,57 @@ import numpy as np
 
 from privml._extras import import_torch_or_explain
 from privml.data.schema import Schema
-from privml.io import MODEL_CLASSES, read_model_metadata
-from privml.ledger import BudgetLedger, calibration_context, open_ledger
+from privml.io import MODEL_CLASSES, read_model_file
+from privml.ledger import BudgetLedger, open_ledger
+from privml.prediction.loading import PRIVATE_TRAINING_METHODS, predictor_from_file, refuse_privacy_settings
 
-__all__ = ["SchemaPipeline", "ServedModel", "model_device", "model_pipeline", "open_served_model"]
+__all__ = ["ModelSpec", "SchemaPipeline", "ServedModel", "model_device", "model_pipeline", "open_served_model"]
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A model file and the settings it is served under (picklable: each server worker opens it anew).
+
+    Attributes
+    ----------
+    path:
+        A model file (:func:`privml.io.save_model`).
+    method, epsilon, delta, budget, accountant, random_state:
+        As for :func:`privml.prediction.load_predictor` (``None``: not given;
+        any of them given for a file that cannot use it is an error).
+    ledger:
+        SQLite file or ``postgresql://`` URL counting the answers; required
+        for private-prediction models (unless :func:`open_served_model` is told
+        otherwise), refused for privately trained ones.
+        The ledger is bound to the calibration (method, epsilon, delta,
+        accountant: :func:`~privml.ledger.calibration_context`), so it cannot
+        be continued under another one; it records nothing of the model file
+        (two models of one calibration may share a budget name).
+    ledger_name:
+        Which budget of the ledger store to use (default ``"default"``);
+        an error without ``ledger``, which it would not name anything in.
+    device:
+        For a CNN file only: ``"auto"`` (the default: CUDA when available),
+        ``"cpu"``, ``"cuda"`` or ``"cuda:N"`` (:func:`model_device`).
+    """
+
+    path: str | Path
+    method: str | None = None
+    epsilon: float | None = None
+    delta: float | None = None  # None: not given (the file's setting, or 0); an explicit 0 asks for pure DP
+    budget: int | None = None
+    accountant: str | None = None
+    ledger: str | Path | None = None
+    ledger_name: str | None = None
+    random_state: Any = None
+    device: str | None = None
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> ModelSpec:
+        """The options of ``privml predict`` and ``privml serve`` (``--seed`` is the random state)."""
+        return cls(path=args.model, method=args.method, epsilon=args.epsilon, delta=args.delta, budget=args.budget,
+                   accountant=args.accountant, ledger=args.ledger, ledger_name=args.ledger_name,
+                   random_state=args.seed, device=args.device)
 
 
 @dataclass(frozen=True)
@@ -159,113 +208,81 @@ def _place(predictor: Any, device: str | None) -> Any:
 
 
 def open_served_model(
-    path: str | Path,
+    spec: ModelSpec,
     *,
-    method: str | None = None,
-    epsilon: float | None = None,
-    delta: float | None = None,
-    budget: int | None = None,
-    accountant: str | None = None,
-    ledger: str | Path | None = None,
-    ledger_name: str | None = None,
-    random_state: Any = None,
+    contents: tuple[dict[str, np.ndarray], dict] | None = None,
     require_ledger: bool = True,
-    device: str | None = None,
     check: Callable[[Any], None] | None = None,
 ) -> ServedModel:
-    """Load ``path`` for serving, bound to the persistent ledger ``ledger``.
+    """Load ``spec.path`` for serving, bound to the persistent ledger ``spec.ledger``.
 
     Parameters
     ----------
-    path:
-        A model file (:func:`privml.io.save_model`).
-    method, epsilon, delta, budget, accountant, random_state:
-        As for :func:`privml.prediction.load_predictor` (``None``: not given;
-        any of them given for a file that cannot use it is an error).
-    ledger:
-        SQLite file or ``postgresql://`` URL counting the answers; required
-        for private-prediction models, refused for privately trained ones.
-        The ledger is bound to the calibration (method, epsilon, delta,
-        accountant: :func:`~privml.ledger.calibration_context`), so it cannot
-        be continued under another one; it records nothing of the model file
-        (two models of one calibration may share a budget name).
-    ledger_name:
-        Which budget of the ledger store to use (default ``"default"``);
-        an error without ``ledger``, which it would not name anything in.
+    spec:
+        The file and its settings (:class:`ModelSpec`).
+    contents:
+        The file as :func:`privml.io.read_model_file` returned it, for a caller
+        that has read it already; by default it is read here. Either way it is
+        read once.
     require_ledger:
-        Refuse a private-prediction model without ``ledger`` (the server's
+        Refuse a private-prediction model without a ledger (the server's
         rule). ``False`` lets one process count in memory instead (offline
         ``privml predict``): the budget then covers that process only.
-    device:
-        For a CNN file only: ``"auto"`` (the default: CUDA when available),
-        ``"cpu"``, ``"cuda"`` or ``"cuda:N"`` (:func:`model_device`).
     check:
-        Called with the loaded predictor before ``ledger`` is opened (with a
-        ledger: the calibration probe, which counts in memory and is never
-        charged), so that input it raises on binds no budget in the ledger.
+        Called with the loaded predictor before the ledger is opened (it
+        counts in memory until then, and nothing is charged), so that input
+        it raises on binds no budget in the ledger.
 
     Raises
     ------
     ValueError
         For a missing or superfluous ledger, or anything ``load_predictor`` refuses.
     """
-    # long-function: a long numpy-style docstring (parameters, guarantee, references) and code that is one dispatch on
-    # the model file's method with a precise error for each misuse.
-    from privml.prediction import load_predictor
-    from privml.prediction.loading import PRIVATE_TRAINING_METHODS
-
-    if ledger_name is not None and (not isinstance(ledger_name, str) or not ledger_name):
+    if spec.ledger_name is not None and (not isinstance(spec.ledger_name, str) or not spec.ledger_name):
         # Not read as "default": an empty name is a mistake, refused like any other invalid one, before anything opens.
-        raise ValueError(f"ledger name must be a non-empty string, got {ledger_name!r}")
-    path = Path(path)
-    metadata = read_model_metadata(path)  # the weights are read once, by load_predictor
-    device = model_device(path, metadata, device)  # before any ledger is opened
+        raise ValueError(f"ledger name must be a non-empty string, got {spec.ledger_name!r}")
+    path = Path(spec.path)
+    arrays, metadata = read_model_file(path) if contents is None else contents
+    device = model_device(path, metadata, spec.device)  # before any ledger is opened
     preprocess, class_names = model_pipeline(metadata)
     stored = metadata.get("method")
     if stored in PRIVATE_TRAINING_METHODS:
-        if ledger is not None or ledger_name is not None:
-            raise ValueError(
-                f"{path} holds a privately trained model ({stored}): its predictions cost no privacy, "
-                f"so it takes no {'ledger' if ledger is not None else 'ledger name'}"
-            )
-        predictor = _place(load_predictor(path, method=method, epsilon=epsilon, delta=delta, budget=budget,
-                                          accountant=accountant, random_state=random_state), device)
-        if check is not None:
-            check(predictor)
-        return ServedModel(predictor, preprocess, class_names, stored)
-    load = functools.partial(
-        load_predictor, path, method=method, epsilon=epsilon, delta=delta, budget=budget, accountant=accountant
-    )
-    if ledger is not None and random_state is not None:
+        refuse_privacy_settings(path, stored, method=spec.method, epsilon=spec.epsilon, delta=spec.delta,
+                                budget=spec.budget, accountant=spec.accountant, ledger=spec.ledger,
+                                ledger_name=spec.ledger_name, random_state=spec.random_state)
+    else:
+        _check_ledger_options(spec, require_ledger)
+    # A private predictor counts in memory until the persistent ledger is opened below (its calibration, which
+    # the ledger is bound to, is known only now).
+    predictor = _place(predictor_from_file(arrays, metadata, path, method=spec.method, epsilon=spec.epsilon,
+                                           delta=spec.delta, budget=spec.budget, accountant=spec.accountant,
+                                           random_state=spec.random_state), device)
+    if check is not None:
+        check(predictor)
+    if spec.ledger is not None:
+        # The calibration only: a hash of the model file would put a fingerprint of the training data into a
+        # ledger that may be shared (a prediction-sensitivity file holds the non-private weights).
+        store = open_ledger(spec.ledger, budget=predictor.ledger_.budget, name=spec.ledger_name or "default",
+                            context=predictor.ledger_context())
+        try:
+            predictor.use_ledger(store)
+        except BaseException:
+            store.close()
+            raise
+    return ServedModel(predictor, preprocess, class_names, predictor.method)
+
+
+def _check_ledger_options(spec: ModelSpec, require_ledger: bool) -> None:
+    """The ledger options of a private-prediction model, refused before the file's predictor is built."""
+    if spec.ledger is not None and spec.random_state is not None:
         # As --seed with --ledger: restarts sharing the persistent budget would repeat their noise answer for answer.
         raise ValueError("a fixed random_state replays the same noise in every process that shares the ledger's "
                          "budget, so differences of answers would cancel it: give no seed with a persistent ledger")
-    if ledger is None and ledger_name is not None:
+    if spec.ledger is None and spec.ledger_name is not None:
         # Dropping it would silently count in memory, for this process only, under a name that suggests otherwise.
-        raise ValueError(f"ledger name {ledger_name!r} names a budget inside a ledger, but no ledger was given")
-    if ledger is None and not require_ledger:
-        predictor = load(random_state=random_state)
-        if check is not None:
-            check(predictor)
-        return ServedModel(predictor, preprocess, class_names, predictor.method)
-    if ledger is None:
+        raise ValueError(f"ledger name {spec.ledger_name!r} names a budget inside a ledger, but no ledger was given")
+    if spec.ledger is None and require_ledger:
         raise ValueError(
             "a private-prediction model needs a persistent ledger (a SQLite file or postgresql:// URL): "
             "an in-memory count would restart at zero and void the guarantee"
         )
-    # Calibrate once without a ledger to learn the budget and the guarantee
-    # the ledger is bound to, then load again charging the persistent one.
-    probe = load(random_state=random_state)
-    if check is not None:
-        check(probe)
-    # The calibration only: a hash of the model file would put a fingerprint of the training data into a ledger
-    # that may be shared (a prediction-sensitivity file holds the non-private weights; see LEGACY_CONTEXT_KEYS).
-    privacy = probe.privacy_
-    context = calibration_context(probe.method, privacy.epsilon, privacy.delta, privacy.accountant)
-    store = open_ledger(ledger, budget=probe.ledger_.budget, name=ledger_name or "default", context=context)
-    try:
-        predictor = load(ledger=store, random_state=random_state)
-    except BaseException:
-        store.close()
-        raise
-    return ServedModel(predictor, preprocess, class_names, probe.method)

@@ -30,9 +30,12 @@ import sys
 import time
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from privml.serve.limits import ServeLimits
+
+if TYPE_CHECKING:  # the model module loads numpy, the ledgers and the data schema: imported where it is used
+    from privml.serve.model import ModelSpec
 
 __all__ = ["ServeSpec", "build_service", "serve_workers"]
 
@@ -44,19 +47,10 @@ STOP_TIMEOUT = 15.0
 class ServeSpec:
     """Everything a worker needs to open the model and serve it (picklable)."""
 
-    model: str
-    method: str | None
-    epsilon: float | None
-    delta: float | None  # None: not given (the file's setting, or 0); an explicit 0 asks for pure DP
-    budget: int | None
-    accountant: str | None
-    ledger: str | None
-    ledger_name: str | None
+    model: ModelSpec
     api_keys: dict[str, int] | None
     limits: ServeLimits
-    seed: int | None = None
     verbose: bool = False
-    device: str | None = None  # a CNN file's device (privml.serve.model.model_device); None: "auto"
 
 
 def build_service(spec: ServeSpec) -> Any:
@@ -64,18 +58,7 @@ def build_service(spec: ServeSpec) -> Any:
     from privml.serve.model import open_served_model
     from privml.serve.service import PredictionService
 
-    served = open_served_model(
-        spec.model,
-        method=spec.method,
-        epsilon=spec.epsilon,
-        delta=spec.delta,
-        budget=spec.budget,
-        accountant=spec.accountant,
-        ledger=spec.ledger,
-        ledger_name=spec.ledger_name,
-        random_state=spec.seed,
-        device=spec.device,
-    )
+    served = open_served_model(spec.model)
     try:
         return served, PredictionService(
             served.predictor,
@@ -161,7 +144,7 @@ def serve_workers(spec: ServeSpec, sock: socket.socket, workers: int, on_ready: 
     start raises ``RuntimeError`` (the others are stopped); one that dies
     later is replaced.
     """
-    if spec.seed is not None and workers > 1:
+    if spec.model.random_state is not None and workers > 1:
         raise ValueError("a seed would give every worker the same noise: --seed needs --workers 1")
     ctx = multiprocessing.get_context("spawn")
     received: list[int] = []

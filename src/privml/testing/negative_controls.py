@@ -41,7 +41,8 @@ from privml._random import RandomState, check_random_state
 from privml._validation import check_finite
 from privml.audit.canaries import Canary
 from privml.audit.epsilon_lower_bound import AuditResult, audit_epsilon, audit_mechanism
-from privml.linear.dpsgd import DPSGDClassifier, clipped_gradient_sum
+from privml.linear.dpsgd import DPSGDClassifier
+from privml.linear.dpsgd_steps import clipped_gradient_sum
 from privml.linear.output_perturbation import OutputPerturbationClassifier
 from privml.losses import Loss
 from privml.mechanisms import AboveThreshold, ExponentialMechanism

@@ -33,7 +33,8 @@ batches, Wang, Balle and Kasiviswanathan 2019).
 from privml.torch.attention import DPMultiheadAttention
 from privml.torch.classifier import TorchClassifier
 from privml.torch.clipping import MODES, clip_factors
-from privml.torch.dpsgd import DPSGD, cross_entropy_per_example
+from privml.torch.dpsgd import DPSGD
+from privml.torch.dpsgd_setup import cross_entropy_per_example
 from privml.torch.ghost import ghost_clipped_sum
 from privml.torch.models import GroupNormResNet, TramerBonehCNN, TransformerClassifier, WideResNet, build_model
 from privml.torch.per_sample import per_example_gradients, vmap_clipped_sum

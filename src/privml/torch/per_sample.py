@@ -9,7 +9,7 @@ from torch import nn
 from torch.func import functional_call, grad, vmap
 
 from privml.torch.clipping import clip_factors, drop_rows, rows_must_be_dropped
-from privml.torch.ghost.engine import exact_float32
+from privml.torch.ghost.precision import exact_float32
 
 
 def per_example_gradients(

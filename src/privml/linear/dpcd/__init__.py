@@ -87,14 +87,9 @@ The package holds one concept per module: :mod:`~privml.linear.dpcd.calibration`
 (prox, clipping, smoothness, step scale), :mod:`~privml.linear.dpcd.cache` (cached
 scores for the inner loop), :mod:`~privml.linear.dpcd.solver` (settings and
 :func:`dp_coordinate_descent`) and :mod:`~privml.linear.dpcd.estimators`
-(:class:`DPCDClassifier`, :class:`DPCDRegressor`). Every name is importable from here.
+(:class:`DPCDClassifier`, :class:`DPCDRegressor`). Its public names are importable from here.
 """
 
-# Re-exports: everything the single module ``privml.linear.dpcd`` defined publicly
-# (``__all__`` unchanged, plus its public constants) and the caches the tests drive directly.
-from privml.linear.dpcd.cache import _SoftmaxRows as _SoftmaxRows
-from privml.linear.dpcd.cache import _SoftmaxScores as _SoftmaxScores
-from privml.linear.dpcd.calibration import CLOSED_FORM_CONSTANT as CLOSED_FORM_CONSTANT
 from privml.linear.dpcd.calibration import (
     closed_form_applies,
     closed_form_noise_multiplier,
@@ -103,10 +98,9 @@ from privml.linear.dpcd.calibration import (
     gdp_noise_multiplier,
 )
 from privml.linear.dpcd.estimators import DPCDClassifier, DPCDRegressor
-from privml.linear.dpcd.solver import BLOCKS, CALIBRATIONS, CLIPPINGS, PENALTIES, DPCDResult, dp_coordinate_descent
-from privml.linear.dpcd.steps import AVERAGE_STEP as AVERAGE_STEP
-from privml.linear.dpcd.steps import SCORE_NOISE as SCORE_NOISE
+from privml.linear.dpcd.solver import BLOCKS, CALIBRATIONS, DPCDResult, dp_coordinate_descent
 from privml.linear.dpcd.steps import (
+    CLIPPINGS,
     block_smoothness,
     clip_block_gradients,
     clip_coordinate_gradients,
@@ -119,7 +113,6 @@ __all__ = [
     "BLOCKS",
     "CALIBRATIONS",
     "CLIPPINGS",
-    "PENALTIES",
     "DPCDClassifier",
     "DPCDRegressor",
     "DPCDResult",

@@ -9,7 +9,6 @@ from typing import Any
 import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin
 
-from privml._deprecation import RenamedParams
 from privml._params import keep_params
 from privml._random import RandomState, check_random_state
 from privml._validation import check_y
@@ -17,10 +16,8 @@ from privml.budget import charged_fit
 from privml.guarantee import PrivacyGuarantee
 from privml.linear.base import PrivateLinearClassifier, PrivateLinearModel, make_loss
 from privml.linear.dpcd.solver import (
-    _RENAMED,
     DPCDResult,
     _check_settings,
-    _renamed_settings,
     _resolve_feature_bounds,
     _run,
     _Settings,
@@ -54,14 +51,10 @@ _RELEASED_INFO = frozenset({
 })
 
 
-class _DPCDMixin(RenamedParams):
+class _DPCDMixin:
     """Hyper-parameter handling shared by the two DP-CD estimators."""
 
     released_info = _RELEASED_INFO
-    _renamed_params = _RENAMED
-
-    def _translate_renamed(self, old: dict[str, Any]) -> dict[str, Any]:
-        return _renamed_settings(old, self.l2)  # type: ignore[attr-defined]
 
     def _check_hyperparameters(self) -> _Settings:
         params = {name: getattr(self, name) for name in _DPCD_PARAMS}
@@ -145,9 +138,6 @@ class DPCDClassifier(_DPCDMixin, PrivateLinearClassifier):
     random_state : None, int, SeedSequence or Generator, default None
     progress : bool, default False
         Progress bar on stderr.
-    **deprecated :
-        ``clip`` (now ``clip_norm``), ``penalty`` and ``alpha`` (now ``l1``/``l2``),
-        accepted with a FutureWarning for one release.
 
     Attributes
     ----------
@@ -200,10 +190,8 @@ class DPCDClassifier(_DPCDMixin, PrivateLinearClassifier):
         classes: Any = None,
         random_state: RandomState = None,
         progress: bool = False,
-        **deprecated: Any,
     ) -> None:
         keep_params(self, locals())
-        self._take_renamed(deprecated)
 
     def _fit_private(
         self, X: np.ndarray, y: np.ndarray, n_classes: int, rng: np.random.Generator
@@ -225,7 +213,7 @@ class DPCDRegressor(_DPCDMixin, PrivateLinearModel, RegressorMixin, BaseEstimato
     Parameters
     ----------
     epsilon, delta, passes, inner_steps, gamma, clip_norm, clipping, l2, l1,
-    feature_bounds, calibration, random_state, progress, **deprecated :
+    feature_bounds, calibration, random_state, progress :
         As in :class:`DPCDClassifier` (``M_j = b_j^2`` for the squared loss),
         but with the paper's conservative defaults ``gamma = 1``, ``C = 1``,
         ``l2 = 1e-3``: the squared loss has no bounded residual to make
@@ -282,10 +270,8 @@ class DPCDRegressor(_DPCDMixin, PrivateLinearModel, RegressorMixin, BaseEstimato
         calibration: str = "gdp",
         random_state: RandomState = None,
         progress: bool = False,
-        **deprecated: Any,
     ) -> None:
         keep_params(self, locals())
-        self._take_renamed(deprecated)
 
     def fit(self, X: Any, y: Any) -> DPCDRegressor:
         """Train privately on (X, y); every check runs before any noise is drawn."""

@@ -11,7 +11,6 @@ from typing import Any
 
 import numpy as np
 
-from privml._deprecation import warn_renamed
 from privml._progress import progress_bar
 from privml._random import RandomState, check_random_state
 from privml._validation import (
@@ -35,8 +34,6 @@ from privml.linear.dpcd.steps import CLIPPINGS, _prox_block, block_smoothness, c
 from privml.losses import Loss, MultinomialLogisticLoss, check_feature_bounds
 from privml.mechanisms import sample_noise
 
-#: Values of the deprecated ``penalty`` parameter (now ``l1`` and ``l2``; see :func:`_renamed_settings`).
-PENALTIES: tuple[str, ...] = ("none", "l1", "l2")
 CALIBRATIONS: tuple[str, ...] = ("gdp", "closed_form")
 BLOCKS: tuple[str, ...] = ("feature", "entry")
 
@@ -129,29 +126,6 @@ def _check_settings(
     )
 
 
-def _renamed_settings(old: dict[str, Any], l2: float) -> dict[str, Any]:
-    """New-name settings for the deprecated ``clip``, ``penalty`` and ``alpha`` (one release).
-
-    ``penalty="l2"`` with ``alpha`` is ``l2=alpha``; ``"l1"`` is ``l1=alpha, l2=0``;
-    ``"none"`` is ``l1=0, l2=0``. A missing ``alpha`` is the current ``l2``
-    (which the old ``alpha`` default equals).
-    """
-    out: dict[str, Any] = {}
-    if "clip" in old:
-        out["clip_norm"] = old["clip"]
-    if "penalty" in old or "alpha" in old:
-        penalty = _check_choice(old.get("penalty", "l2"), "penalty", PENALTIES)
-        alpha = old.get("alpha", l2)
-        out.update({"l2": alpha} if penalty == "l2" else {"l1": alpha if penalty == "l1" else 0.0, "l2": 0.0})
-    return out
-
-
-
-#: Deprecated DP-CD parameter -> its replacement (accepted for one release).
-_RENAMED = {"clip": "clip_norm", "alpha": "l2 (or l1, with penalty='l1')",
-            "penalty": "l1 and l2 (penalty='none' is l2=0)"}
-
-
 def _resolve_feature_bounds(feature_bounds: Any, X: np.ndarray) -> tuple[np.ndarray, bool]:
     """Public bounds ``b`` with ``|x_j| <= b_j``; ``("data")`` reads them from X, with a warning."""
     d = X.shape[1]
@@ -199,7 +173,6 @@ def dp_coordinate_descent(
     blocks: str = "feature",
     random_state: RandomState = None,
     progress: bool = False,
-    **deprecated: Any,
 ) -> DPCDResult:
     """Run DP-CD (Mangold et al. 2022, Algorithm 1) on ``(X, y)`` for ``loss``.
 
@@ -231,8 +204,6 @@ def dp_coordinate_descent(
         See :func:`clip_thresholds`.
     l1, l2 : float
         Strengths of ``psi(theta) = l1 ||theta||_1 + (l2/2) ||theta||_2^2`` (see :func:`prox`).
-    **deprecated :
-        ``clip``, ``penalty`` and ``alpha``, accepted with a FutureWarning for one release.
     feature_bounds : None, "data" or array_like, shape (d,)
         Public bounds ``|x_j| <= b_j``; None means all 1 (true for rows in the
         unit ball). ``"data"`` reads them from ``X`` with a
@@ -271,23 +242,17 @@ def dp_coordinate_descent(
     ``O(n d k)`` otherwise (``k = 1`` for one output).
     """
     # long-function: most of its length is the numpy-style docstring (parameters, guarantee, references); the code is
-    # the deprecated-name translation, validation and one call to _run.
-    unknown = sorted(set(deprecated) - set(_RENAMED))
-    if unknown:
-        raise TypeError(f"dp_coordinate_descent got an unexpected keyword argument {unknown[0]!r}")
-    for name in deprecated:
-        warn_renamed("dp_coordinate_descent", name, _RENAMED[name], stacklevel=2)
-    renamed = _renamed_settings(deprecated, l2)
+    # validation and one call to _run.
     settings = _check_settings(
         epsilon=epsilon,
         delta=delta,
         passes=passes,
         inner_steps=inner_steps,
         gamma=gamma,
-        clip_norm=renamed.get("clip_norm", clip_norm),
+        clip_norm=clip_norm,
         clipping=clipping,
-        l1=renamed.get("l1", l1),
-        l2=renamed.get("l2", l2),
+        l1=l1,
+        l2=l2,
         calibration=calibration,
         progress=progress,
         blocks=blocks,
