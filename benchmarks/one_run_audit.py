@@ -47,7 +47,8 @@ NOTES = {
              "confidence shared by the three analyses and the fixed guess counts (union bound).",
     "idealised": "Idealised setting, m = 1000 (guesses right with probability e^eps/(1+e^eps), expected count rounded "
                  "down, best r, delta = 0), beside a simulated Gaussian mechanism at (eps, 1e-5), one canary per "
-                 "coordinate, median of 5 seeds.",
+                 "coordinate, median of 5 seeds. The paper's figure for this setting was not found in text form here, so "
+                 "it is not quoted: compare by eye with its idealised-setting figure.",
     "linear": "Linear methods on full MNIST (60,000 records + 1000 canary slots, one fit each, delta 1e-5, seed 0). "
               "Black-box: each canary's margin under the released model; replace-one methods hold a canary's mirror "
               "(same features, other label) when it is out, DP-SGD a null record (zero-out add/remove). White-box "
