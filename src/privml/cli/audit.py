@@ -214,9 +214,7 @@ def _one_run(args: argparse.Namespace) -> None:
         if value is not None:
             raise CliError(f"{flag} does not apply to --one-run (one fit on the whole dataset with --canaries "
                            "random canaries)")
-    if args.white_box:
-        if args.method == "dpsgd":
-            raise CliError("--white-box is not available for --method dpsgd yet (use the black-box audit)")
+    if args.white_box and args.method != "dpsgd":
         raise CliError(f"--white-box applies to DP-SGD methods only, not --method {args.method}")
     check_privacy_options(args)
     m = check_count(1000 if args.canaries is None else args.canaries, "--canaries", minimum=1, maximum=10**7)
@@ -233,12 +231,22 @@ def _one_run(args: argparse.Namespace) -> None:
     model = build_estimator(
         args.method, n_classes=len(info.classes), epsilon=args.epsilon, delta=args.delta, l2=None, seed=args.seed
     )
+    if args.white_box:
+        from privml.audit.one_run_dpsgd import check_dirac_count
+
+        check_dirac_count(m, data.X_train.shape[1], len(info.classes))
     if not args.no_progress:
         print(f"one-run audit of {type(model).__name__} on {info.name} ({info.n_train} records + {m} canary "
               "slots): one training run...", file=sys.stderr)
     # Labels are indices into the public class set, as every estimator here is built with classes=range(k).
-    result = linear_one_run_audit(model, data.X_train, data.y_train, m=m, confidence=args.confidence,
-                                  random_state=args.seed)
+    if args.white_box:  # Dirac gradient canaries scored on every step's released sum (privml.audit.one_run_dpsgd)
+        from privml.audit.one_run_dpsgd import dpsgd_white_box_audit
+
+        result = dpsgd_white_box_audit(model, data.X_train, data.y_train, m=m, confidence=args.confidence,
+                                       random_state=args.seed)
+    else:
+        result = linear_one_run_audit(model, data.X_train, data.y_train, m=m, confidence=args.confidence,
+                                      random_state=args.seed)
     if not args.no_progress:
         print(f"trained in {result.seconds_fit:.1f} s; scored {m} canaries", file=sys.stderr)
     out = {
@@ -275,6 +283,11 @@ def _render_one_run(r: dict) -> str:
                     f"out; best of {r['tried']} counts, union bound)"),
         ("time", f"{r['seconds']:.1f} s (fit {r['seconds_fit']:.1f} s)"),
     ]
+    if r.get("claim_rejected") is not None:
+        rows.insert(3, ("claimed curve (f-DP)", f"{'REFUTED' if r['claim_rejected'] else 'not refuted'}; "
+                                                f"mu-GDP refuted up to mu = {r['mu_lower']:.4f}"))
+    if r["scores_from"] == "white-box":
+        rows.insert(1, ("scores", f"white-box: {r['statistic']} of {r['canaries']} canaries over {r['steps']} steps"))
     if r.get("claim_note"):
         rows.append(("note", r["claim_note"]))
     if "plot" in r:
