@@ -495,8 +495,8 @@ def load_image_arrays(dataset: str, *, max_train: int | None, seed: int | None, 
             raise ValueError(f"{dataset}: the scatter methods need images, arrays of H x W or H x W x C values per "
                              f"record; got records of shape {X.shape[1:]}")
         parts.append(np.ascontiguousarray(X))
-    classes = tuple(range(len(data.info.classes)))
-    return parts[0], data.y_train, parts[1], data.y_test, classes, tuple(data.info.classes), parts[0].shape[1:]
+    codes = tuple(range(len(data.info.classes)))
+    return parts[0], data.y_train, parts[1], data.y_test, codes, tuple(data.info.classes), parts[0].shape[1:]
 
 
 def _train_scatter(args: argparse.Namespace, dataset: str) -> None:
