@@ -33,8 +33,19 @@ def spy(monkeypatch):
 
 
 def test_black_box_audit_of_user_images(torch, tiny_images, capsys):
-    r = run_json(capsys, "audit", "--one-run", "--method", "dpsgd-cnn", "--dataset", tiny_images, "--epsilon", "2",
-                 "--no-progress", *TINY)
+    r = run_json(
+        capsys,
+        "audit",
+        "--one-run",
+        "--method",
+        "dpsgd-cnn",
+        "--dataset",
+        tiny_images,
+        "--epsilon",
+        "2",
+        "--no-progress",
+        *TINY,
+    )
     assert r["method"] == "dpsgd-cnn" and r["estimator"] == "TorchClassifier" and r["architecture"] == "tramer-boneh"
     assert r["audit"] == "one-run" and r["training_runs"] == 1 and r["scores_from"] == "black-box"
     assert r["canaries"] == "records" and r["m"] == 24 and (r["n_real"], r["n_train"]) == (96, 120)
@@ -47,8 +58,21 @@ def test_black_box_audit_of_user_images(torch, tiny_images, capsys):
 
 def test_white_box_audit_prints_a_table_and_plots(torch, tiny_images, capsys, tmp_path):
     plot = tmp_path / "scores.png"
-    code, out, err = run(capsys, "audit", "--one-run", "--white-box", "--method", "dpsgd-cnn", "--dataset",
-                         tiny_images, "--epsilon", "2", "--plot", str(plot), *TINY)
+    code, out, err = run(
+        capsys,
+        "audit",
+        "--one-run",
+        "--white-box",
+        "--method",
+        "dpsgd-cnn",
+        "--dataset",
+        tiny_images,
+        "--epsilon",
+        "2",
+        "--plot",
+        str(plot),
+        *TINY,
+    )
     assert code == 0, err
     assert "dirac, scored white-box" in out and "add/remove-one" in out and "6 steps" in out
     assert "one training run" in err and "do not publish" in err  # progress, and the user-data warning
@@ -56,20 +80,45 @@ def test_white_box_audit_prints_a_table_and_plots(torch, tiny_images, capsys, tm
 
 
 def test_the_audited_run_is_the_one_privml_train_makes(torch, small_mnist, spy, capsys, tmp_path):
-    options = ["--epsilon", "3", "--delta", "1e-6", "--epochs", "2", "--batch-size", "40", "--learning-rate", "0.2",
-               "--clip-norm", "0.5", "--precision", "fp32", "--threads", "1", "--device", "cpu", "--max-train", "100",
-               "--seed", "0", "--no-progress"]
-    trained = run_json(capsys, "train", "--method", "dpsgd-cnn", "--dataset", "mnist", *options, "--out",
-                       str(tmp_path / "cnn.npz"))
-    r = run_json(capsys, "audit", "--one-run", "--method", "dpsgd-cnn", "--dataset", "mnist", "--canaries", "20",
-                 *options)
+    options = [
+        "--epsilon",
+        "3",
+        "--delta",
+        "1e-6",
+        "--epochs",
+        "2",
+        "--batch-size",
+        "40",
+        "--learning-rate",
+        "0.2",
+        "--clip-norm",
+        "0.5",
+        "--precision",
+        "fp32",
+        "--threads",
+        "1",
+        "--device",
+        "cpu",
+        "--max-train",
+        "100",
+        "--seed",
+        "0",
+        "--no-progress",
+    ]
+    trained = run_json(
+        capsys, "train", "--method", "dpsgd-cnn", "--dataset", "mnist", *options, "--out", str(tmp_path / "cnn.npz")
+    )
+    r = run_json(
+        capsys, "audit", "--one-run", "--method", "dpsgd-cnn", "--dataset", "mnist", "--canaries", "20", *options
+    )
     from privml.io import load_model
 
     params = load_model(trained["model"]).get_params()
     audited = spy[0]["estimator"].get_params()
     machine = {"random_state", "device", "progress"}  # the seed is never stored; the file says device "auto"
     assert {k: v for k, v in audited.items() if k not in machine} == {
-        k: (tuple(v) if isinstance(v, list) else v) for k, v in params.items() if k not in machine}
+        k: (tuple(v) if isinstance(v, list) else v) for k, v in params.items() if k not in machine
+    }
     assert spy[0]["X"].shape == (100, 1, 28, 28) and spy[0]["m"] == 20
     assert r["n_real"] == 100 and r["delta"] == 1e-6 and r["dataset"] == "mnist"
 
@@ -89,8 +138,10 @@ def test_the_audited_run_is_the_one_privml_train_makes(torch, small_mnist, spy, 
         (["--method", "dpsgd-cnn", "--one-run", "--dataset", "iris"], "audits --dataset mnist, fashion-mnist or npz"),
         (["--method", "output", "--one-run", "--epochs", "2"], "--epochs applies to --method dpsgd-cnn only"),
         (["--method", "output", "--one-run", "--clip-norm", "2"], "also dpsgd; --clip-norm: dpcd"),
-        (["--method", "dpsgd", "--one-run", "--device", "cpu", "--architecture", "resnet"],
-         "--device, --architecture apply to --method dpsgd-cnn only"),
+        (
+            ["--method", "dpsgd", "--one-run", "--device", "cpu", "--architecture", "resnet"],
+            "--device, --architecture apply to --method dpsgd-cnn only",
+        ),
         (["--method", "dpsgd", "--one-run", "--learning-rate", "-1"], "--learning-rate must be"),
         (["--method", "output", "--trials", "4", "--max-train", "50"], "--max-train applies to --one-run"),
     ],
@@ -102,10 +153,14 @@ def test_refusals_are_one_line_before_anything_runs(capsys, extra, message):
 
 
 def test_without_torch_the_audit_is_one_line_naming_the_extra(tmp_path):
-    result = cli_without_torch("audit", "--one-run", "--method", "dpsgd-cnn", "--dataset", "mnist", "--epsilon", "1",
-                               "--offline")
+    result = cli_without_torch(
+        "audit", "--one-run", "--method", "dpsgd-cnn", "--dataset", "mnist", "--epsilon", "1", "--offline"
+    )
     assert result.returncode == 2
-    assert result.stderr == f"privml audit: error: --method dpsgd-cnn needs PyTorch, which the core install lacks: {EXTRA}\n"
+    assert (
+        result.stderr
+        == f"privml audit: error: --method dpsgd-cnn needs PyTorch, which the core install lacks: {EXTRA}\n"
+    )
 
 
 def test_without_torch_a_cnn_model_file_is_one_line_naming_the_extra(torch, tiny_images, tmp_path):
@@ -115,14 +170,15 @@ def test_without_torch_a_cnn_model_file_is_one_line_naming_the_extra(torch, tiny
     from privml.torch.classifier import TorchClassifier
 
     rng = np.random.default_rng(0)
-    model = TorchClassifier(epsilon=2.0, input_shape=(1, 16, 16), classes=(0, 1), epochs=1, batch_size=20,
-                            random_state=0, device="cpu").fit(rng.standard_normal((40, 256)).astype(np.float32),
-                                                              np.arange(40) % 2)
+    model = TorchClassifier(
+        epsilon=2.0, input_shape=(1, 16, 16), classes=(0, 1), epochs=1, batch_size=20, random_state=0, device="cpu"
+    ).fit(rng.standard_normal((40, 256)).astype(np.float32), np.arange(40) % 2)
     path = save_model(model, tmp_path / "cnn.npz")
     result = cli_without_torch("audit", "--one-run", "--model", str(path), "--dataset", tiny_images, "--offline")
     assert result.returncode == 2
-    assert result.stderr == (f"privml audit: error: auditing {path} (dpsgd-cnn) needs PyTorch, which the core install "
-                             f"lacks: {EXTRA}\n")
+    assert result.stderr == (
+        f"privml audit: error: auditing {path} (dpsgd-cnn) needs PyTorch, which the core install lacks: {EXTRA}\n"
+    )
 
 
 def test_help_lists_the_training_options(capsys):

@@ -57,13 +57,20 @@ _MACHINE_OPTIONS = ("device", "threads")
 
 def add_run_options(parser: argparse.ArgumentParser) -> None:
     """``--model``, ``--max-train`` and the training options ``privml train`` takes (:func:`add_cnn_options`)."""
-    parser.add_argument("--model", metavar="FILE",
-                        help="audit a run with the settings of this model file (method, hyper-parameters, epsilon, "
-                             "delta, relation, schema or bounds) on --dataset, instead of --method and --epsilon")
-    parser.add_argument("--max-train", type=integer,
-                        help="one-run audits: use at most this many training records (as privml train)")
-    add_cnn_options(parser.add_argument_group(
-        "training options, as privml train's (dpsgd-cnn; --clip-norm and --learning-rate also dpsgd, dpcd)"))
+    parser.add_argument(
+        "--model",
+        metavar="FILE",
+        help="audit a run with the settings of this model file (method, hyper-parameters, epsilon, "
+        "delta, relation, schema or bounds) on --dataset, instead of --method and --epsilon",
+    )
+    parser.add_argument(
+        "--max-train", type=integer, help="one-run audits: use at most this many training records (as privml train)"
+    )
+    add_cnn_options(
+        parser.add_argument_group(
+            "training options, as privml train's (dpsgd-cnn; --clip-norm and --learning-rate also dpsgd, dpcd)"
+        )
+    )
 
 
 @dataclass(frozen=True)
@@ -91,19 +98,37 @@ class AuditedRun:
         if user and self.class_names is not None:
             classes = tuple(self.class_names)  # the file's public class set: none read from the labels
         with warnings_as_lines():  # printed even when loading fails (a leak warning must not be lost)
-            data = load_dataset(args.dataset, bias=self.bias, max_train=max_train, classes=classes,
-                                random_state=args.seed, schema=self.schema, bounds=self.bounds)
+            data = load_dataset(
+                args.dataset,
+                bias=self.bias,
+                max_train=max_train,
+                classes=classes,
+                random_state=args.seed,
+                schema=self.schema,
+                bounds=self.bounds,
+            )
             if user:  # the release rule's stated exception, as for a study of the user's own rows
-                warnings.warn(PrivacyLeakWarning(
-                    "the audit's figures are computed from your private records without noise and are not covered "
-                    "by any privacy guarantee; do not publish them"), stacklevel=1)
+                warnings.warn(
+                    PrivacyLeakWarning(
+                        "the audit's figures are computed from your private records without noise and are not covered "
+                        "by any privacy guarantee; do not publish them"
+                    ),
+                    stacklevel=1,
+                )
         return data
 
     def estimator(self, args: argparse.Namespace, info: Any) -> Any:
         """The unfitted linear estimator audited on data described by ``info`` (a DatasetInfo)."""
         if self.params is None:
-            return build_estimator(self.method, n_classes=len(info.classes), epsilon=args.epsilon, delta=args.delta,
-                                   l2=None, seed=args.seed, **self.hyper)
+            return build_estimator(
+                self.method,
+                n_classes=len(info.classes),
+                epsilon=args.epsilon,
+                delta=args.delta,
+                l2=None,
+                seed=args.seed,
+                **self.hyper,
+            )
         self.check_data(info.classes, n_features=info.n_features)
         return rebuild_estimator(self, classes=tuple(range(len(info.classes))), seed=args.seed)
 
@@ -115,13 +140,15 @@ class AuditedRun:
         if count is not None and count != len(classes):
             raise CliError(f"{self.model} was trained on {count} classes; --dataset has {len(classes)}")
         if self.class_names is not None and [str(c) for c in self.class_names] != [str(c) for c in classes]:
-            raise CliError(f"{self.model} was trained on the classes {self.class_names}; --dataset has "
-                           f"{[str(c) for c in classes]}")
+            raise CliError(
+                f"{self.model} was trained on the classes {self.class_names}; --dataset has {[str(c) for c in classes]}"
+            )
         if self.n_features is not None and n_features is not None and self.n_features != n_features:
             raise CliError(f"{self.model} was trained on {self.n_features} features; --dataset gives {n_features}")
         if self.image_shape is not None and shape is not None and tuple(self.image_shape) != tuple(shape):
-            raise CliError(f"{self.model} takes images of shape {tuple(self.image_shape)}; --dataset holds "
-                           f"{tuple(shape)}")
+            raise CliError(
+                f"{self.model} takes images of shape {tuple(self.image_shape)}; --dataset holds {tuple(shape)}"
+            )
 
 
 def rebuild_estimator(run: AuditedRun, *, classes: tuple, seed: int | None, **machine: Any) -> Any:
@@ -143,8 +170,10 @@ def audited_run(args: argparse.Namespace) -> AuditedRun:
     if args.method is None:
         raise CliError("--method is required (or --model FILE)")
     if args.method in SCATTER_METHODS:
-        raise CliError(f"--method {args.method} cannot be audited: privml audit trains the linear methods and "
-                       "dpsgd-cnn (--one-run)")
+        raise CliError(
+            f"--method {args.method} cannot be audited: privml audit trains the linear methods and "
+            "dpsgd-cnn (--one-run)"
+        )
     if args.method in TORCH_AUDIT_METHODS:
         return AuditedRun(method=args.method)  # its options: privml.cli.audit_torch
     hyper = LINEAR_HYPER.get(args.method, ())
@@ -152,11 +181,17 @@ def audited_run(args: argparse.Namespace) -> AuditedRun:
     check_cnn_settings(args)  # --clip-norm, --learning-rate > 0; --max-train a count
     _check_data_options(args)
     if args.dataset.startswith("csv:") and args.schema is None and args.bounds is None:
-        raise CliError(f"{args.dataset} has no public bounds: give --schema FILE (draft one with `privml schema "
-                       f"suggest {args.dataset[4:]}`) or --bounds unit if every feature is already scaled into "
-                       "[-1, 1], as privml train reads it")
-    return AuditedRun(method=args.method, schema=check_schema_options(args), bounds=args.bounds,
-                      hyper={name: getattr(args, name) for name in hyper if getattr(args, name) is not None})
+        raise CliError(
+            f"{args.dataset} has no public bounds: give --schema FILE (draft one with `privml schema "
+            f"suggest {args.dataset[4:]}`) or --bounds unit if every feature is already scaled into "
+            "[-1, 1], as privml train reads it"
+        )
+    return AuditedRun(
+        method=args.method,
+        schema=check_schema_options(args),
+        bounds=args.bounds,
+        hyper={name: getattr(args, name) for name in hyper if getattr(args, name) is not None},
+    )
 
 
 def _check_data_options(args: argparse.Namespace) -> None:
@@ -165,8 +200,10 @@ def _check_data_options(args: argparse.Namespace) -> None:
     if is_user_data(args.dataset) and args.classes is not None:
         raise CliError("--classes applies to built-in datasets (a csv: dataset's class set is its schema's)")
     if args.bounds is not None and args.bounds.startswith("private"):
-        raise CliError("--bounds private spends a part of epsilon on the ranges, a release the audit does not "
-                       "test: give --schema or --bounds unit, or audit a model file trained so (--model)")
+        raise CliError(
+            "--bounds private spends a part of epsilon on the ranges, a release the audit does not "
+            "test: give --schema or --bounds unit, or audit a model file trained so (--model)"
+        )
 
 
 def _from_file(args: argparse.Namespace) -> AuditedRun:
@@ -174,11 +211,16 @@ def _from_file(args: argparse.Namespace) -> AuditedRun:
     from privml.io import read_model_metadata
 
     given = [f"--{name}" for name in _FROM_THE_FILE if getattr(args, name) is not None]
-    given += [f"--{name.replace('_', '-')}" for name in CNN_OPTIONS
-              if name not in _MACHINE_OPTIONS and getattr(args, name) is not None]
+    given += [
+        f"--{name.replace('_', '-')}"
+        for name in CNN_OPTIONS
+        if name not in _MACHINE_OPTIONS and getattr(args, name) is not None
+    ]
     if given:
-        raise CliError(f"{', '.join(given)} cannot be given with --model: the model file fixes "
-                       f"{'them' if len(given) > 1 else 'it'}")
+        raise CliError(
+            f"{', '.join(given)} cannot be given with --model: the model file fixes "
+            f"{'them' if len(given) > 1 else 'it'}"
+        )
     path = args.model
     metadata = read_model_metadata(path)  # one-line ValueError for anything that is not a privml model file
     method = metadata.get("method")
@@ -199,37 +241,58 @@ def _from_file(args: argparse.Namespace) -> AuditedRun:
         if not args.one_run:
             raise CliError(f"{path} is a {method} model: audit it with --one-run (one training run)")
         shape = params.get("input_shape")
-        return AuditedRun(method=method, model=str(path), params=params, class_names=names,
-                          image_shape=tuple(shape) if isinstance(shape, list | tuple) else None)
+        return AuditedRun(
+            method=method,
+            model=str(path),
+            params=params,
+            class_names=names,
+            image_shape=tuple(shape) if isinstance(shape, list | tuple) else None,
+        )
     refuse_cnn_options(args, (), methods="--method dpsgd-cnn")  # --device, --threads: a linear run has neither
     _check_data_options(args)
     if not is_user_data(args.dataset) and names is not None:
         args.classes = ",".join(str(c) for c in names)  # the built-in classes it was trained on, by name
     if dataset is None:
-        raise CliError(f"{path} does not record the data it was trained on (written by save_model without "
-                       "privml train's metadata): the audit cannot prepare rows as its training did")
+        raise CliError(
+            f"{path} does not record the data it was trained on (written by save_model without "
+            "privml train's metadata): the audit cannot prepare rows as its training did"
+        )
     schema, bounds = _file_preprocessing(path, extra, args.dataset)
     width = dataset.get("n_features")
-    return AuditedRun(method=method, schema=schema, bounds=bounds, bias=extra.get("bias") or False,
-                      model=str(path), params=params, class_names=names,
-                      n_features=width if isinstance(width, int) else None)
+    return AuditedRun(
+        method=method,
+        schema=schema,
+        bounds=bounds,
+        bias=extra.get("bias") or False,
+        model=str(path),
+        params=params,
+        class_names=names,
+        n_features=width if isinstance(width, int) else None,
+    )
 
 
 def _refuse_method(path: str, spec: Any) -> None:
     if spec.kind is Kind.PRIVATE_PREDICTION:
-        raise CliError(f"{path} is a {spec.name} model, a private prediction method: its file is the server's "
-                       "secret and its answers are the release, so there is no training run to audit")
+        raise CliError(
+            f"{path} is a {spec.name} model, a private prediction method: its file is the server's "
+            "secret and its answers are the release, so there is no training run to audit"
+        )
     if spec.kind is Kind.BASELINE:
         raise CliError(f"{path} is the non-private baseline ({spec.name}): it claims no guarantee to audit")
     if spec.kind is Kind.SELECTION:
-        raise CliError(f"{path} is an Accuracy First model: its guarantee is the ex-post epsilon of a search, not "
-                       "of one training run with fixed settings; audit its method with --method output")
+        raise CliError(
+            f"{path} is an Accuracy First model: its guarantee is the ex-post epsilon of a search, not "
+            "of one training run with fixed settings; audit its method with --method output"
+        )
     if spec.name in SCATTER_METHODS:
-        raise CliError(f"{path} is a {spec.name} model, which privml audit cannot audit (it audits the linear "
-                       "methods and dpsgd-cnn)")
+        raise CliError(
+            f"{path} is a {spec.name} model, which privml audit cannot audit (it audits the linear "
+            "methods and dpsgd-cnn)"
+        )
     if spec.name == "dpcd-regressor":
-        raise CliError(f"{path} is a regressor: the audit's canaries are labelled records, so only classifiers "
-                       "are audited")
+        raise CliError(
+            f"{path} is a regressor: the audit's canaries are labelled records, so only classifiers are audited"
+        )
 
 
 def _file_preprocessing(path: str, extra: dict, dataset: str) -> tuple[Any, str | None]:
@@ -248,6 +311,7 @@ def _file_preprocessing(path: str, extra: dict, dataset: str) -> tuple[Any, str 
     if bounds is not None and not is_user_data(dataset):
         raise CliError(f"{path} was trained on user data with --bounds unit: give --dataset csv:PATH or npz:PATH")
     if bounds is None and dataset.startswith("csv:"):
-        raise CliError(f"{path} was not trained through a schema or bounds, so {dataset} has no public scale "
-                       "to read it with")
+        raise CliError(
+            f"{path} was not trained through a schema or bounds, so {dataset} has no public scale to read it with"
+        )
     return None, bounds

@@ -43,20 +43,24 @@ def _check_options(args: argparse.Namespace, run: AuditedRun) -> tuple[str, int]
         raise CliError(f"--method {run.method} is audited with --one-run only (2 x TRIALS CNNs are out of scope)")
     for flag, value in (("--trials", args.trials), ("--canary", args.canary), ("--n-train", args.n_train)):
         if value is not None:
-            raise CliError(f"{flag} does not apply to --one-run (one fit on the whole dataset with --canaries "
-                           "canaries)")
+            raise CliError(
+                f"{flag} does not apply to --one-run (one fit on the whole dataset with --canaries canaries)"
+            )
     if args.schema is not None or args.bounds is not None:
         raise CliError(f"--schema and --bounds do not apply to --method {run.method} (images: a public pixel scale)")
     if args.classes is not None:
-        raise CliError(f"--classes does not apply to --method {run.method} (it trains on every class, as privml "
-                       "train does)")
+        raise CliError(
+            f"--classes does not apply to --method {run.method} (it trains on every class, as privml train does)"
+        )
     check_privacy_options(args)  # --epsilon required, delta > 0 (a model file's are its settings')
     check_cnn_settings(args)
     user = args.dataset.startswith("npz:")
     dataset = args.dataset if user else args.dataset.lower().replace("_", "-")
     if not user and dataset not in CNN_DATASETS:
-        raise CliError(f"--method {run.method} audits --dataset {', '.join(CNN_DATASETS)} or npz:PATH (images), "
-                       f"got {args.dataset!r}")
+        raise CliError(
+            f"--method {run.method} audits --dataset {', '.join(CNN_DATASETS)} or npz:PATH (images), "
+            f"got {args.dataset!r}"
+        )
     m = check_count(1000 if args.canaries is None else args.canaries, "--canaries", minimum=1, maximum=10**7)
     if not 0 < args.confidence < 1:
         raise ValueError(f"--confidence must be in (0, 1), got {args.confidence!r}")
@@ -77,21 +81,36 @@ def audit_cnn(args: argparse.Namespace, run: AuditedRun) -> None:
     with warnings_as_lines():
         X, y, _, _, classes, names, shape = load_image_arrays(dataset, max_train=args.max_train, seed=args.seed)
         if dataset.startswith("npz:"):  # the release rule's stated exception, as for a study of the user's rows
-            warnings.warn(PrivacyLeakWarning(
-                "the audit's figures are computed from your private records without noise and are not covered by "
-                "any privacy guarantee; do not publish them"), stacklevel=1)
+            warnings.warn(
+                PrivacyLeakWarning(
+                    "the audit's figures are computed from your private records without noise and are not covered by "
+                    "any privacy guarantee; do not publish them"
+                ),
+                stacklevel=1,
+            )
     if run.params is None:
         estimator = build_cnn_classifier(args, classes=classes, device=device, input_shape=shape)
     else:
         run.check_data(names, shape=shape)
-        estimator = rebuild_estimator(run, classes=classes, seed=args.seed, device=str(device),
-                                      threads=args.threads, progress=False)
+        estimator = rebuild_estimator(
+            run, classes=classes, seed=args.seed, device=str(device), threads=args.threads, progress=False
+        )
     if not args.no_progress:
-        print(f"one-run audit of {estimator.model} CNN on {dataset} ({len(X)} records + {m} canary slots, "
-              f"{'white' if args.white_box else 'black'}-box, {device}): one training run...", file=sys.stderr)
-    result = torch_classifier_one_run_audit(estimator, X, y, m=m, white_box=args.white_box,
-                                            confidence=args.confidence, random_state=args.seed,
-                                            progress=not args.no_progress)
+        print(
+            f"one-run audit of {estimator.model} CNN on {dataset} ({len(X)} records + {m} canary slots, "
+            f"{'white' if args.white_box else 'black'}-box, {device}): one training run...",
+            file=sys.stderr,
+        )
+    result = torch_classifier_one_run_audit(
+        estimator,
+        X,
+        y,
+        m=m,
+        white_box=args.white_box,
+        confidence=args.confidence,
+        random_state=args.seed,
+        progress=not args.no_progress,
+    )
     out = {
         **result.to_dict(),
         "dataset": dataset,
@@ -100,33 +119,49 @@ def audit_cnn(args: argparse.Namespace, run: AuditedRun) -> None:
         "architecture": estimator.model,
         "audit": "one-run",
         "guarantee_of_the_audit": "none: the audit reads which canaries were trained on; it is a test, not a "
-                                  "release (the audited run itself has the claimed guarantee on n_train records)",
+        "release (the audited run itself has the claimed guarantee on n_train records)",
         **run.fields(),
     }
     if args.plot:
         from privml.audit.plotting import plot_one_run
 
-        out["plot"] = plot_one_run(result.scores, result.included, args.plot, guesses_in=result.audit.guesses_in,
-                                   guesses_out=result.audit.guesses_out,
-                                   title=f"one-run audit: {run.method} on {dataset}, bound "
-                                         f"{result.audit.epsilon_lower:.3f}")
+        out["plot"] = plot_one_run(
+            result.scores,
+            result.included,
+            args.plot,
+            guesses_in=result.audit.guesses_in,
+            guesses_out=result.audit.guesses_out,
+            title=f"one-run audit: {run.method} on {dataset}, bound {result.audit.epsilon_lower:.3f}",
+        )
     emit(out, as_json=args.json, render=_render)
 
 
 def _render(r: dict[str, Any]) -> str:
     verdict = "VIOLATED: the claim is false" if r["exceeds_claim"] else "consistent with the claim"
     rows = [
-        ("method", f"{r['method']} ({r['architecture']} CNN) on {r['dataset']}: {r['n_real']} records + {r['m']} "
-                   f"canary slots = {r['n_train']} (one training run)"),
+        (
+            "method",
+            f"{r['method']} ({r['architecture']} CNN) on {r['dataset']}: {r['n_real']} records + {r['m']} "
+            f"canary slots = {r['n_train']} (one training run)",
+        ),
         ("claimed", f"({fmt(r['claimed_epsilon'], 4)}, {fmt(r['delta'], 3)})-DP, {r['neighbouring']}"),
         ("epsilon lower bound", f"{r['epsilon_lower']:.4f} at {100 * r['confidence']:.0f}% confidence ({verdict})"),
         ("canaries", f"{r['canaries']}, scored {r['scores_from']} by {r['statistic']}"),
-        ("guesses", f"{r['correct']} of {r['guesses']} right (top {r['guesses_in']} in, bottom {r['guesses_out']} "
-                    f"out; best of {r['tried']} counts, union bound)"),
-        ("f-DP test", f"claimed profile {'rejected' if r['claim_rejected'] else 'not rejected'}; mu-GDP refuted up "
-                      f"to mu = {fmt(r['mu_lower'], 4)}"),
-        ("run", f"{r['steps']} steps, sample rate {fmt(r['sample_rate'], 4)}, noise multiplier "
-                f"{fmt(r['noise_multiplier'], 4)}"),
+        (
+            "guesses",
+            f"{r['correct']} of {r['guesses']} right (top {r['guesses_in']} in, bottom {r['guesses_out']} "
+            f"out; best of {r['tried']} counts, union bound)",
+        ),
+        (
+            "f-DP test",
+            f"claimed profile {'rejected' if r['claim_rejected'] else 'not rejected'}; mu-GDP refuted up "
+            f"to mu = {fmt(r['mu_lower'], 4)}",
+        ),
+        (
+            "run",
+            f"{r['steps']} steps, sample rate {fmt(r['sample_rate'], 4)}, noise multiplier "
+            f"{fmt(r['noise_multiplier'], 4)}",
+        ),
         ("time", f"{r['seconds']:.1f} s (fit {r['seconds_fit']:.1f} s)"),
     ]
     if r.get("model_file"):
