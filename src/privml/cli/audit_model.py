@@ -95,8 +95,8 @@ class AuditedRun:
     def load(self, args: argparse.Namespace, *, max_train: int | None, classes: tuple | None) -> Any:
         """The dataset, through the run's schema or bounds and bias (a warning when it is the user's own rows)."""
         user = is_user_data(args.dataset)
-        if user and self.class_names is not None:
-            classes = tuple(self.class_names)  # the file's public class set: none read from the labels
+        if self.class_names is not None:  # the file's public class set: none read from the labels
+            classes = tuple(self.class_names) if user else self._built_in_classes(args.dataset)
         with warnings_as_lines():  # printed even when loading fails (a leak warning must not be lost)
             data = load_dataset(
                 args.dataset,
@@ -116,6 +116,15 @@ class AuditedRun:
                     stacklevel=1,
                 )
         return data
+
+    def _built_in_classes(self, dataset: str) -> tuple:
+        """The built-in dataset's classes the model file was trained on, matched by their printed names."""
+        assert self.class_names is not None
+        public = load_dataset(dataset).info.classes
+        by_name = {str(c): c for c in public}
+        if not all(str(c) in by_name for c in self.class_names):
+            raise CliError(f"{self.model} was trained on the classes {self.class_names}; --dataset has {list(by_name)}")
+        return tuple(by_name[str(c)] for c in self.class_names)
 
     def estimator(self, args: argparse.Namespace, info: Any) -> Any:
         """The unfitted linear estimator audited on data described by ``info`` (a DatasetInfo)."""
@@ -250,8 +259,6 @@ def _from_file(args: argparse.Namespace) -> AuditedRun:
         )
     refuse_cnn_options(args, (), methods="--method dpsgd-cnn")  # --device, --threads: a linear run has neither
     _check_data_options(args)
-    if not is_user_data(args.dataset) and names is not None:
-        args.classes = ",".join(str(c) for c in names)  # the built-in classes it was trained on, by name
     if dataset is None:
         raise CliError(
             f"{path} does not record the data it was trained on (written by save_model without "
