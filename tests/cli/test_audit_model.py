@@ -28,7 +28,7 @@ def plain(params: dict) -> dict:
 def spy(monkeypatch):
     """Records the estimator and data each audit is given (linear one-run, multi-run, torch one-run), then runs it."""
     from privml.audit import one_run_linear, one_run_torch
-    from privml.cli import audit
+    from privml.cli import audit, audit_torch
 
     calls: list[dict] = []
 
@@ -41,7 +41,7 @@ def spy(monkeypatch):
 
     monkeypatch.setattr(one_run_linear, "linear_one_run_audit", recording(one_run_linear.linear_one_run_audit))
     monkeypatch.setattr(
-        one_run_torch, "torch_classifier_one_run_audit", recording(one_run_torch.torch_classifier_one_run_audit)
+        audit_torch, "torch_classifier_one_run_audit", recording(one_run_torch.torch_classifier_one_run_audit)
     )
     monkeypatch.setattr(audit, "audit_epsilon", recording(audit.audit_epsilon))
     return calls

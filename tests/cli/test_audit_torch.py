@@ -20,6 +20,7 @@ def torch():
 def spy(monkeypatch):
     """Records the estimator and arguments each torch one-run audit is given, then runs it."""
     from privml.audit import one_run_torch
+    from privml.cli import audit_torch
 
     calls: list[dict] = []
     real = one_run_torch.torch_classifier_one_run_audit
@@ -28,7 +29,7 @@ def spy(monkeypatch):
         calls.append({"estimator": estimator, "X": X, "y": y, **kwargs})
         return real(estimator, X, y, **kwargs)
 
-    monkeypatch.setattr(one_run_torch, "torch_classifier_one_run_audit", recording)
+    monkeypatch.setattr(audit_torch, "torch_classifier_one_run_audit", recording)
     return calls
 
 

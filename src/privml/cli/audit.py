@@ -42,6 +42,7 @@ from privml.cli._common import (
     warnings_as_lines,
 )
 from privml.cli.audit_model import TORCH_AUDIT_METHODS, AuditedRun, add_run_options, audited_run
+from privml.cli.audit_torch import audit_cnn
 from privml.cli.train import TRAIN_METHODS, check_privacy_options
 from privml.data import load_dataset
 from privml.data.loaders import is_user_data
@@ -123,9 +124,7 @@ def _audit(args: argparse.Namespace) -> None:
     run = audited_run(args)  # the options' method and settings, or --model FILE's (privml.cli.audit_model)
     if run.method in TORCH_AUDIT_METHODS:
         _check_plot(args.plot)
-        from privml.cli.audit_torch import audit_cnn  # imports torch, after its checks
-
-        audit_cnn(args, run)
+        audit_cnn(args, run)  # torch is imported there, after its checks
         return
     if args.one_run:
         _one_run(args, run)

@@ -42,7 +42,9 @@ from privml.cli.train import (
 )
 from privml.data import load_dataset
 from privml.data.loaders import is_user_data
+from privml.data.schema import Schema
 from privml.exceptions import PrivacyLeakWarning
+from privml.io import read_model_metadata
 from privml.registry import Kind, estimator_class, get_spec
 
 __all__ = ["TORCH_AUDIT_METHODS", "AuditedRun", "add_run_options", "audited_run", "rebuild_estimator"]
@@ -217,8 +219,6 @@ def _check_data_options(args: argparse.Namespace) -> None:
 
 def _from_file(args: argparse.Namespace) -> AuditedRun:
     """``--model FILE``: refuse what it cannot audit, then take its method, settings and preprocessing."""
-    from privml.io import read_model_metadata
-
     given = [f"--{name}" for name in _FROM_THE_FILE if getattr(args, name) is not None]
     given += [
         f"--{name.replace('_', '-')}"
@@ -304,8 +304,6 @@ def _refuse_method(path: str, spec: Any) -> None:
 
 def _file_preprocessing(path: str, extra: dict, dataset: str) -> tuple[Any, str | None]:
     """The schema or bounds of the file's rows, checked against ``--dataset``."""
-    from privml.data.schema import Schema
-
     schema, bounds = extra.get("schema"), extra.get("bounds")
     if bounds is not None and bounds != "unit":
         raise CliError(f"{path}: its metadata field 'extra.bounds' must be \"unit\" or absent")

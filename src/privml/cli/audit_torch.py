@@ -28,10 +28,18 @@ import sys
 import warnings
 from typing import Any
 
+from privml._extras import import_torch_or_explain
 from privml._validation import check_count
+from privml.audit.one_run_torch import torch_classifier_one_run_audit
 from privml.cli._common import CliError, emit, fmt, table, warnings_as_lines
 from privml.cli.audit_model import AuditedRun, rebuild_estimator
-from privml.cli.train import CNN_DATASETS, build_cnn_classifier, check_cnn_settings, check_privacy_options
+from privml.cli.train import (
+    CNN_DATASETS,
+    build_cnn_classifier,
+    check_cnn_settings,
+    check_privacy_options,
+    load_image_arrays,
+)
 from privml.exceptions import PrivacyLeakWarning
 
 __all__ = ["audit_cnn"]
@@ -70,12 +78,8 @@ def _check_options(args: argparse.Namespace, run: AuditedRun) -> tuple[str, int]
 def audit_cnn(args: argparse.Namespace, run: AuditedRun) -> None:
     """Audit one DP-SGD training run of a CNN (see the module notes); prints the result."""
     dataset, m = _check_options(args, run)
-    from privml._extras import import_torch_or_explain
-
     import_torch_or_explain(f"--method {run.method}" if run.model is None else f"auditing {run.model} ({run.method})")
-    from privml.audit.one_run_torch import torch_classifier_one_run_audit
-    from privml.cli.train import load_image_arrays
-    from privml.torch.classifier import resolve_device
+    from privml.torch.classifier import resolve_device  # torch: imported once the extra is known to be there
 
     device = resolve_device(args.device or "auto")  # a missing GPU is an error before any data is read
     with warnings_as_lines():
@@ -123,7 +127,7 @@ def audit_cnn(args: argparse.Namespace, run: AuditedRun) -> None:
         **run.fields(),
     }
     if args.plot:
-        from privml.audit.plotting import plot_one_run
+        from privml.audit.plotting import plot_one_run  # matplotlib: an extra, loaded for --plot only
 
         out["plot"] = plot_one_run(
             result.scores,
