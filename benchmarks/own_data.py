@@ -237,7 +237,8 @@ def render(data: dict) -> str:
         "the published data's own range). The study is `privml study run own-data --dataset csv:... --schema ... "
         f"--sweeps epsilon --repeats {s['repeats']}` ({s['finished']} runs, {s['selection']} selection, "
         f"{s['neighbouring']}; its split: {p0['n_train']} training, {p0['n_test']} test records). Accuracies on "
-        "the held-out rows, shown with `--show-nonprivate` (private for a real user; public here).",
+        "the held-out rows, shown with `--show-nonprivate` (private for a real user; public here); +- is the "
+        "standard deviation over the runs (over the folds for scikit-learn).",
         "",
         "| comparison | privml | reference | gap (points, required <= 2) |",
         "|---|---|---|---|",

@@ -3,9 +3,12 @@
     privml audit --method output|objective|dpsgd|dpcd|nonprivate --dataset NAME|csv:PATH [--schema FILE]
                  --epsilon E [--delta D] --trials N [--canary clipbkd|random|record]
                  [--n-train 100] [--classes A,B|all] [--seed S] [--n-jobs J] [--plot roc.png] [--json]
+
     privml audit --one-run --method METHOD --dataset ... --epsilon E [--canaries M] [--max-train N] [--json]
+
     privml audit --one-run --method dpsgd-cnn [--white-box] --dataset mnist|fashion-mnist|npz:PATH --epsilon E
                  [privml train's dpsgd-cnn options]             (privml.cli.audit_torch)
+
     privml audit --model FILE --dataset ... [--one-run ...]  (privml.cli.audit_model: a model file's settings)
 
 Prints ``{"claimed_epsilon", "epsilon_lower_bound", "confidence", "auc", ...}``:

@@ -4,6 +4,7 @@
                  [--delta D] [--canaries M] [--epochs N] [--batch-size B] [--learning-rate LR] [--clip-norm C]
                  [--architecture A] [--max-train N] [--threads T] [--device D] [--precision P]
                  [--clip-precision P] [--seed S] [--plot FILE] [--json]
+
     privml audit --one-run --model CNN.npz --dataset ... [the same, but the options the file fixes]
 
 The run is the one ``privml train --method dpsgd-cnn`` makes with the same options (the same
