@@ -189,3 +189,45 @@ def test_help_lists_the_training_options(capsys):
     assert code == 0
     for option in ("--model FILE", "--max-train", "--epochs", "--architecture", "--clip-precision", "dpsgd-cnn"):
         assert option in out
+
+
+def test_a_cnn_file_set_by_its_noise_multiplier_is_audited_against_its_own_claim(torch, tiny_images, capsys, tmp_path):
+    import numpy as np
+
+    from privml.io import save_model
+    from privml.torch.classifier import TorchClassifier
+
+    rng = np.random.default_rng(0)
+    model = TorchClassifier(
+        epsilon=None,
+        noise_multiplier=1.5,
+        input_shape=(1, 16, 16),
+        classes=(0, 1),
+        epochs=1,
+        batch_size=20,
+        random_state=0,
+        device="cpu",
+    )
+    path = save_model(
+        model.fit(rng.standard_normal((40, 256)).astype(np.float32), np.arange(40) % 2), tmp_path / "sigma.npz"
+    )
+    r = run_json(
+        capsys,
+        "audit",
+        "--one-run",
+        "--model",
+        str(path),
+        "--dataset",
+        tiny_images,
+        "--canaries",
+        "24",
+        "--threads",
+        "1",
+        "--device",
+        "cpu",
+        "--seed",
+        "0",
+        "--no-progress",
+    )
+    assert r["noise_multiplier"] == 1.5 and r["model_file"] == str(path) and r["steps"] == 6
+    assert r["claimed_epsilon"] > 0 and not r["exceeds_claim"]

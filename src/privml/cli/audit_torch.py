@@ -63,7 +63,8 @@ def _check_options(args: argparse.Namespace, run: AuditedRun) -> tuple[str, int]
         raise CliError(
             f"--classes does not apply to --method {run.method} (it trains on every class, as privml train does)"
         )
-    check_privacy_options(args)  # --epsilon required, delta > 0 (a model file's are its settings')
+    if run.params is None:  # a model file's epsilon, delta (or noise multiplier) are its own settings
+        check_privacy_options(args)  # --epsilon required, delta > 0
     check_cnn_settings(args)
     user = args.dataset.startswith("npz:")
     dataset = args.dataset if user else args.dataset.lower().replace("_", "-")
