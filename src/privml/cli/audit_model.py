@@ -40,8 +40,7 @@ from privml.cli.train import (
     check_cnn_settings,
     refuse_cnn_options,
 )
-from privml.data import load_dataset
-from privml.data.loaders import is_user_data
+from privml.data.loaders import is_user_data, load_dataset
 from privml.data.schema import Schema
 from privml.exceptions import PrivacyLeakWarning
 from privml.io import read_model_metadata
