@@ -4,6 +4,13 @@
                  --epsilon E [--delta D] --trials N [--canary clipbkd|random|record]
                  [--n-train 100] [--classes A,B|all] [--seed S] [--n-jobs J] [--plot roc.png] [--json]
 
+    privml audit --one-run --method METHOD --dataset ... --epsilon E [--canaries M] [--max-train N] [--json]
+
+    privml audit --one-run --method dpsgd-cnn [--white-box] --dataset mnist|fashion-mnist|npz:PATH --epsilon E
+                 [privml train's dpsgd-cnn options]             (privml.cli.audit_torch)
+
+    privml audit --model FILE --dataset ... [--one-run ...]  (privml.cli.audit_model: a model file's settings)
+
 Prints ``{"claimed_epsilon", "epsilon_lower_bound", "confidence", "auc", ...}``:
 the claim is the guarantee the trained model reports, the bound comes from
 ``2 * trials`` models trained with and without a canary
@@ -17,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import warnings
 
 import numpy as np
 
@@ -30,7 +36,6 @@ from privml.cli._common import (
     add_json_flag,
     add_schema_options,
     check_output_path,
-    check_schema_options,
     emit,
     finite_float,
     fmt,
@@ -39,10 +44,11 @@ from privml.cli._common import (
     table,
     warnings_as_lines,
 )
-from privml.cli.train import BIAS, build_estimator, check_privacy_options
+from privml.cli.audit_model import TORCH_AUDIT_METHODS, AuditedRun, add_run_options, audited_run
+from privml.cli.audit_torch import audit_cnn
+from privml.cli.train import TRAIN_METHODS, check_privacy_options
 from privml.data import load_dataset
 from privml.data.loaders import is_user_data
-from privml.exceptions import PrivacyLeakWarning
 
 DEFAULT_N_TRAIN = 100
 #: Methods the audit trains (every private linear method and the baseline; a CNN per trial is out of scope).
@@ -62,7 +68,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "two classes) so that thousands of models train in minutes; the bound is about that small set."
         ),
     )
-    parser.add_argument("--method", choices=AUDIT_METHODS, required=True)
+    parser.add_argument("--method", choices=TRAIN_METHODS,
+                        help=f"{', '.join(AUDIT_METHODS)}, or dpsgd-cnn (--one-run); required unless --model")
     parser.add_argument("--dataset", required=True,
                         help="built-in dataset name (see `privml datasets`), or csv:PATH (with --schema) / npz:PATH")
     add_schema_options(parser)
@@ -92,6 +99,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--n-jobs", type=integer, default=1, help="parallel workers (joblib; -1: every core)")
     parser.add_argument("--plot", help="write the ROC curves (canary test, membership attack) to this PNG")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    add_run_options(parser)  # --model FILE, --max-train, and privml train's training options (cli.audit_model)
     add_json_flag(parser)
     parser.set_defaults(handler=_audit, prog=parser.prog)
 
@@ -116,8 +124,13 @@ def _select_classes(dataset: str, text: str | None) -> tuple | None:
 
 def _audit(args: argparse.Namespace) -> None:
     # Validate everything before loading data or training anything.
+    run = audited_run(args)  # the options' method and settings, or --model FILE's (privml.cli.audit_model)
+    if run.method in TORCH_AUDIT_METHODS:
+        _check_plot(args.plot)
+        audit_cnn(args, run)  # torch is imported there, after its checks
+        return
     if args.one_run:
-        _one_run(args)
+        _one_run(args, run)
         return
     for flag, value in (("--canaries", args.canaries), ("--white-box", args.white_box or None)):
         if value is not None:
@@ -132,24 +145,13 @@ def _audit(args: argparse.Namespace) -> None:
     if not 0 < args.confidence < 1:
         raise ValueError(f"--confidence must be in (0, 1), got {args.confidence!r}")
     check_n_jobs(args.n_jobs, "--n-jobs")
-    user = is_user_data(args.dataset)
-    if user and args.classes is not None:
-        raise CliError("--classes applies to built-in datasets (a csv: dataset's class set is its schema's)")
-    schema = check_schema_options(args)  # a CSV without public bounds is refused, as train refuses it
     _check_plot(args.plot)  # fail now, not after the trials
 
-    with warnings_as_lines():  # printed even when loading fails (a leak warning must not be lost)
-        classes = None if user else _select_classes(args.dataset, args.classes)
-        data = load_dataset(args.dataset, bias=BIAS, max_train=n_train, classes=classes, random_state=args.seed,
-                            schema=schema, bounds=args.bounds)
-        if user:  # the release rule's stated exception, as for a study of the user's own rows
-            warnings.warn(PrivacyLeakWarning(
-                "the audit's figures are computed from your private records without noise and are not covered by "
-                "any privacy guarantee; do not publish them"), stacklevel=1)
+    with warnings_as_lines():
+        classes = None if is_user_data(args.dataset) else _select_classes(args.dataset, args.classes)
+    data = run.load(args, max_train=n_train, classes=classes)  # through the run's schema or bounds
     info = data.info
-    model = build_estimator(
-        args.method, n_classes=len(info.classes), epsilon=args.epsilon, delta=args.delta, l2=None, seed=args.seed
-    )
+    model = run.estimator(args, info)
     print(
         f"auditing {type(model).__name__} on {info.name} ({info.n_train} records, {len(info.classes)} classes): "
         f"2 x {trials} models...",
@@ -180,6 +182,7 @@ def _audit(args: argparse.Namespace) -> None:
         "membership_auc": attack.auc,
         "membership_advantage": attack.advantage,
         "membership_tpr_at_fpr": attack.to_dict()["tpr_at_fpr"],
+        **run.fields(),
     }
     if args.plot:
         from privml.audit.plotting import plot_roc
@@ -208,7 +211,7 @@ def _check_plot(path: str | None) -> None:
             raise CliError(f"--plot: {exc}") from None
 
 
-def _one_run(args: argparse.Namespace) -> None:
+def _one_run(args: argparse.Namespace, run: AuditedRun) -> None:
     """``--one-run``: every check before the data is read; then one fit (privml.audit.one_run_linear)."""
     for flag, value in (("--trials", args.trials), ("--canary", args.canary), ("--n-train", args.n_train)):
         if value is not None:
@@ -226,11 +229,9 @@ def _one_run(args: argparse.Namespace) -> None:
 
     with warnings_as_lines():
         classes = None if args.classes is None else _select_classes(args.dataset, args.classes)
-        data = load_dataset(args.dataset, bias=BIAS, classes=classes, random_state=args.seed)
+    data = run.load(args, max_train=args.max_train, classes=classes)  # through the run's schema or bounds
     info = data.info
-    model = build_estimator(
-        args.method, n_classes=len(info.classes), epsilon=args.epsilon, delta=args.delta, l2=None, seed=args.seed
-    )
+    model = run.estimator(args, info)
     if args.white_box:
         from privml.audit.one_run_dpsgd import check_dirac_count
 
@@ -256,6 +257,7 @@ def _one_run(args: argparse.Namespace) -> None:
         "audit": "one-run",
         "guarantee_of_the_audit": "none: the audit reads which canaries were trained on; it is a test, not a "
                                   "release (the audited fit itself has the claimed guarantee on n_train records)",
+        **run.fields(),
     }
     if args.plot:
         from privml.audit.plotting import plot_one_run
