@@ -68,7 +68,6 @@ from privml.audit.epsilon_lower_bound import AuditResult
 from privml.audit.membership import roc_auc
 from privml.audit.threshold_test import epsilon_lower_bound
 from privml.audit.trials import _root_seed
-from privml.exceptions import PrivmlError
 from privml.guarantee import PrivacyGuarantee
 from privml.io import read_model_file, restore_model, save_model
 from privml.prediction._base import BudgetedPredictor
@@ -79,7 +78,14 @@ from privml.serve.limits import ServeLimits
 from privml.serve.requests import RequestError
 from privml.serve.service import PredictionService
 
-__all__ = ["MAX_QUERIES", "PREDICTION_AUDIT_METHODS", "QUERY_POINTS", "audit_prediction_service"]
+__all__ = [
+    "DEFAULT_TEACHERS",
+    "MAX_QUERIES",
+    "PREDICTION_AUDIT_METHODS",
+    "QUERY_POINTS",
+    "audit_prediction_service",
+    "split_vote_query",
+]
 
 #: Private-prediction methods the audit trains (from :mod:`privml.registry`).
 PREDICTION_AUDIT_METHODS = ("prediction-sensitivity", "subsample-aggregate")
@@ -88,12 +94,13 @@ QUERY_POINTS = ("auto", "canary")
 #: Answers per world at most (each is a row of a JSON request).
 MAX_QUERIES = 10**7
 #: Settings the audit fixes so that each answer is epsilon_q-DP (given ``params`` may not set them).
-_FIXED = ("epsilon", "delta", "budget", "accountant", "classes", "random_state")
+_FIXED = ("epsilon", "delta", "budget", "accountant", "classes", "random_state", "ledger")
 #: Teachers of subsample-and-aggregate when ``params`` do not say.
 DEFAULT_TEACHERS = 8
 # The split search: points on the line between the class means, and weights of the canary's direction.
 _LINE = np.linspace(-1.0, 2.0, 601)
 _ALPHAS = (0.0, *np.geomspace(1e-3, 1e3, 25).tolist())
+_REFINE_ROUNDS, _REFINE_POINTS = 4, 16
 
 
 def _settings(method: str | None, n_classes: int, params: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -102,7 +109,12 @@ def _settings(method: str | None, n_classes: int, params: Mapping[str, Any] | No
     fixed = sorted(set(params) & set(_FIXED))
     if fixed:
         raise ValueError(f"params may not set {', '.join(fixed)}: the audit sets them from epsilon_query and "
-                         "queries (delta = 0, basic composition, a budget of exactly the queries asked)")
+                         "queries (delta = 0, basic composition, a fresh ledger of exactly the queries asked)")
+    if method is not None:
+        cls: Any = estimator_class(method)
+        unknown = sorted(set(params) - set(cls._get_param_names()))
+        if unknown:
+            raise ValueError(f"params: {', '.join(unknown)} does not apply to {method}")
     defaults: dict[str, Any] = {}
     if method == "prediction-sensitivity" and n_classes == 2:
         # Its gradient stays at the Lipschitz bound, so the mirror canary realises the sensitivity bound.
@@ -120,7 +132,8 @@ def _factory(method: Any) -> tuple[Callable[..., Any], str | None]:
                              f"private predictor, got {method!r}")
         return estimator_class(method), method
     if not callable(method):
-        raise TypeError(f"method must be a method name or a callable returning a predictor, got {type(method).__name__}")
+        raise TypeError(f"method must be a method name or a callable returning a predictor, "
+                        f"got {type(method).__name__}")
     name = getattr(method, "method", None)
     return method, name if isinstance(name, str) else None
 
@@ -144,7 +157,7 @@ def _build(factory: Callable[..., Any], settings: dict[str, Any]) -> BudgetedPre
     return model
 
 
-def _open(path: Path, cls: type, seed: int) -> Any:
+def _open(path: Path, cls: type[BudgetedPredictor], seed: int) -> Any:
     """Read a model file as ``privml serve`` does; a class other than the registry's is read into itself."""
     if cls is estimator_class(cls.method):
         return load_predictor(path, random_state=seed)
@@ -167,7 +180,29 @@ def _labels(teachers: list[Any], rows: np.ndarray) -> np.ndarray:
     return np.stack([np.asarray(t.predict(rows)) for t in teachers])
 
 
-def split_vote_query(served_out: Any, served_in: Any, canary: Canary, X: np.ndarray, y: np.ndarray) -> np.ndarray | None:
+def _separated_votes(labels: Callable[[np.ndarray], np.ndarray], t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Points ``t`` of a line and the teachers' labels there, refined until one teacher changes at a time.
+
+    Teachers trained on parts of the same data cross a line at nearby points;
+    where two or more change their vote between neighbouring points, points
+    are added between them (a few rounds, so identical teachers end it).
+    """
+    votes = labels(t)
+    for _ in range(_REFINE_ROUNDS):
+        changes = np.count_nonzero(votes[:, 1:] != votes[:, :-1], axis=0)
+        crowded = np.flatnonzero(changes > 1)
+        if crowded.size == 0:
+            break
+        extra = np.concatenate([np.linspace(t[i], t[i + 1], _REFINE_POINTS + 2)[1:-1] for i in crowded])
+        t = np.concatenate([t, extra])
+        order = np.argsort(t, kind="stable")
+        t, votes = t[order], np.hstack([votes, labels(extra)])[:, order]
+    return t, votes
+
+
+def split_vote_query(
+    served_out: Any, served_in: Any, canary: Canary, X: np.ndarray, y: np.ndarray
+) -> np.ndarray | None:
     """A query where the canary's teacher votes its world's label and the other teachers split evenly.
 
     Points ``alpha * canary.x + a + t (b - a)``, with ``a`` and ``b`` the
@@ -175,7 +210,10 @@ def split_vote_query(served_out: Any, served_in: Any, canary: Canary, X: np.ndar
     of ``alpha`` and ``t``. Kept: points where the one teacher that differs
     between the worlds votes ``canary.replaced_y`` on D and ``canary.y`` on D'.
     Chosen: the one where, on D', the replaced label leads the canary's by
-    ``m mod 2`` votes (``m`` teachers), or as close as the grid allows. None
+    ``m mod 2`` votes (``m`` teachers), or as close as the grid allows, a
+    smaller lead counting worse than a larger one: with the canary's label
+    ahead on D' the lead is small on both sides, and the ratio of the two
+    worlds' vote probabilities shows only half of ``epsilon_q``. None
     when no teacher or more than one differs (the worlds were not trained on
     one partition) or no point makes the canary's teacher change its vote.
     """
@@ -187,19 +225,23 @@ def split_vote_query(served_out: Any, served_in: Any, canary: Canary, X: np.ndar
     c = changed[0]
     start = X[y == canary.replaced_y].mean(axis=0) if np.any(y == canary.replaced_y) else np.zeros(X.shape[1])
     end = X[y == canary.y].mean(axis=0) if np.any(y == canary.y) else np.zeros(X.shape[1])
-    line = start + _LINE[:, None] * (end - start)
     target = len(in_teachers) % 2
     best: tuple[float, np.ndarray] | None = None
     for alpha in _ALPHAS:
-        rows = line + alpha * np.asarray(canary.x, dtype=np.float64)
-        votes = _labels(in_teachers, rows)
-        flips = (votes[c] == canary.y) & (np.asarray(out_teachers[c].predict(rows)) == canary.replaced_y)
+        offset = start + alpha * np.asarray(canary.x, dtype=np.float64)
+
+        def labels(t: np.ndarray, offset: np.ndarray = offset) -> np.ndarray:
+            rows = offset + t[:, None] * (end - start)
+            return np.vstack([_labels(in_teachers, rows), _labels([out_teachers[c]], rows)])
+
+        t, votes = _separated_votes(labels, _LINE)
+        flips = (votes[c] == canary.y) & (votes[-1] == canary.replaced_y)
+        votes = votes[:-1]
         lead = np.sum(votes == canary.replaced_y, axis=0) - np.sum(votes == canary.y, axis=0)
-        cost = np.abs(lead - target) + 0.5 * (lead < target)
-        cost = np.where(flips, cost, np.inf)
+        cost = np.where(flips, np.abs(lead - target) + 0.5 * (lead < target), np.inf)
         i = int(np.argmin(cost))
         if math.isfinite(cost[i]) and (best is None or cost[i] < best[0]):
-            best = (float(cost[i]), rows[i])
+            best = (float(cost[i]), offset + t[i] * (end - start))
         if best is not None and best[0] == 0:
             break
     return None if best is None else best[1]
@@ -225,6 +267,20 @@ def _after_budget(service: PredictionService, point: np.ndarray, probabilities: 
     except RequestError as exc:
         return "refused" if exc.status == 429 else f"error {exc.status}"
     return "answered"
+
+
+def _query_point(
+    point: str | np.ndarray, query: Any, canary: Canary, served: list[Any], pair: Any, probabilities: bool
+) -> tuple[np.ndarray, str]:
+    """The row asked N times in each world, and how it was chosen ("canary", "split vote" or "given")."""
+    if not isinstance(point, str):
+        return point, "given"
+    if query == "auto" and not probabilities:
+        # The base records are those of both worlds but the last (the canary or the record it replaces).
+        split = split_vote_query(served[0], served[1], canary, pair.X_in[:-1], pair.y_in[:-1])
+        if split is not None:
+            return split, "split vote"
+    return np.asarray(canary.x, dtype=np.float64), "canary"
 
 
 def _scores(answers: list, canary_index: int, canary_label: object, probabilities: bool) -> np.ndarray:
@@ -348,6 +404,8 @@ def audit_prediction_service(
     for model in models:
         model._check_hyperparameters()  # every setting checked before the data are touched
     relation = get_spec(models[0].method).neighbouring
+    if relation is None:  # pragma: no cover - every private-prediction method states one
+        raise ValueError(f"{models[0].method} states no neighbouring relation to audit")
     if isinstance(canary, str):
         canary = make_canary(canary, X, classes=public, label=canary_label, X_pool=X_pool, y_pool=y_pool,
                              random_state=setup_seed)
@@ -360,12 +418,7 @@ def audit_prediction_service(
         raise ValueError(f"the predictor claims {claimed[0]} per answer, not epsilon_query={epsilon_query}: "
                          "the factory must honour the settings it is given")
     probabilities = models[0].method == "prediction-sensitivity"
-    where = point if not isinstance(point, str) else "canary"
-    if isinstance(point, str):
-        point = np.asarray(canary.x, dtype=np.float64)
-        if query == "auto" and not probabilities:
-            split = split_vote_query(served[0], served[1], canary, pair.X_in[:-1], pair.y_in[:-1])
-            point, where = (point, "canary") if split is None else (split, "split vote")
+    point, where = _query_point(point, query, canary, served, pair, probabilities)
     services = [PredictionService(p, limits=ServeLimits(max_rows=rows_per_request)) for p in served]
     answers = [_ask(s, point, queries, rows_per_request, probabilities) for s in services]
     after = [_after_budget(s, point, probabilities) for s in services]
@@ -378,16 +431,16 @@ def audit_prediction_service(
         "method": models[0].method,
         "estimator": type(models[0]).__name__,
         "canary": canary.kind,
-        "query": where if isinstance(where, str) else "given",
+        "query": where,
         "statistic": "log-odds of the canary's class" if probabilities else "label is the canary's",
         "queries": queries,
-        "budget": queries,
         "epsilon_total": float(served[1].privacy_.epsilon),
-        "spent": [int(p.ledger_.state().spent) for p in served],
+        "ledger_budget": queries,
+        "ledger_spent": [int(p.ledger_.state().spent) for p in served],
         "answer_after_budget": after,
         "n_train": int(pair.X_in.shape[0]),
         "n_features": int(X.shape[1]),
-        **({"n_models": int(served[1].fit_info_["n_models"])} if not probabilities else {}),
+        **({} if probabilities else {"n_models": int(served[1].fit_info_["n_models"])}),
     }
     per_answer = PrivacyGuarantee(claimed[1], 0.0, relation, "basic: epsilon / budget per answer")
     return AuditResult(per_answer, bound, roc_auc(inn, out), out, inn, seconds, details)
