@@ -13,6 +13,8 @@
   :mod:`~privml.audit.one_run_torch` runs it on torch DP-SGD (white-box
   gradient canaries, black-box input canaries; imports torch when called).
 - :mod:`~privml.audit.exposure`: canary exposure (Carlini et al. 2019).
+- :mod:`~privml.audit.prediction_service`: black-box audit of the private
+  prediction service, a lower bound on the epsilon of one served answer.
 - :mod:`~privml.testing.negative_controls`: deliberately broken implementations
   that an audit must catch. Never train with them; they are not exported here.
 """

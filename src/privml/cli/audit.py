@@ -3,6 +3,8 @@
     privml audit --method output|objective|dpsgd|dpcd|nonprivate --dataset NAME|csv:PATH [--schema FILE]
                  --epsilon E [--delta D] --trials N [--canary clipbkd|random|record]
                  [--n-train 100] [--classes A,B|all] [--seed S] [--n-jobs J] [--plot roc.png] [--json]
+    privml audit --prediction-service --method prediction-sensitivity|subsample-aggregate ... --queries N
+                 (the per-answer epsilon of the served predictor: privml.cli.audit_prediction)
 
 Prints ``{"claimed_epsilon", "epsilon_lower_bound", "confidence", "auc", ...}``:
 the claim is the guarantee the trained model reports, the bound comes from
@@ -25,6 +27,7 @@ from privml._validation import MAX_TRIALS, check_count, check_n_jobs
 from privml.audit.canaries import CANARIES
 from privml.audit.epsilon_lower_bound import audit_epsilon
 from privml.audit.membership import loss_threshold_attack, roc_curve
+from privml.cli import audit_prediction
 from privml.cli._common import (
     CliError,
     add_json_flag,
@@ -62,7 +65,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "two classes) so that thousands of models train in minutes; the bound is about that small set."
         ),
     )
-    parser.add_argument("--method", choices=AUDIT_METHODS, required=True)
+    parser.add_argument("--method", choices=(*AUDIT_METHODS, *audit_prediction.METHODS), required=True)
     parser.add_argument("--dataset", required=True,
                         help="built-in dataset name (see `privml datasets`), or csv:PATH (with --schema) / npz:PATH")
     add_schema_options(parser)
@@ -92,6 +95,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--n-jobs", type=integer, default=1, help="parallel workers (joblib; -1: every core)")
     parser.add_argument("--plot", help="write the ROC curves (canary test, membership attack) to this PNG")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    audit_prediction.add_arguments(parser)
     add_json_flag(parser)
     parser.set_defaults(handler=_audit, prog=parser.prog)
 
@@ -116,6 +120,8 @@ def _select_classes(dataset: str, text: str | None) -> tuple | None:
 
 def _audit(args: argparse.Namespace) -> None:
     # Validate everything before loading data or training anything.
+    if audit_prediction.dispatch(args):  # --prediction-service: privml.cli.audit_prediction
+        return
     if args.one_run:
         _one_run(args)
         return
