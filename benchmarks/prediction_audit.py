@@ -191,7 +191,10 @@ def render(data: dict) -> str:
     out += [
         "",
         f"Planted bugs caught: {sum(r['violated'] for r in broken)} of {len(broken)}; correct predictors above "
-        f"their claim: {sum(r['violated'] for r in correct)} of {len(correct)}.",
+        f"their claim: {sum(r['violated'] for r in correct)} of {len(correct)}. With ten classes the noise of "
+        "prediction sensitivity is spread over ten logits and a multinomial mirror canary moves them by about half "
+        "the sensitivity bound, so the log-odds test has little power there: the two-class rows are the test of "
+        "that method.",
         "",
         f"False-alarm check on breast_cancer: {data['repeats'][0]['seeds']} seeds, N = {data['repeat_queries']} "
         "answers per world (at 95% confidence a correct predictor may exceed its claim in at most about 5% of "
