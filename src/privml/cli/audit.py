@@ -97,7 +97,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     audit_prediction.add_arguments(parser)
     add_json_flag(parser)
-    parser.set_defaults(handler=_audit, prog=parser.prog)
+    # --prediction-service audits run in privml.cli.audit_prediction; without it, its options are refused there.
+    parser.set_defaults(handler=audit_prediction.before(_audit), prog=parser.prog)
 
 
 def _select_classes(dataset: str, text: str | None) -> tuple | None:
@@ -120,8 +121,6 @@ def _select_classes(dataset: str, text: str | None) -> tuple | None:
 
 def _audit(args: argparse.Namespace) -> None:
     # Validate everything before loading data or training anything.
-    if audit_prediction.dispatch(args):  # --prediction-service: privml.cli.audit_prediction
-        return
     if args.one_run:
         _one_run(args)
         return

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import sys
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -28,7 +29,7 @@ from privml.audit.prediction_service import MAX_QUERIES, PREDICTION_AUDIT_METHOD
 from privml.cli._common import CliError, check_schema_options, emit, fmt, integer, table, warnings_as_lines
 from privml.exceptions import PrivacyLeakWarning
 
-__all__ = ["METHODS", "add_arguments", "dispatch", "run"]
+__all__ = ["METHODS", "add_arguments", "before", "dispatch", "run"]
 
 #: ``--method`` values of a prediction-service audit.
 METHODS = PREDICTION_AUDIT_METHODS
@@ -70,6 +71,15 @@ def dispatch(args: argparse.Namespace) -> bool:
     if args.method in METHODS:
         raise CliError(f"--method {args.method} is a private-prediction method: audit it with --prediction-service")
     return False
+
+
+def before(handler: Callable[[argparse.Namespace], int | None]) -> Callable[[argparse.Namespace], int | None]:
+    """``privml audit``'s handler, preceded by :func:`dispatch` (which runs or refuses a prediction-service audit)."""
+
+    def audit(args: argparse.Namespace) -> int | None:
+        return None if dispatch(args) else handler(args)
+
+    return audit
 
 
 def _check(args: argparse.Namespace) -> dict[str, Any]:
