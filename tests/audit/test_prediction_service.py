@@ -119,6 +119,7 @@ def _dishonest(**settings):
         ({"params": {"budget": 5}}, ValueError, "params may not set budget"),
         ({"params": {"n_models": 5}}, ValueError, "n_models does not apply to prediction-sensitivity"),
         ({"rows_per_request": 0}, ValueError, "rows_per_request"),
+        ({"canary": clipbkd_canary(_data(40)[0], label=2, classes=(0, 1, 2))}, ValueError, "not in the public class"),
     ],
 )
 def test_bad_settings_are_one_line_errors(kwargs, error, message):

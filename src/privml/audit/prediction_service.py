@@ -299,9 +299,7 @@ def _class_set(y: np.ndarray, classes: Any, canary_label: object) -> tuple:
     return tuple(known.tolist())
 
 
-def _train_and_open(
-    models: list[BudgetedPredictor], pair: Any, seeds: list[int]
-) -> list[Any]:
+def _train_and_open(models: list[BudgetedPredictor], pair: Any, seeds: list[int]) -> list[Any]:
     """Fit each world's predictor, save it, and read it back as the server does (the file is then deleted)."""
     worlds = ((pair.X_out, pair.y_out), (pair.X_in, pair.y_in))
     opened = []
@@ -409,6 +407,9 @@ def audit_prediction_service(
     if isinstance(canary, str):
         canary = make_canary(canary, X, classes=public, label=canary_label, X_pool=X_pool, y_pool=y_pool,
                              random_state=setup_seed)
+    for label in (canary.y, canary.replaced_y):
+        if label not in public:
+            raise ValueError(f"the canary's label {label!r} is not in the public class set {list(public)!r}")
     pair = neighbouring_pair(X, y, canary, relation)
 
     start = time.perf_counter()
