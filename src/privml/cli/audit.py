@@ -3,6 +3,8 @@
     privml audit --method output|objective|dpsgd|dpcd|nonprivate --dataset NAME|csv:PATH [--schema FILE]
                  --epsilon E [--delta D] --trials N [--canary clipbkd|random|record]
                  [--n-train 100] [--classes A,B|all] [--seed S] [--n-jobs J] [--plot roc.png] [--json]
+    privml audit --prediction-service --method prediction-sensitivity|subsample-aggregate ... --queries N
+                 (the per-answer epsilon of the served predictor: privml.cli.audit_prediction)
 
     privml audit --one-run --method METHOD --dataset ... --epsilon E [--canaries M] [--max-train N] [--json]
 
@@ -31,6 +33,7 @@ from privml._validation import MAX_TRIALS, check_count, check_n_jobs
 from privml.audit.canaries import CANARIES
 from privml.audit.epsilon_lower_bound import audit_epsilon
 from privml.audit.membership import loss_threshold_attack, roc_curve
+from privml.cli import audit_prediction
 from privml.cli._common import (
     CliError,
     add_json_flag,
@@ -68,8 +71,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "two classes) so that thousands of models train in minutes; the bound is about that small set."
         ),
     )
-    parser.add_argument("--method", choices=TRAIN_METHODS,
-                        help=f"{', '.join(AUDIT_METHODS)}, or dpsgd-cnn (--one-run); required unless --model")
+    parser.add_argument("--method", choices=(*TRAIN_METHODS, *audit_prediction.METHODS),
+                        help=f"{', '.join(AUDIT_METHODS)}, dpsgd-cnn (--one-run), or "
+                             f"{', '.join(audit_prediction.METHODS)} (--prediction-service); required unless --model")
     parser.add_argument("--dataset", required=True,
                         help="built-in dataset name (see `privml datasets`), or csv:PATH (with --schema) / npz:PATH")
     add_schema_options(parser)
@@ -100,8 +104,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--plot", help="write the ROC curves (canary test, membership attack) to this PNG")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     add_run_options(parser)  # --model FILE, --max-train, and privml train's training options (cli.audit_model)
+    audit_prediction.add_arguments(parser)
     add_json_flag(parser)
-    parser.set_defaults(handler=_audit, prog=parser.prog)
+    # --prediction-service audits run in privml.cli.audit_prediction; without it, its options are refused there.
+    parser.set_defaults(handler=audit_prediction.before(_audit), prog=parser.prog)
 
 
 def _select_classes(dataset: str, text: str | None) -> tuple | None:
