@@ -181,6 +181,11 @@ def render(data: dict) -> str:
                        f"{key[7]:g} | {len(rs)} | {rs[0]['noise_multiplier']:.3f} | {max(r['epsilon'] for r in rs):.3f} "
                        f"| {100 * mean:.2f}%{spread} | {100 * min(accs):.2f}% | {seconds / 60:.1f} min | {load:.1f} |")
         out.append("")
+    # Hand-written prose recorded with the figures (results file's "notes"); a rerun that changes rows should
+    # update or drop them, as they describe the rows they were written for.
+    for key in ("what_ran", "after"):
+        if data.get("notes", {}).get(key):
+            out += [data["notes"][key], ""]
     return "\n".join(out) + "\n"
 
 

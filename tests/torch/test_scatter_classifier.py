@@ -127,8 +127,10 @@ def test_weight_averaging_is_the_warmed_up_ema_of_the_iterates():
 
 def test_weight_averaging_in_fit():
     X, y = blobs(100)
-    last = small(epochs=2, random_state=3).fit(X, y)
+    last = small(epochs=2, random_state=3, averaging=0.0).fit(X, y)
     averaged = small(epochs=2, random_state=3, averaging=0.9).fit(X, y)
+    default = small(epochs=2, random_state=3).fit(X, y)  # the linear head averages by default (HEAD_DEFAULTS)
+    assert not torch.equal(last.module_[1].weight, default.module_[1].weight)
     assert not torch.equal(last.module_[1].weight, averaged.module_[1].weight)
     assert np.mean(averaged.predict(X) == y) >= 0.9
     with pytest.raises(ValueError, match="averaging must be a decay"):

@@ -175,7 +175,7 @@ CNN_OPTIONS = ("epochs", "batch_size", "learning_rate", "clip_norm", "threads", 
 def add_cnn_options(group: Any) -> None:
     """The :data:`CNN_OPTIONS` (``--clip-norm`` and ``--learning-rate`` also set DP-SGD's and DP-CD's), on an
     argument group; ``privml audit`` takes the same ones."""
-    group.add_argument("--epochs", type=finite_float, help="epochs (default 40)")
+    group.add_argument("--epochs", type=finite_float, help="epochs (default 40; scatter-linear: 80)")
     group.add_argument("--batch-size", type=integer,
                        help="expected Poisson batch size (default 512, scatter-*: 4096; at most n)")
     group.add_argument("--learning-rate", type=finite_float,

@@ -218,7 +218,7 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         inside the accountant (or ran for ever) after the model was built.
         """
         size = self._batch(n)
-        planned_steps(self.epochs, q=size / n)  # the private run's steps, and the baseline's: one cap
+        planned_steps(self._epochs(), q=size / n)  # the private run's steps, and the baseline's: one cap
 
     def _batch(self, n: int) -> float:
         """The expected batch: the one given (at most n), or the default capped at n, as DPSGDClassifier's."""
@@ -228,6 +228,10 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         if size > n:
             raise ValueError(f"batch_size={self.batch_size} exceeds the number of records n={n}")
         return float(size)
+
+    def _epochs(self) -> float:
+        """The epochs of the run (a subclass may default them by its own rule)."""
+        return self.epochs
 
     # ------------------------------------------------------------ sklearn API
     def fit(self, X: Any, y: Any) -> TorchClassifier:
@@ -299,7 +303,7 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
             clip_norm=self.clip_norm,
             # fixed-size batches hold a whole number of records; Poisson's expected size need not
             batch_size=int(self._batch(n)) if self.sampling == "fixed-size" else self._batch(n),
-            epochs=self.epochs,
+            epochs=self._epochs(),
             noise_multiplier=self.noise_multiplier,
             target_epsilon=self.epsilon,
             delta=self.delta,
@@ -323,7 +327,7 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         generator = torch.Generator(device=X.device)
         generator.manual_seed(0 if self.random_state is None else int(self.random_state))
         batch = int(self._batch(n))
-        steps = max(1, round(self.epochs * n / batch))
+        steps = max(1, round(self._epochs() * n / batch))
         module.train()
         for step in range(steps):
             if step % max(1, n // batch) == 0:
