@@ -145,8 +145,8 @@ def test_the_audited_run_is_the_one_privml_train_makes(torch, small_mnist, spy, 
         ),
         (["--method", "dpsgd", "--one-run", "--learning-rate", "-1"], "--learning-rate must be"),
         (["--method", "output", "--trials", "4", "--max-train", "50"], "--max-train applies to --one-run"),
-        (["--method", "output", "--one-run", "--n-jobs", "2"], "--n-jobs applies to the multi-run audit"),
-        (["--method", "dpsgd-cnn", "--one-run", "--n-jobs", "2"], "--n-jobs applies to the multi-run audit"),
+        (["--method", "output", "--one-run", "--jobs", "2"], "--jobs applies to the multi-run audit"),
+        (["--method", "dpsgd-cnn", "--one-run", "--jobs", "2"], "--jobs applies to the multi-run audit"),
     ],
 )
 def test_refusals_are_one_line_before_anything_runs(capsys, extra, message):

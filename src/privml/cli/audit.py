@@ -2,7 +2,7 @@
 
     privml audit --method output|objective|dpsgd|dpcd|nonprivate --dataset NAME|csv:PATH [--schema FILE]
                  --epsilon E [--delta D] --trials N [--canary clipbkd|random|record]
-                 [--n-train 100] [--classes A,B|all] [--seed S] [--n-jobs J] [--plot roc.png] [--json]
+                 [--n-train 100] [--classes A,B|all] [--seed S] [--jobs J] [--plot roc.png] [--json]
     privml audit --prediction-service --method prediction-sensitivity|subsample-aggregate ... --queries N
                  (the per-answer epsilon of the served predictor: privml.cli.audit_prediction)
 
@@ -100,7 +100,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--confidence", type=finite_float, default=0.95, help="confidence of the bound (default 0.95)")
     parser.add_argument("--seed", type=seed_integer, help="random seed of the whole audit (default: fresh OS entropy)")
-    parser.add_argument("--n-jobs", type=integer, default=1, help="parallel workers (joblib; -1: every core)")
+    parser.add_argument("--jobs", dest="n_jobs", type=integer, default=1,
+                        help="parallel workers (joblib; -1: every core)")
     parser.add_argument("--plot", help="write the ROC curves (canary test, membership attack) to this PNG")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     add_run_options(parser)  # --model FILE, --max-train, and privml train's training options (cli.audit_model)
@@ -150,7 +151,7 @@ def _audit(args: argparse.Namespace) -> None:
     n_train = check_count(args.n_train, "--n-train", minimum=2)
     if not 0 < args.confidence < 1:
         raise ValueError(f"--confidence must be in (0, 1), got {args.confidence!r}")
-    check_n_jobs(args.n_jobs, "--n-jobs")
+    check_n_jobs(args.n_jobs, "--jobs")
     _check_plot(args.plot)  # fail now, not after the trials
 
     with warnings_as_lines():

@@ -206,7 +206,7 @@ def audited_run(args: argparse.Namespace) -> AuditedRun:
 
 def _check_data_options(args: argparse.Namespace) -> None:
     if args.one_run and args.n_jobs != 1:
-        raise CliError("--n-jobs applies to the multi-run audit (a one-run audit is one training run)")
+        raise CliError("--jobs applies to the multi-run audit (a one-run audit is one training run)")
     if args.max_train is not None and not args.one_run:
         raise CliError("--max-train applies to --one-run (the multi-run audit trains on --n-train records)")
     if is_user_data(args.dataset) and args.classes is not None:

@@ -3,7 +3,7 @@
     privml audit --prediction-service --method prediction-sensitivity|subsample-aggregate
                  --dataset NAME|csv:PATH|npz:PATH [--schema FILE] --epsilon E --queries N
                  [--n-models M] [--query auto|canary] [--canary clipbkd|random|record] [--n-train K]
-                 [--classes A,B|all] [--confidence C] [--seed S] [--n-jobs J] [--json]
+                 [--classes A,B|all] [--confidence C] [--seed S] [--jobs J] [--json]
 
 Trains the private predictor on neighbouring datasets (with and without a
 canary), saves each, opens each as the server does with a budget of exactly
@@ -99,12 +99,12 @@ def _check(args: argparse.Namespace) -> dict[str, Any]:
         if args.n_models is not None:
             params["n_models"] = check_count(args.n_models, "--n-models")
         if args.n_jobs != 1:
-            params["n_jobs"] = check_n_jobs(args.n_jobs, "--n-jobs")
+            params["n_jobs"] = check_n_jobs(args.n_jobs, "--jobs")
     else:
         if args.n_models is not None:
             raise CliError("--n-models applies to --method subsample-aggregate only")
         if args.n_jobs != 1:
-            raise CliError("--n-jobs applies to --method subsample-aggregate only (its teachers train in parallel)")
+            raise CliError("--jobs applies to --method subsample-aggregate only (its teachers train in parallel)")
     if args.bounds is not None and args.bounds.startswith("private"):
         raise CliError("--bounds private does not apply to --prediction-service: it would spend privacy on the "
                        "ranges, outside the per-answer claim audited")

@@ -56,7 +56,7 @@ def _check_options(args: argparse.Namespace, run: AuditedRun) -> tuple[str, int]
                 f"{flag} does not apply to --one-run (one fit on the whole dataset with --canaries canaries)"
             )
     if args.n_jobs != 1:
-        raise CliError("--n-jobs applies to the multi-run audit (a one-run audit is one training run)")
+        raise CliError("--jobs applies to the multi-run audit (a one-run audit is one training run)")
     if args.schema is not None or args.bounds is not None:
         raise CliError(f"--schema and --bounds do not apply to --method {run.method} (images: a public pixel scale)")
     if args.classes is not None:
