@@ -22,7 +22,8 @@ import numpy as np
 
 from privml.audit.one_run import idealised_curve, simulate_gaussian_audit
 from privml.audit.one_run_linear import linear_one_run_audit
-from privml.cli.train import BIAS, build_estimator
+from privml.cli._common import BIAS
+from privml.cli.train import build_estimator
 from privml.data import load_dataset
 
 

@@ -26,6 +26,9 @@ from privml.release import reveal_nonprivate
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
+#: The public constant feature appended to every record of a built-in dataset (privml.data.add_bias_feature)
+#: by ``train``, ``select`` and ``audit``.
+BIAS = 0.5
 #: ``--device`` of ``predict`` and ``serve`` (an error for files that are not CNNs)
 DEVICE_HELP = "auto (default), cpu, cuda or cuda:N: where a CNN model file (dpsgd-cnn) runs"
 
@@ -209,7 +212,7 @@ def parse_classes(text: str | None) -> list[str] | None:
 def held_out_is_public(dataset: str) -> bool:
     """Whether a dataset's test split is public: a built-in set's published (or bundled) test
     split is; the held-out rows of the user's csv:/npz: data are private records."""
-    from privml.data.loaders import is_user_data  # the data layer is heavy; only commands with data call this
+    from privml.data.registry import is_user_data  # the data layer is heavy; only commands with data call this
 
     return not is_user_data(dataset)
 

@@ -26,6 +26,7 @@ from privml.audit.canaries import CANARIES
 from privml.audit.epsilon_lower_bound import audit_epsilon
 from privml.audit.membership import loss_threshold_attack, roc_curve
 from privml.cli._common import (
+    BIAS,
     CliError,
     add_json_flag,
     add_schema_options,
@@ -39,9 +40,9 @@ from privml.cli._common import (
     table,
     warnings_as_lines,
 )
-from privml.cli.train import BIAS, build_estimator, check_privacy_options
+from privml.cli.train import build_estimator, check_privacy_options
 from privml.data import load_dataset
-from privml.data.loaders import is_user_data
+from privml.data.registry import is_user_data
 from privml.exceptions import PrivacyLeakWarning
 
 DEFAULT_N_TRAIN = 100

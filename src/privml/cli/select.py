@@ -30,6 +30,7 @@ import numpy as np
 
 from privml._validation import MAX_SEARCH_STEPS, check_count, check_delta, check_epsilon, check_positive
 from privml.cli._common import (
+    BIAS,
     CliError,
     add_json_flag,
     add_nonprivate_flag,
@@ -54,7 +55,6 @@ from privml.io import save_model
 from privml.selection import AccuracyFirstClassifier, AccuracyFirstWarning
 
 SELECT_METHODS = ("output",)
-BIAS = 0.5  # the public constant feature of `privml train`
 MIN_TRAIN = 3  #: fewest records whose 20% validation part and the rest are both non-empty
 
 

@@ -42,7 +42,6 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from privml._validation import check_count, check_delta, check_epsilon
 from privml.cli._common import (
     add_json_flag,
     add_schema_options,
@@ -61,7 +60,7 @@ from privml.exceptions import PrivacyLeakWarning
 from privml.neighbouring import Neighbouring
 
 if TYPE_CHECKING:  # the study package (matplotlib, joblib) loads only when a study command runs
-    from privml.study import ResultStore
+    pass
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -97,7 +96,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="the one relation every guarantee holds under (default: the study's, replace-one); "
                           "mixed is the paper's protocol, DP-SGD under add/remove-one, flagged as not like for like")
     run.add_argument("--repeats", type=integer,
-                     help="repeats per point (default: the study's; at most 1000, privml.study.spec.MAX_REPEATS)")
+                     help="repeats per point (default: the study's; at most 1000, privml.study.sizing.MAX_REPEATS)")
     run.add_argument("--sweeps", nargs="+", metavar="NAME",
                      help="run only these sweeps of the study (e.g. budget-pure budget); finished runs are "
                           "reused by a later full run of the same --out")
@@ -156,7 +155,8 @@ def _list(args: argparse.Namespace) -> None:
 def _run(args: argparse.Namespace) -> int:
     from privml.study import load_preset, load_spec, make_executor, preset_names, run_study
     from privml.study.executors import DaskExecutor
-    from privml.study.runner import check_dataset, place_study, plan, size_study
+    from privml.study.points import plan
+    from privml.study.runner import check_dataset, place_study, size_study
 
     if args.label_column and not (args.dataset or "").startswith("csv:"):
         raise ValueError("--label-column applies to --dataset csv:PATH only")
@@ -275,43 +275,23 @@ def _render_status(r: dict) -> str:
     return table(rows)
 
 
-def _store(path: str) -> ResultStore:
-    from privml.study import ResultStore
-    from privml.study.runner import RESULTS_FILE
-
-    p = Path(path)
-    if p.is_dir():
-        p = p / RESULTS_FILE
-    return ResultStore(p, read_only=True)  # report and recommend only read it (a missing file: FileNotFoundError)
-
-
 def _report(args: argparse.Namespace) -> None:
-    from privml.study import write_report
+    from privml.cli.from_study import open_results  # lazy(startup): the study package, only for this command
+    from privml.study import write_report  # lazy(startup): the study package, only for this command
 
     check_out_folder(args.out, "--out")
-    target = write_report(_store(args.results), args.out, spec_hash=args.spec_hash)
+    target = write_report(open_results(args.results), args.out, spec_hash=args.spec_hash)
     emit({"report": str(target)}, as_json=args.json, render=lambda r: table([("report", r["report"])]))
 
 
-def _check_setting(setting: dict) -> None:
-    """The settings ``recommend`` is asked about, each in its range: the nearest point is found in log units, so a
-    value outside it would end in a bare "math domain error" (or a meaningless answer)."""
-    if "epsilon" in setting:
-        check_epsilon(setting["epsilon"], "--epsilon")
-    if "delta" in setting:
-        check_delta(setting["delta"], "--delta")
-    for name in ("budget", "n", "d", "k"):
-        if name in setting:
-            check_count(setting[name], f"--{name}", minimum=2 if name == "k" else 1)
-
-
 def _recommend(args: argparse.Namespace) -> None:
-    from privml.study import collect, recommend
+    from privml.cli.from_study import check_setting, open_results, recipe  # lazy(startup): the study package
+    from privml.study import collect, recommend  # lazy(startup): the study package, only for this command
 
     names = ("epsilon", "delta", "budget", "n", "d", "k")
     setting = {k: getattr(args, k) for k in names if getattr(args, k) is not None}
-    _check_setting(setting)
-    results = collect(_store(args.results))
+    check_setting(setting)
+    results = collect(open_results(args.results))
     rec, distance = recommend(results, **setting)
     private = not held_out_is_public(results.spec.dataset)
     if private:  # the study's stated exception (docs/releases.md): exact accuracies on the user's held-out rows
@@ -324,8 +304,6 @@ def _recommend(args: argparse.Namespace) -> None:
               "label": rec.label, "accuracy": rec.accuracy, "std": rec.std, "nonprivate": rec.nonprivate,
               "runner_up": None if rec.runner_up is None else {"label": rec.runner_up[0], "accuracy": rec.runner_up[1]},
               "selection_leaky": rec.leaky}
-    from privml.cli.from_study import recipe
-
     # How to get this model: its hyper-parameters, and the exact `privml train` command (or what serves it).
     result.update(recipe(rec, results.spec, args.results))
     emit(result, as_json=args.json, render=lambda r: table([

@@ -77,6 +77,7 @@ from privml._validation import (
     check_positive_delta,
 )
 from privml.cli._common import (
+    BIAS,
     CliError,
     add_json_flag,
     add_nonprivate_flag,
@@ -113,7 +114,6 @@ CNN_ARCHITECTURES: tuple[str, ...] = ("tramer-boneh", "resnet", "wide-resnet")
 CNN_DATASETS = ("mnist", "fashion-mnist")
 #: methods that add Gaussian noise: their guarantee needs delta > 0
 POSITIVE_DELTA_METHODS = ("dpsgd", "dpcd", "dpsgd-cnn", *SCATTER_METHODS)
-BIAS = 0.5  # public constant feature appended to every record (privml.data.add_bias_feature)
 DEFAULT_DELTA = 1e-5  #: --delta of a private method when none is given
 
 
@@ -228,7 +228,7 @@ def check_privacy_options(args: argparse.Namespace) -> None:
 
 def _train(args: argparse.Namespace) -> None:
     if args.from_study is not None:
-        from privml.cli.from_study import train_from_study
+        from privml.cli.from_study import train_from_study  # lazy(startup): the study package (1.3 s of imports)
 
         train_from_study(args)
         return

@@ -59,8 +59,7 @@ from privml.data.cache import (
     write_cache,
 )
 from privml.data.errors import CacheLocationError, DatasetFetchError, DatasetNotAvailable
-from privml.data.loaders import is_user_data
-from privml.data.registry import BUILTIN, FETCH_COMMAND, CachedSet, canonical_name
+from privml.data.registry import BUILTIN, FETCH_COMMAND, CachedSet, canonical_name, is_user_data
 
 _Log = Callable[[str], None]
 

@@ -25,10 +25,11 @@ from typing import Any
 from scipy import stats
 
 from privml import __version__
-from privml.study.aggregate import Curve, StudyResults, collect
+from privml.study.aggregate import StudyResults, collect
+from privml.study.cells import Curve
 from privml.study.findings import Finding, findings
+from privml.study.points import point_runs
 from privml.study.recommend import not_like_for_like, recommendations
-from privml.study.runner import point_runs
 from privml.study.spec import StudySpec
 from privml.study.store import ResultStore
 from privml.study.summary import COLUMNS, tradeoff_table
@@ -98,7 +99,7 @@ def _file_name(sweep: str) -> str:
 
 def _private_data(spec: Any) -> str:
     """The release rule's stated exception, on the page itself: a study of the user's data is not for publication."""
-    from privml.data.loaders import is_user_data
+    from privml.data.registry import is_user_data
 
     if not is_user_data(spec.dataset):
         return ""

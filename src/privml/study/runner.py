@@ -1,12 +1,6 @@
-"""Plan a study into jobs, run the unfinished ones, store every result.
+"""Run a study's unfinished jobs (planned by :mod:`privml.study.points`), store every result.
 
->>> from privml.study import load_preset
->>> jobs, notes = plan(load_preset("quick-ci"))
->>> len(jobs) > 100, notes[0]
-(True, 'DP-SGD needs delta > 0: left out wherever delta = 0')
-
-A job is one (method, relevant settings, seed): a run that several sweeps
-share is planned once. Workers receive plain data (the study context and the
+Workers receive plain data (the study context and the
 job as dicts) and return a store record, errors included, so one failing
 run never stops a study; :class:`StudyRun` counts the failures and lists
 each distinct error once. Before any run starts the dataset is checked (and
@@ -38,10 +32,12 @@ from privml.study._spec_values import content_digest
 from privml.study.cache import CACHE_DIR, cache_ident, describe, get_cache, merge_stats
 from privml.study.executors import DaskExecutor, Executor, make_executor
 from privml.study.methods import METHODS, get_method
+from privml.study.points import plan
 from privml.study.prepare import prepare
 from privml.study.scheduling import ProgressTracker, dispatch_batches, leading_keys
 from privml.study.selection import PointSelection, select_and_run
-from privml.study.spec import Job, Selection, StudySpec, Sweep, job_key, seed_of, selection_seed
+from privml.study.spec import StudySpec, selection_seed
+from privml.study.spec_parts import Selection
 from privml.study.store import ResultStore
 
 RESULTS_FILE = "results.sqlite"
@@ -52,18 +48,6 @@ RUNNING_DIR = ".running"
 _RUN_CONTEXT = ("privml_version", "dataset", "label_column", "public_size", "data_seed", "selection")
 #: ...and what it depends on when the study gives it (left out otherwise, so earlier keys hold).
 _OPTIONAL_CONTEXT = ("classes", "schema", "bounds", "test_fraction")
-
-
-@dataclass(frozen=True)
-class PointRun:
-    """One cell of a figure: sweep, x value, method, repeat, and the job that computes it."""
-
-    sweep: Sweep
-    value: Any
-    setting: dict[str, Any]
-    method: str
-    repeat: int
-    key: str
 
 
 @dataclass(frozen=True)
@@ -112,53 +96,6 @@ class StudyRun:
         out["results"] = str(self.results)
         out["report"] = None if self.report is None else str(self.report)
         return out
-
-
-def point_runs(spec: StudySpec) -> tuple[list[PointRun], list[str]]:
-    """Every (sweep, value, method, repeat) cell with its job key, and notes on cells left out.
-
-    Cells of unavailable methods, and of methods that need delta > 0 at a
-    point with delta = 0, are left out with a note.
-    """
-    from privml.data.loaders import is_user_data
-
-    cells: list[PointRun] = []
-    notes: list[str] = []
-    if spec.classes is None and spec.schema is None and is_user_data(spec.dataset):
-        _note(notes, f"the class set of {spec.dataset} was read from its private labels (PrivacyLeakWarning): "
-                     "give the public class set as classes = [...] in the spec, or --classes")
-    for sweep, setting, name in spec.points():
-        method = get_method(name)
-        reason = method.unavailable_reason()
-        if reason is not None:
-            _note(notes, f"{reason}; the study runs the available methods")
-            continue
-        if setting["delta"] == 0 and not method.supports_pure:
-            _note(notes, f"{method.label} needs delta > 0: left out wherever delta = 0")
-            continue
-        params = method.relevant(setting)
-        for repeat in range(spec.repeats):
-            seed = seed_of(spec, repeat)
-            cells.append(PointRun(sweep, setting[sweep.parameter], setting, name, repeat,
-                                  job_key(spec, name, params, seed)))
-    return cells, notes
-
-
-def plan(spec: StudySpec) -> tuple[list[Job], list[str]]:
-    """The distinct jobs of ``spec`` (a run shared by several sweeps appears once) and the notes."""
-    cells, notes = point_runs(spec)
-    jobs: dict[str, Job] = {}
-    for cell in cells:
-        if cell.key in jobs:
-            old = jobs[cell.key]
-            if cell.sweep.name not in old.sweeps:
-                jobs[cell.key] = Job(old.key, old.spec_hash, old.method, old.params, old.repeat, old.seed,
-                                     (*old.sweeps, cell.sweep.name))
-            continue
-        method = get_method(cell.method)
-        jobs[cell.key] = Job(cell.key, spec.spec_hash, cell.method, method.relevant(cell.setting), cell.repeat,
-                             seed_of(spec, cell.repeat), (cell.sweep.name,))
-    return list(jobs.values()), notes
 
 
 def place_study(spec: StudySpec) -> StudySpec:
@@ -368,7 +305,7 @@ def _say(bar: Any, line: str) -> None:
 
 def _warn_if_private(spec: StudySpec, out: Path) -> None:
     """The release rule's stated exception (docs/releases.md), said by the library too, not only by the CLI."""
-    from privml.data.loaders import is_user_data
+    from privml.data.registry import is_user_data
 
     if is_user_data(spec.dataset):
         warnings.warn(PrivacyLeakWarning(
@@ -395,8 +332,7 @@ def check_dataset(spec: StudySpec, *, local: bool = True) -> None:
     """
     from privml.data import load_dataset
     from privml.data.fetch import ensure_dataset
-    from privml.data.loaders import is_user_data
-    from privml.data.registry import canonical_name
+    from privml.data.registry import canonical_name, is_user_data
 
     user = is_user_data(spec.dataset)
     if not user:
@@ -424,7 +360,7 @@ def size_study(spec: StudySpec) -> StudySpec:
     if spec.sizing is None:
         return spec
     from privml.data import load_dataset
-    from privml.data.loaders import is_user_data
+    from privml.data.registry import is_user_data
     from privml.study.sizing import choose
 
     user = is_user_data(spec.dataset)
@@ -574,8 +510,3 @@ def _running(folder: str | None, key: str) -> Iterator[None]:
         if marker is not None:
             with contextlib.suppress(OSError):
                 marker.unlink()
-
-
-def _note(notes: list[str], note: str) -> None:
-    if note not in notes:
-        notes.append(note)
