@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from privml.exceptions import PrivmlError
+from privml.exceptions import PrivacyLeakWarning, PrivmlError
 from privml.release import reveal_nonprivate
 
 EXIT_FAILED = 1
@@ -122,8 +122,6 @@ def nonprivate_block(args: argparse.Namespace, values: dict[str, Any], *, what: 
 
 def _warning_line(category: type[Warning], message: Warning | str) -> str:
     """The CLI's one line for a warning: ``warning: PrivacyLeakWarning: <message>``, or ``warning: <message>``."""
-    from privml.exceptions import PrivacyLeakWarning
-
     prefix = f"{category.__name__}: " if issubclass(category, PrivacyLeakWarning) else ""
     return f"warning: {prefix}{message}"
 
@@ -132,8 +130,6 @@ def _warning_line(category: type[Warning], message: Warning | str) -> str:
 def leak_warnings_as_lines() -> Iterator[None]:
     """Inside, each PrivacyLeakWarning is printed at once on stderr as one line, ``warning: <category>: <message>``
     (the CLI's form; other warnings keep Python's)."""
-    from privml.exceptions import PrivacyLeakWarning
-
     shown = warnings.showwarning
 
     def show(message: Warning | str, category: type[Warning], *args: Any, **kwargs: Any) -> None:
@@ -212,7 +208,7 @@ def parse_classes(text: str | None) -> list[str] | None:
 def held_out_is_public(dataset: str) -> bool:
     """Whether a dataset's test split is public: a built-in set's published (or bundled) test
     split is; the held-out rows of the user's csv:/npz: data are private records."""
-    from privml.data.registry import is_user_data  # the data layer is heavy; only commands with data call this
+    from privml.data.registry import is_user_data  # lazy(startup): the data layer (numpy), for commands with data
 
     return not is_user_data(dataset)
 
@@ -220,7 +216,7 @@ def held_out_is_public(dataset: str) -> bool:
 def emit(result: dict, *, as_json: bool, render: Callable[[dict], str]) -> None:
     """Print ``result`` as one JSON object or as human-readable text."""
     if as_json:
-        from privml.io import json_safe  # numpy: loaded by every command that has a result anyway
+        from privml.io import json_safe  # lazy(startup): numpy, loaded by every command with a result anyway
 
         sys.stdout.write(json.dumps(json_safe(result), allow_nan=False) + "\n")
     else:
@@ -319,7 +315,7 @@ def check_schema_options(args: argparse.Namespace) -> Any:
         raise CliError("--schema applies to csv: datasets only")
     if args.bounds is not None:
         raise CliError("give --schema or --bounds, not both: the schema states each column's bounds")
-    from privml.data.schema import load_schema
+    from privml.data.schema import load_schema  # lazy(startup): the data layer (numpy), for commands with data
 
     schema = load_schema(args.schema)
     schema.check_final(args.schema)

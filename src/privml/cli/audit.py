@@ -25,6 +25,8 @@ from privml._validation import MAX_TRIALS, check_count, check_n_jobs
 from privml.audit.canaries import CANARIES
 from privml.audit.epsilon_lower_bound import audit_epsilon
 from privml.audit.membership import loss_threshold_attack, roc_curve
+from privml.audit.one_run_linear import linear_one_run_audit
+from privml.audit.plotting import check_plot_path, plot_one_run, plot_roc, require_matplotlib
 from privml.cli._common import (
     BIAS,
     CliError,
@@ -183,8 +185,6 @@ def _audit(args: argparse.Namespace) -> None:
         "membership_tpr_at_fpr": attack.to_dict()["tpr_at_fpr"],
     }
     if args.plot:
-        from privml.audit.plotting import plot_roc
-
         fpr_c, tpr_c, _ = roc_curve(result.scores_in, result.scores_out)
         out["plot"] = plot_roc(
             {
@@ -200,8 +200,6 @@ def _audit(args: argparse.Namespace) -> None:
 def _check_plot(path: str | None) -> None:
     check_output_path(path, "--plot")
     if path:
-        from privml.audit.plotting import check_plot_path, require_matplotlib
-
         try:  # fail now, not after training
             check_plot_path(path)
             require_matplotlib()
@@ -224,8 +222,6 @@ def _one_run(args: argparse.Namespace) -> None:
     if not 0 < args.confidence < 1:
         raise ValueError(f"--confidence must be in (0, 1), got {args.confidence!r}")
     _check_plot(args.plot)
-
-    from privml.audit.one_run_linear import linear_one_run_audit
 
     with warnings_as_lines():
         classes = None if args.classes is None else _select_classes(args.dataset, args.classes)
@@ -251,8 +247,6 @@ def _one_run(args: argparse.Namespace) -> None:
                                   "release (the audited fit itself has the claimed guarantee on n_train records)",
     }
     if args.plot:
-        from privml.audit.plotting import plot_one_run
-
         out["plot"] = plot_one_run(result.scores, result.included, args.plot, guesses_in=result.audit.guesses_in,
                                    guesses_out=result.audit.guesses_out,
                                    title=f"one-run audit: {args.method} on {info.name}, "

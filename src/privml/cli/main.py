@@ -58,7 +58,7 @@ def build_parser(commands: Iterable[str] | None = None) -> StrictParser:
             subparsers.add_parser(name, help=summary, add_help=False)
     data_commands = [path for path in DATA_COMMANDS if path[0] in full]
     if data_commands:
-        from privml.data.cache import OFFLINE_ENV
+        from privml.data.cache import OFFLINE_ENV  # lazy(startup): the data layer (numpy), for commands with data
 
         for path in data_commands:
             _subparser(parser, path).add_argument(
@@ -82,7 +82,7 @@ def _offline(enabled: bool) -> Iterator[None]:
     if not enabled:
         yield
         return
-    from privml.data.cache import OFFLINE_ENV
+    from privml.data.cache import OFFLINE_ENV  # lazy(startup): the data layer (numpy), only with --offline
 
     before = os.environ.get(OFFLINE_ENV)
     os.environ[OFFLINE_ENV] = "1"
@@ -132,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _fetch_error() -> type[Exception]:
     """DatasetFetchError, imported only once a command has failed (privml.data is heavy)."""
-    from privml.data.errors import DatasetFetchError
+    from privml.data.errors import DatasetFetchError  # lazy(startup): the data layer, once a command failed
 
     return DatasetFetchError
 

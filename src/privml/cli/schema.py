@@ -16,10 +16,12 @@ or ``--json``, which list the columns and their kinds; a
 from __future__ import annotations
 
 import argparse
+import json
 import os
 from pathlib import Path
 
 from privml.cli._common import CliError, add_json_flag, check_output_path, emit, leak_warnings_as_lines, table
+from privml.data.schema_draft import FROM_THE_DATA, suggest_schema
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -45,8 +47,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _suggest(args: argparse.Namespace) -> None:
-    from privml.data.schema_draft import FROM_THE_DATA, suggest_schema
-
     data = Path(args.data)
     out = Path(args.out) if args.out is not None else data.with_name(data.stem + ".schema.toml")
     check_output_path(str(out), "--out")
@@ -59,7 +59,6 @@ def _suggest(args: argparse.Namespace) -> None:
     if out.suffix == ".toml":
         text = schema.to_toml(comments=comments)
     else:  # JSON has no comments: the notes go beside the values
-        import json
 
         document = schema.to_dict()
         document["from_the_data"] = sorted(f"{column}.{key}" for column, key in comments)

@@ -53,6 +53,7 @@ from privml.cli._common import (
 from privml.data import load_dataset
 from privml.io import save_model
 from privml.selection import AccuracyFirstClassifier, AccuracyFirstWarning
+from privml.selection.plotting import plot_trace
 
 SELECT_METHODS = ("output",)
 MIN_TRAIN = 3  #: fewest records whose 20% validation part and the rest are both non-empty
@@ -134,7 +135,7 @@ def _check_args(args: argparse.Namespace) -> None:
     check_output_path(args.out, "--out", suffix=".npz")
     if args.plot:
         try:
-            import matplotlib  # noqa: F401  (only checking that it is there)
+            import matplotlib  # lazy(extra): matplotlib: is it there  # noqa: F401
         except ImportError:
             raise CliError("--plot needs the matplotlib package: pip install matplotlib") from None
 
@@ -224,8 +225,6 @@ def _select(args: argparse.Namespace) -> None:
         result["model"] = str(save_model(model, args.out, extra=extra))
     result.update(nonprivate_block(args, nonprivate, what="non-private diagnostics of the search"))
     if args.plot:
-        from privml.selection.plotting import plot_trace
-
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # --show-nonprivate has already warned once
             result["plot"] = str(plot_trace(selection, args.plot, show_nonprivate=args.show_nonprivate))

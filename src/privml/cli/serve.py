@@ -39,13 +39,14 @@ from privml.prediction.calibration import PREDICTION_ACCOUNTANTS
 from privml.prediction.loading import PREDICTION_METHODS
 from privml.serve.keys import load_api_keys
 from privml.serve.limits import ServeLimits
+from privml.serve.model import ModelSpec
 from privml.serve.server import PredictionServer
+from privml.serve.workers import ServeSpec, build_service, serve_workers
 
 if TYPE_CHECKING:  # the ASGI server needs the serve extra: imported where it is used
     import socket
 
     from privml.serve.asgi_server import AsgiPredictionServer
-    from privml.serve.workers import ServeSpec
 
 SERVERS = ("uvicorn", "stdlib")
 
@@ -118,7 +119,7 @@ def _port(text: str) -> int:
 def _require_extra() -> None:
     """The ``serve`` extra, or a one-line error that says how to install it."""
     try:
-        import privml.serve.asgi_server  # noqa: F401 - fastapi, pydantic, uvicorn, h11
+        import privml.serve.asgi_server  # lazy(extra): serve: fastapi, pydantic, uvicorn, h11  # noqa: F401
     except ImportError as exc:
         missing = exc.name or str(exc)
         raise CliError(f"serving needs the serve extra (missing {missing}): pip install 'privml[serve]'") from None
@@ -127,7 +128,6 @@ def _require_extra() -> None:
 def _serve(args: argparse.Namespace) -> None:
     # Everything that can be wrong is checked before the ledger is opened (the port is bound just before it).
     _require_extra()
-    from privml.serve.workers import build_service, serve_workers
 
     if args.workers < 1:
         raise CliError(f"--workers must be >= 1, got {args.workers}")
@@ -138,7 +138,7 @@ def _serve(args: argparse.Namespace) -> None:
                        "--seed (for tests only) needs --workers 1")
     refuse_seed_with_ledger(args.seed, args.ledger)
     spec = _spec(args)
-    from privml.serve.asgi_server import AsgiPredictionServer, bind_socket
+    from privml.serve.asgi_server import AsgiPredictionServer, bind_socket  # lazy(extra): serve: fastapi, uvicorn
 
     # The socket first: building the service opens the ledger, which binds its budget for good, so an
     # address that cannot be listened on (bad host, busy port) must be refused before it.
@@ -200,9 +200,6 @@ def _serve(args: argparse.Namespace) -> None:
 
 def _spec(args: argparse.Namespace) -> ServeSpec:
     """What every worker opens and serves, from the command line."""
-    from privml.serve.model import ModelSpec
-    from privml.serve.workers import ServeSpec
-
     limits = ServeLimits(
         max_rows=args.max_rows,
         max_body_bytes=args.max_body_bytes,

@@ -140,7 +140,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _list(args: argparse.Namespace) -> None:
-    from privml.study import load_preset, plan, preset_names
+    from privml.study import load_preset, plan, preset_names  # lazy(startup): the study package, for this command
 
     presets = []
     for name in preset_names():
@@ -153,10 +153,10 @@ def _list(args: argparse.Namespace) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from privml.study import load_preset, load_spec, make_executor, preset_names, run_study
-    from privml.study.executors import DaskExecutor
-    from privml.study.points import plan
-    from privml.study.runner import check_dataset, place_study, size_study
+    from privml.study import load_preset, load_spec, make_executor, preset_names, run_study  # lazy(startup): study
+    from privml.study.executors import DaskExecutor  # lazy(startup): the study package
+    from privml.study.points import plan  # lazy(startup): the study package
+    from privml.study.runner import check_dataset, place_study, size_study  # lazy(startup): the study package
 
     if args.label_column and not (args.dataset or "").startswith("csv:"):
         raise ValueError("--label-column applies to --dataset csv:PATH only")
@@ -254,7 +254,7 @@ def _seconds(value: float) -> str:
 
 
 def _status(args: argparse.Namespace) -> None:
-    from privml.study.status import study_status
+    from privml.study.status import study_status  # lazy(startup): the study package, for this command
 
     emit(study_status(args.folder, spec_hash=args.spec_hash), as_json=args.json, render=_render_status)
 

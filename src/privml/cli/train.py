@@ -68,6 +68,7 @@ from typing import Any
 
 import numpy as np
 
+from privml._extras import import_torch_or_explain
 from privml._validation import (
     MAX_COMPOSITIONS,
     check_count,
@@ -376,14 +377,13 @@ def _check_cnn_args(args: argparse.Namespace) -> str:
 def _train_cnn(args: argparse.Namespace) -> None:
     """``--method dpsgd-cnn``: a CNN trained by DP-SGD on MNIST or Fashion-MNIST images."""
     dataset = _check_cnn_args(args)
-    from privml._extras import import_torch_or_explain
 
     import_torch_or_explain(f"--method {args.method}")
     if args.method in SCATTER_METHODS:
         _train_scatter(args, dataset)
         return
-    from privml.torch.classifier import TorchClassifier, resolve_device  # torch is imported for this method only
-    from privml.torch.data import load_images
+    from privml.torch.classifier import TorchClassifier, resolve_device  # lazy(extra): torch, for this method only
+    from privml.torch.data import load_images  # lazy(extra): torch
 
     device = resolve_device(args.device or "auto")  # a missing GPU is an error before any data is read
 
@@ -459,7 +459,7 @@ def _scatter_images(args: argparse.Namespace, dataset: str) -> tuple[Any, ...]:
     features are normalised per image anyway. No statistic of the data is used.
     """
     if dataset in CNN_DATASETS:
-        from privml.torch.data import load_images
+        from privml.torch.data import load_images  # lazy(extra): torch
 
         images = load_images(dataset, max_train=args.max_train, random_state=args.seed)
         return (images.X_train.numpy(), images.y_train.numpy(), images.X_test.numpy(), images.y_test.numpy(),
@@ -486,8 +486,8 @@ def _scatter_images(args: argparse.Namespace, dataset: str) -> tuple[Any, ...]:
 
 def _train_scatter(args: argparse.Namespace, dataset: str) -> None:
     """``--method scatter-linear|scatter-cnn``: DP-SGD on ScatterNet features of images."""
-    from privml.torch.classifier import resolve_device  # torch is imported for these methods only
-    from privml.torch.scatter_classifier import ScatterClassifier
+    from privml.torch.classifier import resolve_device  # lazy(extra): torch, for these methods only
+    from privml.torch.scatter_classifier import ScatterClassifier  # lazy(extra): torch
 
     device = resolve_device(args.device or "auto")  # a missing GPU is an error before any data is read
     check_output_path(args.out, "--out", suffix=".npz")

@@ -223,7 +223,7 @@ def _cache_lock(root: Path, name: str, log: _Log) -> Iterator[None]:
         ) from None
     try:
         try:
-            import fcntl
+            import fcntl  # lazy(platform): POSIX file locks
         except ImportError:  # pragma: no cover - Windows
             yield
             return

@@ -212,7 +212,7 @@ def _load_builtin(spec: CachedSet | BundledSet, root: Path, *, offline: bool | N
     except DatasetNotAvailable:
         if not isinstance(spec, CachedSet) or spec.requirement is None:
             raise
-    from privml.data.fetch import fetch  # imported here: `python -m privml.data.fetch` must not find it loaded
+    from privml.data.fetch import fetch  # lazy(main): python -m privml.data.fetch runs it
 
     fetch(spec.name, root, offline=offline)
     return spec.load(root)

@@ -106,7 +106,7 @@ class PostgresLedger(SQLLedger):
         connect_timeout: int = 10,
     ) -> None:
         try:
-            import psycopg
+            import psycopg  # lazy(extra): psycopg (postgres)
         except ImportError:  # pragma: no cover - psycopg is a dev dependency
             raise ValueError("the PostgreSQL ledger needs psycopg 3: pip install 'privml[postgres]'") from None
         if not isinstance(url, str) or not url.startswith(("postgresql://", "postgres://")):

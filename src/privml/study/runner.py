@@ -25,17 +25,22 @@ from typing import Any
 
 from privml import __version__
 from privml._progress import progress_bar
+from privml.data import load_dataset
+from privml.data.registry import canonical_name, is_user_data
 from privml.exceptions import PrivacyLeakWarning
 from privml.linear.solvers import sharing_minimisers
 from privml.prediction.aggregate import sharing_votes
 from privml.study._spec_values import content_digest
 from privml.study.cache import CACHE_DIR, cache_ident, describe, get_cache, merge_stats
+from privml.study.cache import clear_cache as clear
 from privml.study.executors import DaskExecutor, Executor, make_executor
 from privml.study.methods import METHODS, get_method
 from privml.study.points import plan
-from privml.study.prepare import prepare
+from privml.study.prepare import check_point, prepare
+from privml.study.report import write_report
 from privml.study.scheduling import ProgressTracker, dispatch_batches, leading_keys
 from privml.study.selection import PointSelection, select_and_run
+from privml.study.sizing import choose
 from privml.study.spec import StudySpec, selection_seed
 from privml.study.spec_parts import Selection
 from privml.study.store import ResultStore
@@ -115,7 +120,7 @@ def place_study(spec: StudySpec) -> StudySpec:
                              f"only; study {spec.name} runs none of them")
         return spec
     try:
-        from privml.torch.classifier import resolve_device
+        from privml.torch.classifier import resolve_device  # lazy(extra): torch
     except ImportError:  # the CNN methods are unavailable here: the plan leaves them out with a note
         if spec.device == "auto":
             return spec
@@ -188,8 +193,6 @@ def run_study(
     _warn_if_private(spec, out)
     with folder_lock(out):
         if clear_cache:
-            from privml.study.cache import clear_cache as clear
-
             clear(out)
         return _run_locked(spec, out, runner, progress=progress, report=report, cache=cache)
 
@@ -208,7 +211,7 @@ def folder_lock(out: Path) -> Iterator[None]:
     handle = path.open("a+")
     try:
         try:
-            import fcntl
+            import fcntl  # lazy(platform): POSIX file locks
         except ImportError:  # not POSIX: no advisory locks, run unguarded
             yield
             return
@@ -279,8 +282,6 @@ def _run_locked(spec: StudySpec, out: Path, runner: Any, *, progress: bool, repo
     seconds = time.perf_counter() - start
     report_path = None
     if report:
-        from privml.study.report import write_report
-
         report_path = write_report(store, out / "report", spec_hash=spec.spec_hash)
     return StudyRun(results=store.path, spec_hash=spec.spec_hash, planned=len(todo), skipped=len(todo) - len(pending),
                     finished=finished, failed=failed, seconds=seconds, executor=runner.description,
@@ -305,8 +306,6 @@ def _say(bar: Any, line: str) -> None:
 
 def _warn_if_private(spec: StudySpec, out: Path) -> None:
     """The release rule's stated exception (docs/releases.md), said by the library too, not only by the CLI."""
-    from privml.data.registry import is_user_data
-
     if is_user_data(spec.dataset):
         warnings.warn(PrivacyLeakWarning(
             f"the study's accuracies (exact, on your private held-out rows) and timings in {out} are not covered "
@@ -330,14 +329,12 @@ def check_dataset(spec: StudySpec, *, local: bool = True) -> None:
     DatasetFetchError
         A download that failed.
     """
-    from privml.data import load_dataset
-    from privml.data.fetch import ensure_dataset
-    from privml.data.registry import canonical_name, is_user_data
-
     user = is_user_data(spec.dataset)
     if not user:
         canonical_name(spec.dataset)
         if local:
+            from privml.data.fetch import ensure_dataset  # lazy(main): loaded, it would shadow privml.data.fetch
+
             ensure_dataset(spec.dataset)
             _check_points(spec)
     elif local:
@@ -359,9 +356,6 @@ def size_study(spec: StudySpec) -> StudySpec:
     """
     if spec.sizing is None:
         return spec
-    from privml.data import load_dataset
-    from privml.data.registry import is_user_data
-    from privml.study.sizing import choose
 
     user = is_user_data(spec.dataset)
     with warnings.catch_warnings():
@@ -382,9 +376,6 @@ def _check_points(spec: StudySpec) -> None:
 
     Its sizes are public, so this may look at them (never done for user data: its size is private).
     """
-    from privml.study.methods import METHODS
-    from privml.study.prepare import check_point
-
     seen = set()
     for sweep, setting, method in spec.points():
         images = METHODS[method].inputs == "images"

@@ -142,7 +142,7 @@ def _locked(path: Path) -> bool:
     if not path.exists():
         return False
     try:
-        import fcntl
+        import fcntl  # lazy(platform): POSIX file locks
     except ImportError:  # not POSIX: no locks, so no way to tell
         return False
     with open(path, "a+") as handle:
