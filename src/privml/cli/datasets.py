@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 
 from privml.cli._common import add_json_flag, emit, report_failures
-from privml.data import fetch, list_datasets
+from privml.data import list_datasets
 from privml.data.errors import DatasetFetchError, DatasetNotAvailable
 from privml.data.registry import canonical_name
 
@@ -38,6 +38,8 @@ def _datasets(args: argparse.Namespace) -> int:
     errors: dict[str, dict] = {}
     failed = 0
     if args.fetch:
+        from privml.data.fetch import fetch  # lazy(main): loaded, it would shadow privml.data.fetch
+
         for name in args.fetch:
             canonical_name(name)  # an unknown name is bad input: exit 2 before fetching anything
         for name in args.fetch:
