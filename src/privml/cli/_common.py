@@ -33,6 +33,41 @@ BIAS = 0.5
 DEVICE_HELP = "auto (default), cpu, cuda or cuda:N: where a CNN model file (dpsgd-cnn) runs"
 
 
+#: Each command's one-line help, as ``privml --help`` lists them (in that order) and the command's own parser says.
+COMMAND_HELP: dict[str, str] = {
+    "account": "compute or calibrate privacy guarantees",
+    "train": "train a private model (linear or CNN) and report its test accuracy and guarantee",
+    "predict": "predict labels for rows in a CSV with a saved model",
+    "datasets": "list datasets and whether each is available",
+    "serve": "serve private predictions over HTTP with an enforced query budget",
+    "select": "find the most private model that meets an error target, with its ex-post privacy",
+    "study": "run the trade-off study: which private method to use for your n, d, k, epsilon, delta and budget",
+    "schema": "write a draft schema (public ranges, levels, classes) for a CSV",
+    "audit": "lower-bound a training method's epsilon empirically (canary audit) and measure membership leakage",
+}
+
+
+def add_command(
+    subparsers: Any,
+    name: str,
+    handler: Callable[[argparse.Namespace], Any] | None = None,
+    *,
+    summary: str | None = None,
+    description: str | None = None,
+) -> argparse.ArgumentParser:
+    """The parser of a command that runs ``handler``, with its one-line help ``summary`` (a top-level command's
+    is :data:`COMMAND_HELP`'s).
+
+    ``handler`` gets the parsed arguments; errors name the command by its ``prog``. A command with actions
+    of its own (``privml study run``) has none: each action has its handler.
+    """
+    parser = subparsers.add_parser(name, help=COMMAND_HELP[name] if summary is None else summary,
+                                   description=description)
+    if handler is not None:
+        parser.set_defaults(handler=handler, prog=parser.prog)
+    return parser
+
+
 class CliError(PrivmlError):
     """A user error: printed as one line, exit status 2."""
 

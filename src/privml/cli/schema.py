@@ -20,22 +20,29 @@ import json
 import os
 from pathlib import Path
 
-from privml.cli._common import CliError, add_json_flag, check_output_path, emit, leak_warnings_as_lines, table
+from privml.cli._common import (
+    CliError,
+    add_command,
+    add_json_flag,
+    check_output_path,
+    emit,
+    leak_warnings_as_lines,
+    table,
+)
 from privml.data.schema_draft import FROM_THE_DATA, suggest_schema
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "schema",
-        help="write a draft schema (public ranges, levels, classes) for a CSV",
+    parser = add_command(
+        subparsers, "schema",
         description="Public schemas of CSV data: the ranges, levels, missing-value rules and classes that "
                     "privml train --schema reads the data through.",
     )
     commands = parser.add_subparsers(dest="schema_command", metavar="COMMAND", parser_class=type(parser))
     commands.required = True
-    suggest = commands.add_parser(
-        "suggest",
-        help="write a draft schema of a CSV, marking each value read from the data",
+    suggest = add_command(
+        commands, "suggest", _suggest,
+        summary="write a draft schema of a CSV, marking each value read from the data",
         description="Write a draft schema of DATA: every value read from the data is marked FROM THE DATA and "
                     "must be replaced by public knowledge (it is not public), then `draft = true` deleted.",
     )
@@ -43,7 +50,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     suggest.add_argument("--label-column", default="label", help="the label column (default: label)")
     suggest.add_argument("--out", help="the draft's path, .toml or .json (default: DATA.schema.toml beside DATA)")
     add_json_flag(suggest)
-    suggest.set_defaults(handler=_suggest, prog=suggest.prog)
 
 
 def _suggest(args: argparse.Namespace) -> None:

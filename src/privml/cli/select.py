@@ -32,6 +32,7 @@ from privml._validation import MAX_SEARCH_STEPS, check_count, check_delta, check
 from privml.cli._common import (
     BIAS,
     CliError,
+    add_command,
     add_json_flag,
     add_nonprivate_flag,
     add_schema_options,
@@ -60,9 +61,8 @@ MIN_TRAIN = 3  #: fewest records whose 20% validation part and the rest are both
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "select",
-        help="find the most private model that meets an error target, with its ex-post privacy",
+    parser = add_command(
+        subparsers, "select", _select,
         description=(
             "Accuracy First (Ligett et al. 2017): publish output-perturbation models from the most private "
             "level up, check each privately on a held-out part of the training set, stop at the first that "
@@ -97,7 +97,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", help="save the selected model to this .npz file (for privml predict and serve)")
     add_nonprivate_flag(parser)
     add_json_flag(parser)
-    parser.set_defaults(handler=_select, prog=parser.prog)
 
 
 def _check_args(args: argparse.Namespace) -> None:

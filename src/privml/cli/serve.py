@@ -28,6 +28,7 @@ from privml.cli._common import (
     DEVICE_HELP,
     CliError,
     add_accountant_option,
+    add_command,
     add_json_flag,
     emit,
     finite_float,
@@ -52,9 +53,8 @@ SERVERS = ("uvicorn", "stdlib")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "serve",
-        help="serve private predictions over HTTP with an enforced query budget",
+    parser = add_command(
+        subparsers, "serve", _serve,
         description=(
             "Serve a model file over HTTP. Private-prediction models charge every answered row to a "
             "persistent ledger before computing it; requests beyond the budget get 429."
@@ -105,7 +105,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--device", help=DEVICE_HELP)
     parser.add_argument("--verbose", action="store_true", help="log every request on stderr")
     add_json_flag(parser)
-    parser.set_defaults(handler=_serve, prog=parser.prog)
 
 
 def _port(text: str) -> int:

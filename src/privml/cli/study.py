@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from privml.cli._common import (
+    add_command,
     add_json_flag,
     add_schema_options,
     check_out_folder,
@@ -64,9 +65,8 @@ if TYPE_CHECKING:  # the study package (matplotlib, joblib) loads only when a st
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "study",
-        help="run the trade-off study: which private method to use for your n, d, k, epsilon, delta and budget",
+    parser = add_command(
+        subparsers, "study",
         description=(
             "Reproduce and extend 'The Trade-Offs of Private Prediction' (van der Maaten & Hannun 2020): "
             "private training against private prediction as epsilon, delta, the inference budget, n, d and k vary."
@@ -75,11 +75,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sub = parser.add_subparsers(dest="study_command", metavar="ACTION", parser_class=type(parser))
     sub.required = True
 
-    listing = sub.add_parser("list", help="list the built-in studies (presets)")
+    listing = add_command(sub, "list", _list, summary="list the built-in studies (presets)")
     add_json_flag(listing)
-    listing.set_defaults(handler=_list, prog=listing.prog)
 
-    run = sub.add_parser("run", help="run a preset or a spec file (TOML, or YAML with pyyaml)")
+    run = add_command(sub, "run", _run, summary="run a preset or a spec file (TOML, or YAML with pyyaml)")
     run.add_argument("study", metavar="PRESET|SPEC_FILE", help="a preset name (see `privml study list`) or a file")
     run.add_argument("--out", required=True,
                      help="output folder (results.sqlite, report/index.html, report/figures/*.png, cache/)")
@@ -112,22 +111,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--no-report", action="store_true", help="do not write the HTML report")
     run.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     add_json_flag(run)
-    run.set_defaults(handler=_run, prog=run.prog)
 
-    status = sub.add_parser("status", help="what a study has done, is running, failed and has left, per sweep")
+    status = add_command(sub, "status", _status,
+                         summary="what a study has done, is running, failed and has left, per sweep")
     status.add_argument("folder", metavar="DIR", help="the study's --out folder (or its results.sqlite)")
     status.add_argument("--spec-hash", help="which study of the store (default: the last one run)")
     add_json_flag(status)
-    status.set_defaults(handler=_status, prog=status.prog)
 
-    report = sub.add_parser("report", help="write the HTML report of a results store")
+    report = add_command(sub, "report", _report, summary="write the HTML report of a results store")
     report.add_argument("results", metavar="RESULTS", help="results.sqlite (or the folder holding it)")
     report.add_argument("--out", required=True, help="folder for index.html and figures/*.png")
     report.add_argument("--spec-hash", help="which study of the store (default: the last one run)")
     add_json_flag(report)
-    report.set_defaults(handler=_report, prog=report.prog)
 
-    rec = sub.add_parser("recommend", help="the best measured method for the setting nearest to yours")
+    rec = add_command(sub, "recommend", _recommend, summary="the best measured method for the setting nearest to yours")
     rec.add_argument("results", metavar="RESULTS", help="results.sqlite (or the folder holding it)")
     rec.add_argument("--epsilon", type=finite_float)
     rec.add_argument("--delta", type=finite_float)
@@ -136,7 +133,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     rec.add_argument("--d", type=integer)
     rec.add_argument("--k", type=integer)
     add_json_flag(rec)
-    rec.set_defaults(handler=_recommend, prog=rec.prog)
 
 
 def _list(args: argparse.Namespace) -> None:

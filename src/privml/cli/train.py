@@ -80,6 +80,7 @@ from privml._validation import (
 from privml.cli._common import (
     BIAS,
     CliError,
+    add_command,
     add_json_flag,
     add_nonprivate_flag,
     add_schema_options,
@@ -119,9 +120,8 @@ DEFAULT_DELTA = 1e-5  #: --delta of a private method when none is given
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "train",
-        help="train a private model (linear or CNN) and report its test accuracy and guarantee",
+    parser = add_command(
+        subparsers, "train", _train,
         description=(
             "Train a differentially private linear classifier (output or objective perturbation, DP-SGD, "
             "DP coordinate descent), a CNN by DP-SGD on MNIST or Fashion-MNIST (dpsgd-cnn), or the non-private "
@@ -181,7 +181,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="no progress bar on stderr (it shows the steps done, elapsed time and time left)")
     add_nonprivate_flag(parser)
     add_json_flag(parser)
-    parser.set_defaults(handler=_train, prog=parser.prog)
 
 
 #: linear methods' hyper-parameters beyond l2 that --clip-norm and --learning-rate set

@@ -22,7 +22,7 @@ from privml.data import preprocess_features
 from privml.data.schema import Schema
 from privml.io import MODEL_CLASSES, read_model_file
 from privml.ledger import BudgetLedger, open_ledger
-from privml.prediction.loading import PRIVATE_TRAINING_METHODS, predictor_from_file, refuse_privacy_settings
+from privml.prediction.loading import PRIVATE_TRAINING_METHODS, load_predictor, refuse_privacy_settings
 
 __all__ = ["ModelSpec", "SchemaPipeline", "ServedModel", "model_device", "model_pipeline", "open_served_model"]
 
@@ -251,9 +251,9 @@ def open_served_model(
         _check_ledger_options(spec, require_ledger)
     # A private predictor counts in memory until the persistent ledger is opened below (its calibration, which
     # the ledger is bound to, is known only now).
-    predictor = _place(predictor_from_file(arrays, metadata, path, method=spec.method, epsilon=spec.epsilon,
-                                           delta=spec.delta, budget=spec.budget, accountant=spec.accountant,
-                                           random_state=spec.random_state), device)
+    predictor = _place(load_predictor(path, method=spec.method, epsilon=spec.epsilon, delta=spec.delta,
+                                      budget=spec.budget, accountant=spec.accountant, random_state=spec.random_state,
+                                      contents=(arrays, metadata)), device)
     if check is not None:
         check(predictor)
     if spec.ledger is not None:

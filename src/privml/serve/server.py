@@ -32,7 +32,7 @@ from privml import __version__
 from privml._validation import check_port
 from privml.serve.limits import STDLIB_MAX_CONNECTIONS
 from privml.serve.openapi import openapi_schema
-from privml.serve.requests import RequestError
+from privml.serve.requests import RequestError, content_length
 from privml.serve.service import PredictionService
 
 __all__ = ["PredictionHandler", "PredictionServer"]
@@ -137,16 +137,7 @@ class PredictionHandler(BaseHTTPRequestHandler):
     # -- bodies -------------------------------------------------------------
 
     def _content_length(self) -> int | None:
-        if self.headers.get("Transfer-Encoding") is not None:
-            raise RequestError(411, "chunked or encoded bodies are not accepted: send a Content-Length")
-        values = self.headers.get_all("Content-Length") or []
-        if not values:
-            return None
-        text = values[0].strip()
-        # ASCII digits only: str.isdigit() also accepts characters such as "²" that int() rejects.
-        if len(values) > 1 or not (text.isascii() and text.isdigit()) or len(text) > 18:
-            raise RequestError(400, "invalid Content-Length header")
-        return int(text)
+        return content_length(self.headers.get_all("Content-Length") or [], self.headers.get("Transfer-Encoding"))
 
     def _discard_body(self) -> None:
         """A body on a request that takes none: read it if small, else close."""
@@ -259,18 +250,8 @@ _BUSY_RESPONSE = (
 class PredictionServer(ThreadingHTTPServer):
     """Serves a :class:`~privml.serve.service.PredictionService` over HTTP.
 
-    Parameters
-    ----------
-    service:
-        What to serve (its ``limits`` bound requests and connections).
-    host, port:
-        Where to listen; ``port=0`` picks a free port (see :attr:`url`).
-        Ignored when ``sock`` is given.
-    sock:
-        A listening socket to serve on instead (``privml serve`` binds it
-        before it opens the ledger); closed with the server.
-    verbose:
-        Log every request on stderr.
+    The parameters are those of :class:`~privml.serve.asgi_server.AsgiPredictionServer` (``privml
+    serve --server stdlib`` binds ``sock`` before it opens the ledger; it is closed with the server).
 
     Examples
     --------
