@@ -54,17 +54,13 @@ AUDIT_METHODS = ("output", "objective", "dpsgd", "dpcd", "nonprivate")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = add_command(
-        subparsers, "audit", _audit,
-        description=(
-            "Train 2 x TRIALS models on a small subsample of a dataset, half of them with a canary record, and "
-            "turn how well the canary can be detected into a Clopper-Pearson lower bound on epsilon "
-            "(Jagielski et al. 2020; Nasr et al. 2021). A correct implementation stays below its claimed "
-            "epsilon; a bound above it means the claim is false (at the stated confidence). The audited set "
-            f"is kept small on purpose (--n-train, default {DEFAULT_N_TRAIN} records, and by default the first "
-            "two classes) so that thousands of models train in minutes; the bound is about that small set."
-        ),
-    )
+    parser = add_command(subparsers, "audit", _audit, description=(
+        "Train 2 x TRIALS models on a small subsample of a dataset, half of them with a canary record, and "
+        "turn how well the canary can be detected into a Clopper-Pearson lower bound on epsilon "
+        "(Jagielski et al. 2020; Nasr et al. 2021). A correct implementation stays below its claimed "
+        "epsilon; a bound above it means the claim is false (at the stated confidence). The audited set "
+        f"is kept small on purpose (--n-train, default {DEFAULT_N_TRAIN} records, and by default the first "
+        "two classes) so that thousands of models train in minutes; the bound is about that small set."))
     parser.add_argument("--method", choices=AUDIT_METHODS, required=True)
     parser.add_argument("--dataset", required=True,
                         help="built-in dataset name (see `privml datasets`), or csv:PATH (with --schema) / npz:PATH")

@@ -61,14 +61,10 @@ MIN_TRAIN = 3  #: fewest records whose 20% validation part and the rest are both
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = add_command(
-        subparsers, "select", _select,
-        description=(
-            "Accuracy First (Ligett et al. 2017): publish output-perturbation models from the most private "
-            "level up, check each privately on a held-out part of the training set, stop at the first that "
-            "meets the target, and report the ex-post privacy of where it stopped."
-        ),
-    )
+    parser = add_command(subparsers, "select", _select, description=(
+        "Accuracy First (Ligett et al. 2017): publish output-perturbation models from the most private "
+        "level up, check each privately on a held-out part of the training set, stop at the first that "
+        "meets the target, and report the ex-post privacy of where it stopped."))
     parser.add_argument("--dataset", required=True,
                         help="built-in name (see `privml datasets`) or csv:PATH / npz:PATH (your data)")
     parser.add_argument("--label-column", default="label", help="label column of a CSV (default: label)")

@@ -120,14 +120,10 @@ DEFAULT_DELTA = 1e-5  #: --delta of a private method when none is given
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = add_command(
-        subparsers, "train", _train,
-        description=(
-            "Train a differentially private linear classifier (output or objective perturbation, DP-SGD, "
-            "DP coordinate descent), a CNN by DP-SGD on MNIST or Fashion-MNIST (dpsgd-cnn), or the non-private "
-            "baseline, on a built-in dataset or your CSV."
-        ),
-    )
+    parser = add_command(subparsers, "train", _train, description=(
+        "Train a differentially private linear classifier (output or objective perturbation, DP-SGD, "
+        "DP coordinate descent), a CNN by DP-SGD on MNIST or Fashion-MNIST (dpsgd-cnn), or the non-private "
+        "baseline, on a built-in dataset or your CSV."))
     parser.add_argument("--method", choices=TRAIN_METHODS, help="required unless --from-study")
     parser.add_argument("--dataset", help="built-in name (see `privml datasets`) or csv:PATH / npz:PATH "
                                           "(required unless --from-study)")
