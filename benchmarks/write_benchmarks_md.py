@@ -172,7 +172,9 @@ RENDERERS = {
 SCRIPT_RENDERED = ("prediction", "serve", "accuracy_first", "audit", "torch_dpsgd", "torch_cpu_models", "torch_gpu",
                    "torch_memory", "torch_ops", "study", "install_paths",
                    "release_attacks",
-                   "replace_one", "study_relation", "startup", "study_gpu", "adult_csv", "private_bounds", "scatter")
+                   "replace_one", "study_relation", "startup", "study_gpu", "one_run_audit", "adult_csv",
+                   "private_bounds", "one_run_torch", "scatter", "own_data",
+                   "prediction_audit")
 
 
 def _script_renderer(name: str):

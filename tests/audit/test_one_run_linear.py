@@ -55,6 +55,7 @@ def test_each_linear_method_stays_below_its_claim(digits, method):
     audit = result.audit
     assert audit.claimed_epsilon == pytest.approx(1.0, rel=1e-3)
     assert not audit.exceeds_claim and audit.epsilon_lower <= audit.claimed_epsilon
+    assert audit.claim_rejected is False and audit.mu_lower is not None  # the f-DP test of the claimed curve ran
     assert result.n_train == result.n_real + 200 == 300 + 200
     expected = "add/remove-one" if method == "dpsgd" else "replace-one"
     assert audit.neighbouring == expected and audit.scores_from == "black-box"

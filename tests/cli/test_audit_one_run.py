@@ -37,10 +37,22 @@ def test_one_run_reads_user_files_and_plots(capsys, tmp_path):
     assert plot.stat().st_size > 0
 
 
+def test_white_box_one_run_audits_dpsgd_with_dirac_canaries(capsys):
+    code, out, err = run(capsys, "audit", "--one-run", "--white-box", "--canaries", "200", "--method", "dpsgd",
+                         "--dataset", "digits", "--classes", "all", "--epsilon", "2", "--seed", "0", "--no-progress")
+    assert code == 0, err
+    assert "white-box: " in out and "dirac canaries" in out and "claimed curve (f-DP)" in out
+    code, out, err = run(capsys, "audit", "--one-run", "--white-box", "--canaries", "200", "--method", "dpsgd",
+                         "--dataset", "digits", "--classes", "all", "--epsilon", "2", "--seed", "0", "--json")
+    r = json.loads(out)
+    assert r["scores_from"] == "white-box" and r["canaries"] == "dirac" and r["m"] == 200
+    assert r["claim_rejected"] is False and not r["exceeds_claim"] and r["steps"] >= 1
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["--one-run", "--white-box", "--method", "dpsgd", "--epsilon", "1"], "not available for --method dpsgd"),
+        (["--one-run", "--white-box", "--method", "dpsgd", "--epsilon", "1"], "need as many coordinates"),
         (["--one-run", "--white-box", "--method", "output", "--epsilon", "1"], "DP-SGD methods only"),
         (["--one-run", "--trials", "5", "--method", "output", "--epsilon", "1"], "--trials does not apply"),
         (["--canaries", "5", "--method", "output", "--epsilon", "1", "--trials", "5"], "one-run audits only"),

@@ -65,6 +65,32 @@ def test_row_order_fault_moves_the_sum_past_c_where_vmap_stays_within():
     assert tc.UncheckedRowsDPSGD.__mro__[1] is DPSGD and _engine(tc.UncheckedRowsDPSGD, model).mode == "vmap"
 
 
+def test_shuffled_branches_are_refused_by_ghost_and_moved_past_c_without_the_check():
+    """The audited row-order model: exact per example (vmap within C), several C under unchecked ghost clipping,
+    and the engine's own row check refuses it under mode="ghost" (auto trains it on the vmap path)."""
+    from privml.torch.ghost.row_probe import RowOrderError
+
+    torch.manual_seed(0)
+    m, n = 4, 40
+    model = tc.ShuffledBranchesNet(tc.N_FEATURES, m, branches=16)
+    X, y, cx, cy = tc.control_setting(m, random_state=0, n_real=n)
+    X, y = torch.cat([X, cx[:1]]), torch.cat([y, cy[:1]])
+    moved = {}
+    for name, cls, kwargs in (("unchecked", tc.UncheckedRowsDPSGD, {}), ("vmap", DPSGD, {"mode": "vmap"})):
+        engine = _engine(cls, model, n_samples=n + 1, **kwargs)
+        without, _ = engine.clipped_sum(X[:n], y[:n])
+        with_one, _ = engine.clipped_sum(X, y)  # the canary added (last row)
+        moved[name] = _norm({k: with_one[k] - without[k] for k in without})
+    assert moved["vmap"] <= 1.0 + 1e-5
+    assert moved["unchecked"] > 2.0, moved  # up to sqrt(16) C: C per branch whose row holds real records only
+    ghost = _engine(DPSGD, model, n_samples=n, mode="ghost", batch_size=20)
+    with pytest.raises(RowOrderError, match="keys"):
+        ghost.step(X[:20], y[:20])
+    auto = _engine(DPSGD, model, n_samples=n, mode="auto", batch_size=20)
+    with pytest.warns(UserWarning, match="vmap"):
+        auto.step(X[:20], y[:20])
+
+
 # (half-noise needs its 10^7 canaries to be flagged: it runs in the slow test below only)
 @pytest.mark.parametrize("name", [n for n, c in tc.TORCH_CONTROLS.items() if c.flagged and c.m <= 1000])
 def test_one_run_audit_flags_the_visible_bugs_and_passes_the_correct_engine(name):
@@ -85,9 +111,10 @@ def test_unknown_control():
 def test_ten_independent_audits(name):
     """Acceptance (issue 29, item 4): a visible bug flagged in >= 9 of 10 audits at eps = 2; correct code 0 of 10.
 
-    The control marked ``flagged=False`` (the row-order fault) is recorded as what a one-run audit at m = 1000
-    cannot flag at this claim: if an audit ever does, the mark (and the module notes) change. Noise / sqrt(2)
-    is flagged in its own setting (one full-batch step, 10^7 Dirac canaries, the f-DP test of the claim).
+    Noise / sqrt(2) is flagged in its own setting (one full-batch step, 10^7 Dirac canaries, the f-DP test of
+    the claim), the row-order fault in its own (64 reordered branches, 20 real records per canary). A control
+    marked ``flagged=False`` would be recorded as what a one-run audit cannot flag: if one ever is, the mark
+    changes.
     """
     control = tc.TORCH_CONTROLS[name]
     broken = sum(tc.audit_torch_control(name, broken=True, random_state=s).audit.exceeds_claim for s in range(10))

@@ -11,8 +11,13 @@
   2023): m canaries each in with probability 1/2, one training run, an epsilon
   lower bound from the count of correct membership guesses;
   :mod:`~privml.audit.one_run_torch` runs it on torch DP-SGD (white-box
-  gradient canaries, black-box input canaries; imports torch when called).
+  gradient canaries, black-box input canaries; imports torch when called),
+  :mod:`~privml.audit.one_run_linear` on privml's linear methods (black-box)
+  and :mod:`~privml.audit.one_run_dpsgd` on linear DP-SGD (white-box), each
+  against the claim :mod:`~privml.audit.one_run_claims` reads from the fit.
 - :mod:`~privml.audit.exposure`: canary exposure (Carlini et al. 2019).
+- :mod:`~privml.audit.prediction_service`: black-box audit of the private
+  prediction service, a lower bound on the epsilon of one served answer.
 - :mod:`~privml.testing.negative_controls`: deliberately broken implementations
   that an audit must catch. Never train with them; they are not exported here.
 """

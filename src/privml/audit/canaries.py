@@ -132,7 +132,8 @@ def clipbkd_canary(X: object, *, label: object, classes: Iterable[object]) -> Ca
     """
     X = check_finite_array(X, "X", ndim=2)
     label, classes = _check_label(label, classes)
-    _, _, vt = np.linalg.svd(X, full_matrices=True)
+    # Every right singular vector is needed (n < d: the null space too), never the n x n left ones.
+    _, _, vt = np.linalg.svd(X, full_matrices=X.shape[0] < X.shape[1])
     direction = vt[-1]
     # Make the sign deterministic (SVD signs are arbitrary).
     direction = direction * (1.0 if direction[np.argmax(np.abs(direction))] >= 0 else -1.0)

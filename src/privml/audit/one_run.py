@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -60,6 +60,7 @@ __all__ = [
     "SCORE_KINDS",
     "OneRunAudit",
     "audit_from_scores",
+    "audit_from_statistics",
     "default_guess_counts",
     "idealised_bound",
     "idealised_curve",
@@ -389,6 +390,39 @@ def audit_from_scores(
         claim_rejected=None if claimed_profile is None else rejected,
         mu_lower=None if claimed_profile is None else mu,
     )
+
+
+def audit_from_statistics(
+    statistics: dict[str, np.ndarray],
+    included: object,
+    *,
+    confidence: float = 0.95,
+    **options: Any,
+) -> tuple[OneRunAudit, str]:
+    """The best audit over several scores of the same canaries, each tested at ``(1 - confidence) / K``.
+
+    ``statistics`` maps a name to one score per canary (K fixed before the run, e.g.
+    :func:`privml.audit.one_run_torch.white_box_statistics`); ``options`` are :func:`audit_from_scores`'s
+    (delta, claim, profile, guesses, relation, ...). Returns the audit with the highest epsilon bound and the
+    name of its statistic; the claim counts as refuted (``claim_rejected``) when the f-DP test refutes it for
+    any statistic, and ``mu_lower`` is the largest over them (all under the same union bound).
+    """
+    if not statistics:
+        raise ValueError("statistics must name at least one score")
+    c = _check_confidence(confidence)
+    level = (1.0 - c) / len(statistics)
+    best: tuple[OneRunAudit, str] | None = None
+    rejected, mu = False, 0.0
+    for name, scores in statistics.items():
+        result = audit_from_scores(scores, included, confidence=1.0 - level, **options)
+        rejected, mu = rejected or bool(result.claim_rejected), max(mu, result.mu_lower or 0.0)
+        if best is None or result.epsilon_lower > best[0].epsilon_lower:
+            best = (result, name)
+    assert best is not None
+    result, name = best
+    profiled = result.claim_rejected is not None
+    return replace(result, confidence=c, tried=result.tried * len(statistics),
+                   claim_rejected=rejected if profiled else None, mu_lower=mu if profiled else None), name
 
 
 def idealised_curve(epsilon: float, m: int, confidence: float = 0.95) -> tuple[np.ndarray, np.ndarray]:

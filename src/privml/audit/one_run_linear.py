@@ -28,13 +28,16 @@ probability of y_i minus that of y'_i (a function of the DP output and of
 the auditor's own canaries only). The audit's cost is one training run on
 ``n_real + m`` records plus scoring m points. The audit itself is *not*
 differentially private and is not a release: it reads the coins S, i.e.
-which canaries were trained on. Its output is a test of the claim.
+which canaries were trained on. Its output is a test of the claim: the
+(eps, delta) pair by Steinke et al.'s analysis and the curve the fit's
+accountant states by the f-DP analysis (:mod:`privml.audit.one_run_claims`).
+The white-box audit of DP-SGD is :mod:`privml.audit.one_run_dpsgd`.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,10 +47,19 @@ from sklearn.base import clone
 from privml._random import RandomState, check_random_state
 from privml._validation import check_count, check_finite_array
 from privml.audit.one_run import OneRunAudit, audit_from_scores
+from privml.audit.one_run_claims import linear_claim
 from privml.neighbouring import Neighbouring
 from privml.registry import get_spec
 
-__all__ = ["LinearOneRunResult", "linear_one_run_audit", "make_one_run_canaries", "one_run_training_set", "quiet_basis"]
+__all__ = [
+    "LinearOneRunResult",
+    "check_audit_inputs",
+    "fit_audited",
+    "linear_one_run_audit",
+    "make_one_run_canaries",
+    "one_run_training_set",
+    "quiet_basis",
+]
 
 
 @dataclass(frozen=True, eq=False)
@@ -63,8 +75,9 @@ class OneRunCanaries:
 class LinearOneRunResult:
     """A one-run audit of a linear method, with what the plot needs.
 
-    ``audit`` holds the bound and the claim; ``scores`` and ``included`` are each canary's margin and coin
-    (the coins are the audit's own secret: this result is a test, not a release).
+    ``audit`` holds the bound and the claim; ``scores`` and ``included`` are each canary's score and coin
+    (the coins are the audit's own secret: this result is a test, not a release). ``details``: public facts of
+    the run a white-box audit adds (its statistic, canaries, steps, noise multiplier, sample rate).
     """
 
     audit: OneRunAudit
@@ -77,11 +90,13 @@ class LinearOneRunResult:
     seconds_total: float
     scores: np.ndarray = field(repr=False)
     included: np.ndarray = field(repr=False)
+    details: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready fields (the per-canary scores and coins are left out)."""
         return {
             **self.audit.to_dict(),
+            **self.details,
             "method": self.method,
             "estimator": self.estimator,
             "n_real": self.n_real,
@@ -182,7 +197,9 @@ def linear_one_run_audit(
     ----------
     estimator:
         An unfitted privml linear classifier with its public class set (``classes=...``) given; it is cloned.
-        Its fitted ``privacy_`` is the claim; a baseline without one is audited against no claim.
+        Its fitted ``privacy_`` is the claim, tested as a pair and, by the f-DP analysis, as the curve its
+        accountant states (:func:`privml.audit.one_run_claims.linear_claim`, which also says which epsilon an
+        Accuracy First fit is compared against); a baseline without one is audited against no claim.
     X, y:
         The real training records (rows of norm <= 1, as every privml loader gives).
     m:
@@ -193,6 +210,27 @@ def linear_one_run_audit(
         Seeds the canaries, the coins and, unless the estimator has its own, the training noise.
     """
     started = time.perf_counter()
+    X_, y_, m_, classes = check_audit_inputs(estimator, X, y, m)
+    rng = check_random_state(random_state)
+    relation = _relation(estimator)
+    canaries = make_one_run_canaries(m_, X_.shape[1], classes, basis=quiet_basis(X_), random_state=rng)
+    included = rng.random(m_) < 0.5
+    X_train, y_train = one_run_training_set(X_, y_, canaries, included, relation)
+    model, seconds_fit = fit_audited(estimator, X_train, y_train, rng)
+    claim = linear_claim(model, relation, int(X_train.shape[0]))
+    scores = _margins(model, canaries)
+    audit = audit_from_scores(scores, included, delta=claim.delta, confidence=confidence,
+                              claimed_epsilon=claim.epsilon, guesses=guesses, neighbouring=relation,
+                              scores_from="black-box", claim_note=claim.note, claimed_profile=claim.profile)
+    return LinearOneRunResult(
+        audit=audit, method=str(getattr(model, "method", type(model).__name__)), estimator=type(model).__name__,
+        n_real=int(X_.shape[0]), n_train=int(X_train.shape[0]), n_included=int(included.sum()),
+        seconds_fit=seconds_fit, seconds_total=time.perf_counter() - started, scores=scores, included=included,
+    )
+
+
+def check_audit_inputs(estimator: Any, X: object, y: object, m: object) -> tuple[np.ndarray, np.ndarray, int, list]:
+    """(X, y, m, the public class set), checked before anything is drawn or trained."""
     X_ = check_finite_array(X, "X", ndim=2)
     y_ = np.asarray(y)
     if y_.shape != (X_.shape[0],):
@@ -201,35 +239,22 @@ def linear_one_run_audit(
     classes = estimator.get_params().get("classes")
     if classes is None:
         raise ValueError("the estimator needs its public class set (classes=...): the canaries' labels come from it")
-    rng = check_random_state(random_state)
-    relation = _relation(estimator)
-    canaries = make_one_run_canaries(m_, X_.shape[1], classes, basis=quiet_basis(X_), random_state=rng)
-    included = rng.random(m_) < 0.5
-    X_train, y_train = one_run_training_set(X_, y_, canaries, included, relation)
+    return X_, y_, m_, list(classes)
+
+
+def fit_audited(
+    estimator: Any, X_train: np.ndarray, y_train: np.ndarray, rng: np.random.Generator,
+    prepare: Callable[[Any], None] | None = None,
+) -> tuple[Any, float]:
+    """Fit a clone of ``estimator`` (seeded from ``rng`` unless it has its own seed); returns it and the fit's time.
+
+    ``prepare(model)`` runs on the clone before the fit (the white-box audit sets its seam there).
+    """
     model = clone(estimator)
     if "random_state" in model.get_params() and model.get_params()["random_state"] is None:
         model.set_params(random_state=int(rng.integers(2**63)))
+    if prepare is not None:
+        prepare(model)
     fit_start = time.perf_counter()
     model.fit(X_train, y_train)
-    seconds_fit = time.perf_counter() - fit_start
-    guarantee = getattr(model, "privacy_", None)
-    claim = None
-    delta = 0.0
-    note = ""
-    if guarantee is not None:
-        if guarantee.neighbouring is not relation:
-            raise RuntimeError(f"the fit states its guarantee under {guarantee.neighbouring.value}, the canaries were "
-                               f"placed for {relation.value}")
-        claim, delta = float(guarantee.epsilon), float(guarantee.delta)
-        if not np.isfinite(claim):  # the baseline: no guarantee to test, the bound measures its leakage
-            claim, delta, note = None, 0.0, "not private: no claim to compare"
-        elif guarantee.accountant == "ex-post":
-            note = "the claim is an ex-post epsilon (Accuracy First): the mechanism's worst case may be larger"
-    scores = _margins(model, canaries)
-    audit = audit_from_scores(scores, included, delta=delta, confidence=confidence, claimed_epsilon=claim,
-                              guesses=guesses, neighbouring=relation, scores_from="black-box", claim_note=note)
-    return LinearOneRunResult(
-        audit=audit, method=str(getattr(model, "method", type(model).__name__)), estimator=type(model).__name__,
-        n_real=int(X_.shape[0]), n_train=int(X_train.shape[0]), n_included=int(included.sum()),
-        seconds_fit=seconds_fit, seconds_total=time.perf_counter() - started, scores=scores, included=included,
-    )
+    return model, time.perf_counter() - fit_start

@@ -55,7 +55,6 @@ without noise except through the DP-trained model and its released gradients.
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -68,7 +67,7 @@ from privml._progress import progress_bar
 from privml._random import RandomState, check_random_state
 from privml._validation import check_count
 from privml.accounting.dpsgd import dpsgd_accountant
-from privml.audit.one_run import OneRunAudit, audit_from_scores
+from privml.audit.one_run import OneRunAudit, audit_from_statistics
 from privml.audit.one_run_fdp import InverseBlowUp, accountant_profile
 from privml.neighbouring import Neighbouring
 
@@ -160,24 +159,12 @@ def _audit(
 ) -> tuple[OneRunAudit, str]:
     """The best bound over the statistics, each tested at ``(1 - confidence) / len(statistics)``."""
     claim = engine.privacy_
-    level = (1.0 - confidence) / len(statistics)
-    profile = claimed_profile(engine)
-    best: tuple[OneRunAudit, str] | None = None
-    rejected, mu = False, 0.0
-    for name, scores in statistics.items():
-        result = audit_from_scores(
-            scores, included, delta=claim.delta, confidence=1.0 - level, claimed_epsilon=claim.epsilon,
-            guesses=guesses, neighbouring=Neighbouring.ADD_REMOVE_ONE, scores_from=scores_from,
-            claim_note="the engine's privacy_ (add/remove-one, n = real records + canary slots, zero-out)",
-            claimed_profile=profile,
-        )
-        rejected, mu = rejected or bool(result.claim_rejected), max(mu, result.mu_lower or 0.0)
-        if best is None or result.epsilon_lower > best[0].epsilon_lower:
-            best = (result, name)
-    assert best is not None
-    result, name = best
-    return dataclasses.replace(result, confidence=confidence, tried=result.tried * len(statistics),
-                               claim_rejected=rejected, mu_lower=mu), name
+    return audit_from_statistics(
+        statistics, included, confidence=confidence, delta=claim.delta, claimed_epsilon=claim.epsilon,
+        guesses=guesses, neighbouring=Neighbouring.ADD_REMOVE_ONE, scores_from=scores_from,
+        claim_note="the engine's privacy_ (add/remove-one, n = real records + canary slots, zero-out)",
+        claimed_profile=claimed_profile(engine),
+    )
 
 
 def claimed_profile(engine: DPSGD) -> InverseBlowUp:

@@ -3,6 +3,15 @@
     privml audit --method output|objective|dpsgd|dpcd|nonprivate --dataset NAME|csv:PATH [--schema FILE]
                  --epsilon E [--delta D] --trials N [--canary clipbkd|random|record]
                  [--n-train 100] [--classes A,B|all] [--seed S] [--n-jobs J] [--plot roc.png] [--json]
+    privml audit --prediction-service --method prediction-sensitivity|subsample-aggregate ... --queries N
+                 (the per-answer epsilon of the served predictor: privml.cli.audit_prediction)
+
+    privml audit --one-run --method METHOD --dataset ... --epsilon E [--canaries M] [--max-train N] [--json]
+
+    privml audit --one-run --method dpsgd-cnn [--white-box] --dataset mnist|fashion-mnist|npz:PATH --epsilon E
+                 [privml train's dpsgd-cnn options]             (privml.cli.audit_torch)
+
+    privml audit --model FILE --dataset ... [--one-run ...]  (privml.cli.audit_model: a model file's settings)
 
 Prints ``{"claimed_epsilon", "epsilon_lower_bound", "confidence", "auc", ...}``:
 the claim is the guarantee the trained model reports, the bound comes from
@@ -17,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import warnings
 
 import numpy as np
 
@@ -25,16 +33,16 @@ from privml._validation import MAX_TRIALS, check_count, check_n_jobs
 from privml.audit.canaries import CANARIES
 from privml.audit.epsilon_lower_bound import audit_epsilon
 from privml.audit.membership import loss_threshold_attack, roc_curve
+from privml.audit.one_run_dpsgd import check_dirac_count, dpsgd_white_box_audit
 from privml.audit.one_run_linear import linear_one_run_audit
 from privml.audit.plotting import check_plot_path, plot_one_run, plot_roc, require_matplotlib
+from privml.cli import audit_prediction
 from privml.cli._common import (
-    BIAS,
     CliError,
     add_command,
     add_json_flag,
     add_schema_options,
     check_output_path,
-    check_schema_options,
     emit,
     finite_float,
     fmt,
@@ -43,10 +51,10 @@ from privml.cli._common import (
     table,
     warnings_as_lines,
 )
-from privml.cli.train import build_estimator, check_privacy_options
-from privml.data import load_dataset
+from privml.cli.audit_model import TORCH_AUDIT_METHODS, AuditedRun, add_run_options, audited_run, select_classes
+from privml.cli.audit_torch import audit_cnn
+from privml.cli.train import TRAIN_METHODS, check_privacy_options
 from privml.data.registry import is_user_data
-from privml.exceptions import PrivacyLeakWarning
 
 DEFAULT_N_TRAIN = 100
 #: Methods the audit trains (every private linear method and the baseline; a CNN per trial is out of scope).
@@ -54,14 +62,21 @@ AUDIT_METHODS = ("output", "objective", "dpsgd", "dpcd", "nonprivate")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = add_command(subparsers, "audit", _audit, description=(
-        "Train 2 x TRIALS models on a small subsample of a dataset, half of them with a canary record, and "
-        "turn how well the canary can be detected into a Clopper-Pearson lower bound on epsilon "
-        "(Jagielski et al. 2020; Nasr et al. 2021). A correct implementation stays below its claimed "
-        "epsilon; a bound above it means the claim is false (at the stated confidence). The audited set "
-        f"is kept small on purpose (--n-train, default {DEFAULT_N_TRAIN} records, and by default the first "
-        "two classes) so that thousands of models train in minutes; the bound is about that small set."))
-    parser.add_argument("--method", choices=AUDIT_METHODS, required=True)
+    # --prediction-service audits run in privml.cli.audit_prediction; without it, its options are refused there.
+    parser = add_command(
+        subparsers, "audit", audit_prediction.before(_audit),
+        description=(
+            "Train 2 x TRIALS models on a small subsample of a dataset, half of them with a canary record, and "
+            "turn how well the canary can be detected into a Clopper-Pearson lower bound on epsilon "
+            "(Jagielski et al. 2020; Nasr et al. 2021). A correct implementation stays below its claimed "
+            "epsilon; a bound above it means the claim is false (at the stated confidence). The audited set "
+            f"is kept small on purpose (--n-train, default {DEFAULT_N_TRAIN} records, and by default the first "
+            "two classes) so that thousands of models train in minutes; the bound is about that small set."
+        ),
+    )
+    parser.add_argument("--method", choices=(*TRAIN_METHODS, *audit_prediction.METHODS),
+                        help=f"{', '.join(AUDIT_METHODS)}, dpsgd-cnn (--one-run), or "
+                             f"{', '.join(audit_prediction.METHODS)} (--prediction-service); required unless --model")
     parser.add_argument("--dataset", required=True,
                         help="built-in dataset name (see `privml datasets`), or csv:PATH (with --schema) / npz:PATH")
     add_schema_options(parser)
@@ -91,31 +106,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--n-jobs", type=integer, default=1, help="parallel workers (joblib; -1: every core)")
     parser.add_argument("--plot", help="write the ROC curves (canary test, membership attack) to this PNG")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    add_run_options(parser)  # --model FILE, --max-train, and privml train's training options (cli.audit_model)
+    audit_prediction.add_arguments(parser)
     add_json_flag(parser)
-
-
-def _select_classes(dataset: str, text: str | None) -> tuple | None:
-    """The public classes to keep (None: all), matched by their printed names."""
-    if text == "all":
-        return None
-    public = load_dataset(dataset).info.classes
-    if text is None:
-        return tuple(public[:2])
-    by_name = {str(c): c for c in public}
-    chosen = []
-    for token in (t.strip() for t in text.split(",")):
-        if token not in by_name:
-            raise CliError(f"--classes: {token!r} is not a class of {dataset}; choose from {', '.join(by_name)}")
-        chosen.append(by_name[token])
-    if len(chosen) < 2:
-        raise CliError("--classes needs at least two classes")
-    return tuple(chosen)
 
 
 def _audit(args: argparse.Namespace) -> None:
     # Validate everything before loading data or training anything.
+    run = audited_run(args)  # the options' method and settings, or --model FILE's (privml.cli.audit_model)
+    if run.method in TORCH_AUDIT_METHODS:
+        _check_plot(args.plot)
+        audit_cnn(args, run)  # torch is imported there, after its checks
+        return
     if args.one_run:
-        _one_run(args)
+        _one_run(args, run)
         return
     for flag, value in (("--canaries", args.canaries), ("--white-box", args.white_box or None)):
         if value is not None:
@@ -130,24 +134,13 @@ def _audit(args: argparse.Namespace) -> None:
     if not 0 < args.confidence < 1:
         raise ValueError(f"--confidence must be in (0, 1), got {args.confidence!r}")
     check_n_jobs(args.n_jobs, "--n-jobs")
-    user = is_user_data(args.dataset)
-    if user and args.classes is not None:
-        raise CliError("--classes applies to built-in datasets (a csv: dataset's class set is its schema's)")
-    schema = check_schema_options(args)  # a CSV without public bounds is refused, as train refuses it
     _check_plot(args.plot)  # fail now, not after the trials
 
-    with warnings_as_lines():  # printed even when loading fails (a leak warning must not be lost)
-        classes = None if user else _select_classes(args.dataset, args.classes)
-        data = load_dataset(args.dataset, bias=BIAS, max_train=n_train, classes=classes, random_state=args.seed,
-                            schema=schema, bounds=args.bounds)
-        if user:  # the release rule's stated exception, as for a study of the user's own rows
-            warnings.warn(PrivacyLeakWarning(
-                "the audit's figures are computed from your private records without noise and are not covered by "
-                "any privacy guarantee; do not publish them"), stacklevel=1)
+    with warnings_as_lines():
+        classes = None if is_user_data(args.dataset) else select_classes(args.dataset, args.classes)
+    data = run.load(args, max_train=n_train, classes=classes)  # through the run's schema or bounds
     info = data.info
-    model = build_estimator(
-        args.method, n_classes=len(info.classes), epsilon=args.epsilon, delta=args.delta, l2=None, seed=args.seed
-    )
+    model = run.estimator(args, info)
     print(
         f"auditing {type(model).__name__} on {info.name} ({info.n_train} records, {len(info.classes)} classes): "
         f"2 x {trials} models...",
@@ -178,6 +171,7 @@ def _audit(args: argparse.Namespace) -> None:
         "membership_auc": attack.auc,
         "membership_advantage": attack.advantage,
         "membership_tpr_at_fpr": attack.to_dict()["tpr_at_fpr"],
+        **run.fields(),
     }
     if args.plot:
         fpr_c, tpr_c, _ = roc_curve(result.scores_in, result.scores_out)
@@ -202,15 +196,13 @@ def _check_plot(path: str | None) -> None:
             raise CliError(f"--plot: {exc}") from None
 
 
-def _one_run(args: argparse.Namespace) -> None:
+def _one_run(args: argparse.Namespace, run: AuditedRun) -> None:
     """``--one-run``: every check before the data is read; then one fit (privml.audit.one_run_linear)."""
     for flag, value in (("--trials", args.trials), ("--canary", args.canary), ("--n-train", args.n_train)):
         if value is not None:
             raise CliError(f"{flag} does not apply to --one-run (one fit on the whole dataset with --canaries "
                            "random canaries)")
-    if args.white_box:
-        if args.method == "dpsgd":
-            raise CliError("--white-box is not available for --method dpsgd yet (use the black-box audit)")
+    if args.white_box and args.method != "dpsgd":
         raise CliError(f"--white-box applies to DP-SGD methods only, not --method {args.method}")
     check_privacy_options(args)
     m = check_count(1000 if args.canaries is None else args.canaries, "--canaries", minimum=1, maximum=10**7)
@@ -219,18 +211,23 @@ def _one_run(args: argparse.Namespace) -> None:
     _check_plot(args.plot)
 
     with warnings_as_lines():
-        classes = None if args.classes is None else _select_classes(args.dataset, args.classes)
-        data = load_dataset(args.dataset, bias=BIAS, classes=classes, random_state=args.seed)
+        classes = None if args.classes is None else select_classes(args.dataset, args.classes)
+    data = run.load(args, max_train=args.max_train, classes=classes)  # through the run's schema or bounds
     info = data.info
-    model = build_estimator(
-        args.method, n_classes=len(info.classes), epsilon=args.epsilon, delta=args.delta, l2=None, seed=args.seed
-    )
+    model = run.estimator(args, info)
+    if args.white_box:
+        check_dirac_count(m, data.X_train.shape[1], len(info.classes))
     if not args.no_progress:
         print(f"one-run audit of {type(model).__name__} on {info.name} ({info.n_train} records + {m} canary "
               "slots): one training run...", file=sys.stderr)
     # Labels are indices into the public class set, as every estimator here is built with classes=range(k).
-    result = linear_one_run_audit(model, data.X_train, data.y_train, m=m, confidence=args.confidence,
-                                  random_state=args.seed)
+    if args.white_box:  # Dirac gradient canaries scored on every step's released sum (privml.audit.one_run_dpsgd)
+
+        result = dpsgd_white_box_audit(model, data.X_train, data.y_train, m=m, confidence=args.confidence,
+                                       random_state=args.seed)
+    else:
+        result = linear_one_run_audit(model, data.X_train, data.y_train, m=m, confidence=args.confidence,
+                                      random_state=args.seed)
     if not args.no_progress:
         print(f"trained in {result.seconds_fit:.1f} s; scored {m} canaries", file=sys.stderr)
     out = {
@@ -240,6 +237,7 @@ def _one_run(args: argparse.Namespace) -> None:
         "audit": "one-run",
         "guarantee_of_the_audit": "none: the audit reads which canaries were trained on; it is a test, not a "
                                   "release (the audited fit itself has the claimed guarantee on n_train records)",
+        **run.fields(),
     }
     if args.plot:
         out["plot"] = plot_one_run(result.scores, result.included, args.plot, guesses_in=result.audit.guesses_in,
@@ -265,6 +263,11 @@ def _render_one_run(r: dict) -> str:
                     f"out; best of {r['tried']} counts, union bound)"),
         ("time", f"{r['seconds']:.1f} s (fit {r['seconds_fit']:.1f} s)"),
     ]
+    if r.get("claim_rejected") is not None:
+        rows.insert(3, ("claimed curve (f-DP)", f"{'REFUTED' if r['claim_rejected'] else 'not refuted'}; "
+                                                f"mu-GDP refuted up to mu = {r['mu_lower']:.4f}"))
+    if r["scores_from"] == "white-box":
+        rows.insert(1, ("scores", f"white-box: {r['statistic']} of {r['canaries']} canaries over {r['steps']} steps"))
     if r.get("claim_note"):
         rows.append(("note", r["claim_note"]))
     if "plot" in r:

@@ -156,27 +156,83 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--no-bias", action="store_true", help="do not append the constant bias feature")
     parser.add_argument("--out", help="write the model to this .npz file")
     cnn = parser.add_argument_group("dpsgd-cnn and scatter-* options (defaults: Tramer & Boneh 2021 for MNIST)")
-    cnn.add_argument("--epochs", type=finite_float, help="epochs (default 40)")
-    cnn.add_argument("--batch-size", type=integer,
-                     help="expected Poisson batch size (default 512, scatter-*: 4096; at most n)")
-    cnn.add_argument("--learning-rate", type=finite_float,
-                     help="SGD learning rate (dpsgd-cnn: momentum 0.9, default 0.5; scatter-*: see BENCHMARKS.md; "
-                          "dpsgd: its own default)")
-    cnn.add_argument("--clip-norm", type=finite_float,
-                     help="clip norm C of each example's gradient (dpsgd-cnn: default 0.1; dpsgd, dpcd, scatter-*: "
-                          "their own)")
-    cnn.add_argument("--architecture", choices=CNN_ARCHITECTURES, help="dpsgd-cnn's network (default tramer-boneh)")
-    cnn.add_argument("--threads", type=integer, help="torch threads (default: torch's choice)")
-    cnn.add_argument("--device", help="auto (default: CUDA when available), cpu, cuda or cuda:N")
-    cnn.add_argument("--precision", choices=("fp32", "bf16"),
-                     help="fp32 (default), or bf16 autocast passes (clipping and noise stay float32)")
-    cnn.add_argument("--clip-precision", choices=("fp32", "tf32"),
-                     help="arithmetic of the per-example norms and clipped sum: fp32 (default), or tf32 (operands "
-                          "rounded to TF32 by privml, rounding bounded inside C; faster on GPUs with TF32 cores)")
+    add_cnn_options(cnn)
     cnn.add_argument("--no-progress", action="store_true",
                      help="no progress bar on stderr (it shows the steps done, elapsed time and time left)")
     add_nonprivate_flag(parser)
     add_json_flag(parser)
+
+
+#: The training options of dpsgd-cnn and the scatter methods (argparse names), in the order errors list them.
+CNN_OPTIONS = ("epochs", "batch_size", "learning_rate", "clip_norm", "threads", "device", "precision",
+               "clip_precision", "architecture")
+
+
+def add_cnn_options(group: Any) -> None:
+    """The :data:`CNN_OPTIONS` (``--clip-norm`` and ``--learning-rate`` also set DP-SGD's and DP-CD's), on an
+    argument group; ``privml audit`` takes the same ones."""
+    group.add_argument("--epochs", type=finite_float, help="epochs (default 40)")
+    group.add_argument("--batch-size", type=integer,
+                       help="expected Poisson batch size (default 512, scatter-*: 4096; at most n)")
+    group.add_argument("--learning-rate", type=finite_float,
+                       help="SGD learning rate (dpsgd-cnn: momentum 0.9, default 0.5; scatter-*: see BENCHMARKS.md; "
+                            "dpsgd: its own default)")
+    group.add_argument("--clip-norm", type=finite_float,
+                       help="clip norm C of each example's gradient (dpsgd-cnn: default 0.1; dpsgd, dpcd, scatter-*: "
+                            "their own)")
+    group.add_argument("--architecture", choices=CNN_ARCHITECTURES, help="dpsgd-cnn's network (default tramer-boneh)")
+    group.add_argument("--threads", type=integer, help="torch threads (default: torch's choice)")
+    group.add_argument("--device", help="auto (default: CUDA when available), cpu, cuda or cuda:N")
+    group.add_argument("--precision", choices=("fp32", "bf16"),
+                       help="fp32 (default), or bf16 autocast passes (clipping and noise stay float32)")
+    group.add_argument("--clip-precision", choices=("fp32", "tf32"),
+                       help="arithmetic of the per-example norms and clipped sum: fp32 (default), or tf32 (operands "
+                            "rounded to TF32 by privml, rounding bounded inside C; faster on GPUs with TF32 cores)")
+
+
+def refuse_cnn_options(args: argparse.Namespace, hyper: tuple[str, ...], *, more: tuple[str, ...] = (),
+                       methods: str = "--method dpsgd-cnn and the scatter-* methods") -> None:
+    """One line naming the :data:`CNN_OPTIONS` given to a linear method (but its ``hyper``: LINEAR_HYPER), and
+    ``more`` options it cannot use either."""
+    given = [f"--{k.replace('_', '-')}" for k in CNN_OPTIONS if getattr(args, k) is not None and k not in hyper]
+    given += more
+    if given:
+        linear = any(k in given for k in ("--clip-norm", "--learning-rate"))
+        also = " (--clip-norm, --learning-rate: also dpsgd; --clip-norm: dpcd)" if linear else ""
+        raise ValueError(f"{', '.join(given)} appl{'ies' if len(given) == 1 else 'y'} to {methods} only{also}")
+
+
+def check_cnn_settings(args: argparse.Namespace) -> None:
+    """The values of the CNN options and --max-train: positive numbers, counts, epochs the accountants compose."""
+    for name in ("epochs", "learning_rate", "clip_norm"):
+        if getattr(args, name) is not None:
+            check_positive(getattr(args, name), f"--{name.replace('_', '-')}")
+    if args.epochs is not None and args.epochs > MAX_COMPOSITIONS:
+        # Every epoch is at least one step (q <= 1): beyond the accountants' cap whatever n is. The exact
+        # step count (epochs / q) is checked at fit, before the model is built or any noise drawn.
+        raise ValueError(f"--epochs {args.epochs:g} exceeds the {MAX_COMPOSITIONS:,} steps the accountants compose")
+    for name in ("batch_size", "max_train", "threads"):
+        if getattr(args, name) is not None:
+            check_count(getattr(args, name), f"--{name.replace('_', '-')}")
+
+
+def cnn_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The DP-SGD settings given among the CNN options, as the torch estimators' keyword arguments."""
+    names = ("epochs", "batch_size", "learning_rate", "clip_norm", "threads", "precision", "clip_precision")
+    return {name: getattr(args, name) for name in names if getattr(args, name) is not None}
+
+
+def build_cnn_classifier(args: argparse.Namespace, *, classes: tuple, device: Any,
+                         input_shape: tuple[int, ...] = (1, 28, 28)) -> Any:
+    """``--method dpsgd-cnn``'s :class:`~privml.torch.classifier.TorchClassifier` with the CLI's settings (imports
+    torch)."""
+    from privml.torch.classifier import TorchClassifier  # lazy(extra): torch
+
+    return TorchClassifier(
+        epsilon=args.epsilon, delta=args.delta, model=args.architecture or "tramer-boneh",
+        input_shape=tuple(int(s) for s in input_shape), classes=classes, random_state=args.seed,
+        progress=not args.no_progress, device=str(device), **cnn_settings(args),
+    )
 
 
 #: linear methods' hyper-parameters beyond l2 that --clip-norm and --learning-rate set
@@ -301,19 +357,7 @@ def _check_linear_args(args: argparse.Namespace) -> tuple[tuple[str, ...], Any, 
     for name in hyper:
         if getattr(args, name) is not None:
             check_positive(getattr(args, name), f"--{name.replace('_', '-')}")
-    cnn_only = [f"--{k.replace('_', '-')}"
-                for k in ("epochs", "batch_size", "learning_rate", "clip_norm", "threads", "device", "precision",
-                          "clip_precision")
-                if getattr(args, k) is not None and k not in hyper]
-    if args.architecture is not None:
-        cnn_only.append("--architecture")
-    if args.no_progress:  # the other methods draw no bar
-        cnn_only.append("--no-progress")
-    if cnn_only:
-        linear = any(k in cnn_only for k in ("--clip-norm", "--learning-rate"))
-        also = " (--clip-norm, --learning-rate: also dpsgd; --clip-norm: dpcd)" if linear else ""
-        raise ValueError(f"{', '.join(cnn_only)} appl{'ies' if len(cnn_only) == 1 else 'y'} to --method dpsgd-cnn "
-                         f"and the scatter-* methods only{also}")
+    refuse_cnn_options(args, hyper, more=("--no-progress",) if args.no_progress else ())  # linear: no bar
     # Validate everything before touching data or drawing noise.
     check_privacy_options(args)
     if args.l2 is not None and "l2" not in inspect.signature(estimator_class(args.method)).parameters:
@@ -345,16 +389,7 @@ def _check_cnn_args(args: argparse.Namespace) -> str:
                          f"got {args.dataset!r}")
     if not scatter and dataset not in CNN_DATASETS:
         raise ValueError(f"--method dpsgd-cnn supports --dataset {' or '.join(CNN_DATASETS)}, got {args.dataset!r}")
-    for name in ("epochs", "learning_rate", "clip_norm"):
-        if getattr(args, name) is not None:
-            check_positive(getattr(args, name), f"--{name.replace('_', '-')}")
-    if args.epochs is not None and args.epochs > MAX_COMPOSITIONS:
-        # Every epoch is at least one step (q <= 1): beyond the accountants' cap whatever n is. The exact
-        # step count (epochs / q) is checked at fit, before the model is built or any noise drawn.
-        raise ValueError(f"--epochs {args.epochs:g} exceeds the {MAX_COMPOSITIONS:,} steps the accountants compose")
-    for name in ("batch_size", "max_train", "threads"):
-        if getattr(args, name) is not None:
-            check_count(getattr(args, name), f"--{name.replace('_', '-')}")
+    check_cnn_settings(args)
     if args.neighbouring is not None:
         raise ValueError(f"--neighbouring applies to --method dpsgd only ({args.method} states add/remove-one)")
     if args.schema is not None or args.bounds is not None:
@@ -377,36 +412,14 @@ def _train_cnn(args: argparse.Namespace) -> None:
     if args.method in SCATTER_METHODS:
         _train_scatter(args, dataset)
         return
-    from privml.torch.classifier import TorchClassifier, resolve_device  # lazy(extra): torch, for this method only
+    from privml.torch.classifier import resolve_device  # lazy(extra): torch, for this method only
     from privml.torch.data import load_images  # lazy(extra): torch
 
     device = resolve_device(args.device or "auto")  # a missing GPU is an error before any data is read
 
     data = load_images(dataset, max_train=args.max_train, random_state=args.seed)
-    settings = {
-        key: value
-        for key, value in {
-            "epochs": args.epochs,
-            "batch_size": args.batch_size,
-            "learning_rate": args.learning_rate,
-            "clip_norm": args.clip_norm,
-            "threads": args.threads,
-            "precision": args.precision,
-            "clip_precision": args.clip_precision,
-        }.items()
-        if value is not None
-    }
     architecture = args.architecture or "tramer-boneh"
-    model = TorchClassifier(
-        epsilon=args.epsilon,
-        delta=args.delta,
-        model=architecture,
-        classes=data.classes,
-        random_state=args.seed,
-        progress=not args.no_progress,
-        device=str(device),
-        **settings,
-    )
+    model = build_cnn_classifier(args, classes=data.classes, device=device)
     n_train, n_test = int(data.X_train.shape[0]), int(data.X_test.shape[0])
     print(f"training {architecture} CNN with DP-SGD on {dataset} ({n_train} records, {device})...",
           file=sys.stderr)
@@ -446,8 +459,10 @@ def _train_cnn(args: argparse.Namespace) -> None:
     emit(result, as_json=args.json, render=_render)
 
 
-def _scatter_images(args: argparse.Namespace, dataset: str) -> tuple[Any, ...]:
-    """(X_train, y_train, X_test, y_test, codes, class names, input shape) of a scatter method's images.
+def load_image_arrays(dataset: str, *, max_train: int | None, seed: int | None, classes: str | None = None,
+                      test_path: str | None = None) -> tuple[Any, ...]:
+    """(X_train, y_train, X_test, y_test, codes, class names, input shape) of a scatter method's images (also
+    those ``privml audit`` audits a CNN on); ``classes`` and ``test_path``: npz: data's --classes and --test.
 
     MNIST and Fashion-MNIST are standardised by their public constants (as for dpsgd-cnn and at prediction);
     CIFAR-10 and npz: images are used as given, channels first (an H x W x C array is transposed), since the
@@ -456,14 +471,14 @@ def _scatter_images(args: argparse.Namespace, dataset: str) -> tuple[Any, ...]:
     if dataset in CNN_DATASETS:
         from privml.torch.data import load_images  # lazy(extra): torch
 
-        images = load_images(dataset, max_train=args.max_train, random_state=args.seed)
+        images = load_images(dataset, max_train=max_train, random_state=seed)
         return (images.X_train.numpy(), images.y_train.numpy(), images.X_test.numpy(), images.y_test.numpy(),
                 images.classes, images.class_names, (1, 28, 28))
     user = dataset.startswith("npz:")
     with warnings_as_lines():  # a leak warning (classes read from the labels) must not be lost
-        data = load_dataset(dataset, preprocess=False, max_train=args.max_train,
-                            classes=parse_classes(args.classes) if user else None, test_path=args.test_path,
-                            random_state=args.seed)
+        data = load_dataset(dataset, preprocess=False, max_train=max_train,
+                            classes=parse_classes(classes) if user else None, test_path=test_path,
+                            random_state=seed)
     parts = []
     for X in (data.X_train, data.X_test):
         X = np.asarray(X, dtype=np.float32)
@@ -475,8 +490,8 @@ def _scatter_images(args: argparse.Namespace, dataset: str) -> tuple[Any, ...]:
             raise ValueError(f"{dataset}: the scatter methods need images, arrays of H x W or H x W x C values per "
                              f"record; got records of shape {X.shape[1:]}")
         parts.append(np.ascontiguousarray(X))
-    classes = tuple(range(len(data.info.classes)))
-    return parts[0], data.y_train, parts[1], data.y_test, classes, tuple(data.info.classes), parts[0].shape[1:]
+    codes = tuple(range(len(data.info.classes)))
+    return parts[0], data.y_train, parts[1], data.y_test, codes, tuple(data.info.classes), parts[0].shape[1:]
 
 
 def _train_scatter(args: argparse.Namespace, dataset: str) -> None:
@@ -486,23 +501,15 @@ def _train_scatter(args: argparse.Namespace, dataset: str) -> None:
 
     device = resolve_device(args.device or "auto")  # a missing GPU is an error before any data is read
     check_output_path(args.out, "--out", suffix=".npz")
-    X_train, y_train, X_test, y_test, classes, names, shape = _scatter_images(args, dataset)
+    X_train, y_train, X_test, y_test, classes, names, shape = load_image_arrays(
+        dataset, max_train=args.max_train, seed=args.seed, classes=args.classes, test_path=args.test_path)
     user = dataset.startswith("npz:")
-    settings = {
-        key: value
-        for key, value in {
-            "epochs": args.epochs, "batch_size": args.batch_size, "learning_rate": args.learning_rate,
-            "clip_norm": args.clip_norm, "threads": args.threads, "precision": args.precision,
-            "clip_precision": args.clip_precision,
-        }.items()
-        if value is not None
-    }
     model = ScatterClassifier(
         epsilon=args.epsilon, delta=args.delta, head=args.method.removeprefix("scatter-"),
         input_shape=tuple(int(s) for s in shape), classes=classes, random_state=args.seed,
         progress=not args.no_progress, device=str(device),
         # A built-in set's features are kept in its (private) cache; the user's images are not copied anywhere.
-        cache_features=not user, **settings,
+        cache_features=not user, **cnn_settings(args),
     )
     print(f"training {args.method} with DP-SGD on {dataset} ({len(X_train)} records, {device})...", file=sys.stderr)
     start = time.perf_counter()

@@ -319,6 +319,9 @@ class DPSGDClassifier(PrivateLinearClassifier):
         "neighbouring", "steps", "sample_rate", "expected_batch_size", "epochs", "accountant", "step_epsilon",
         "step_delta", "epsilon", "delta", "event", "sampling", "bound",
     })
+    #: Audit-only seam (:mod:`privml.audit.one_run_dpsgd`): ``(batch indices, noisy clipped sum) -> sum``, called
+    #: once a step before the sum is used (adds gradient canaries, reads the released sum). Production: None.
+    _audit_step: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None
 
     def __init__(
         self,
@@ -504,6 +507,8 @@ class DPSGDClassifier(PrivateLinearClassifier):
                 parts = rows.batches(index)  # CSR or cache-sized chunks (see _batch_rows): same sum
                 total = sum(self._clipped_sum(loss, weights, b, y[part], clip, row_norms[part]) for part, b in parts)
                 noisy = total + self._noise(plan, clip, weights.shape, rng)
+                if self._audit_step is not None:
+                    noisy = self._audit_step(index, noisy)
                 # The divisor is public (see _batches), never the realised Poisson size.
                 # l2 W is data-independent: added after clipping and normalising, at full weight.
                 gradient = noisy / divisor + l2 * weights

@@ -4,7 +4,9 @@
 realised batch size as DP-SGD's divisor, half the sensitivity in output
 perturbation, ...) that the audits of :mod:`privml.audit` must catch;
 :mod:`privml.testing.torch_controls` holds broken torch DP-SGD engines (an
-unclipped layer, too little or reused noise, the row-order fault). Nothing
+unclipped layer, too little or reused noise, the row-order fault);
+:mod:`privml.testing.prediction_controls` holds broken private predictors
+(half the logit sensitivity, the unhalved vote). Nothing
 in privml imports this package; it exists so that the tests and
 ``benchmarks/audit.py`` share one copy of each bug.
 """

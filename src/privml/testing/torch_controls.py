@@ -12,13 +12,17 @@ while one step of DP-SGD is broken:
   scaled by 1/sqrt(2): the effective noise multiplier is s / sqrt(2).
 - :class:`ReusedNoiseDPSGD`: the noise is drawn once and added again at every
   step; two steps' released gradients differ by their clipped sums exactly.
-- :class:`UncheckedRowsDPSGD` with :class:`FlipModel`: ghost clipping forced on a
-  model whose forward reorders the batch and restores it
-  (``head(mix(x.flip(0)).flip(0))``, as a sort by length and its inverse
-  would), with no check of the row assumption: row k of ``mix``'s recorded
-  input and output gradient belongs to example B-1-k, so each example's norm
-  adds layers of two examples (privml issue 29 measured 1.85 C for one added
-  record where add/remove allows C).
+- :class:`UncheckedRowsDPSGD`: ghost clipping forced on a model whose forward
+  reorders the batch and restores it (as a sort by length and its inverse
+  would), with no check of the row assumption. With :class:`FlipModel`
+  (``head(mix(x.flip(0)).flip(0))``) row k of ``mix``'s recorded input and
+  output gradient belongs to example B-1-k, so each example's norm adds
+  layers of two examples (privml issue 29 measured 1.85 C for one added
+  record where add/remove allows C). The audited setting uses
+  :class:`ShuffledBranchesNet`, the same fault in K branches each reordered
+  differently: a record's gradient in each branch is clipped by the norm of
+  a row that holds it and other records' other branches, so it contributes
+  up to C per branch, sqrt(K) C in all.
 
 :data:`TORCH_CONTROLS` records the setting of each (a tiny model on synthetic
 data, m canaries, claimed epsilon 2), and :func:`audit_torch_control` runs a
@@ -34,13 +38,16 @@ reveal canaries almost surely: the unclipped layer (a canary of gradient norm
 70 C) and the reused noise (the noise cancels between steps) do. A noise
 1/sqrt(2) too small (mu 0.71 where the claim is mu 0.50) is flagged in its own
 setting: one full-batch step (the claim is then one Gaussian release) and 10^7
-Dirac canaries in a wide table (:class:`DiracNet`). The row-order fault (a
-canary's own contribution at most about sqrt(2) C: each layer's rows are
-clipped by a norm that counts them; the re-pairing of the other records moves
-the sum along their gradients, which no canary's score reads) moves the bound
-but does not lift it over the claim. The module records which
-(``TorchControl.flagged``), and the tests and ``benchmarks/one_run_torch.py``
-measure it (10 audits each).
+Dirac canaries in a wide table (:class:`DiracNet`). The row-order fault
+bounds a canary's own contribution by C per layer whose rows it is mis-paired
+in (each row is clipped by a norm that counts the canary's part of it); with
+one reordered layer (:class:`FlipModel`, about sqrt(2) C) a one-run audit at
+the claim cannot see it, so its setting is :class:`ShuffledBranchesNet` with
+64 branches and 20 real records per canary (few canaries share a row): each
+sampled canary then moves the sum by several C along its own gradient, which
+the white-box score reads. ``TorchControl.flagged`` records which controls
+an audit can flag, and the tests and ``benchmarks/one_run_torch.py`` measure
+it (10 audits each).
 """
 
 from __future__ import annotations
@@ -69,6 +76,7 @@ __all__ = [
     "FlipModel",
     "HalfNoiseDPSGD",
     "ReusedNoiseDPSGD",
+    "ShuffledBranchesNet",
     "TorchControl",
     "UncheckedRowsDPSGD",
     "UnclippedLayerDPSGD",
@@ -215,6 +223,35 @@ class FlipModel(nn.Module):
         return self.head(torch.tanh(self.mix(x.flip(0))).flip(0))
 
 
+class ShuffledBranchesNet(nn.Module):
+    """ControlNet's body plus K bias-free key branches, branch k applied to the batch in its own order.
+
+    Branch k reorders the rows by a fixed permutation of the batch (drawn from a generator seeded by the batch
+    size and k, as a per-branch sort would order them) and restores the order of its output: the same function
+    of each example, so the vmap path is exact, while ghost clipping, reading rows as examples, clips each
+    branch's part of a record by the norm of a row that mostly holds other records (see the module notes).
+    """
+
+    def __init__(self, n_features: int, m: int, *, branches: int = 64, hidden: int = 16, n_classes: int = 2) -> None:
+        super().__init__()
+        self.n_features = n_features
+        self.body = nn.Sequential(nn.Linear(n_features, hidden), nn.Tanh(), nn.Linear(hidden, n_classes))
+        branch_list = [nn.Linear(m, n_classes, bias=False) for _ in range(branches)]
+        for branch in branch_list:
+            nn.init.zeros_(branch.weight)  # as ControlNet's key: a canary's first gradient is large in every branch
+        self.keys = nn.ModuleList(branch_list)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = self.body(x[:, : self.n_features])
+        keys, b = x[:, self.n_features :], x.shape[0]
+        for k, branch in enumerate(self.keys):
+            order = torch.randperm(b, generator=torch.Generator().manual_seed(1000 * b + k)).to(x.device)
+            restore = torch.empty_like(order)
+            restore[order] = torch.arange(b, device=x.device)
+            out = out + branch(keys[order])[restore]
+        return out
+
+
 @dataclass(frozen=True)
 class TorchControl:
     """A planted torch DP-SGD bug and the setting of its one-run audit.
@@ -233,6 +270,9 @@ class TorchControl:
         The audit's canaries, the engine's settings (the claim), the guess counts tried (None: the default
         sweep) and whether records carry the m key-input columns (:class:`ControlNet`) or only the features
         (:class:`DiracNet`).
+    real_per_canary:
+        None: :data:`N_REAL` real records; else that many per canary (the row-order setting, where few
+        canaries must share a batch row).
     """
 
     name: str
@@ -244,6 +284,7 @@ class TorchControl:
     setting: dict[str, Any] = field(default_factory=lambda: dict(SETTING))
     guesses: tuple[int, ...] | None = None
     key_inputs: bool = True
+    real_per_canary: int | None = None
 
 
 #: The controls' common setting: claimed (2, 1e-5) add/remove-one, 10 Poisson steps at q = 0.2.
@@ -254,16 +295,18 @@ SETTING: dict[str, Any] = {
 N_REAL, N_FEATURES, KEY_SCALE = 200, 8, 100.0
 
 
-def control_setting(m: int, *, random_state: RandomState = 0, key_inputs: bool = True) -> tuple[Any, ...]:
-    """``(X, y, canary_x, canary_y)``: synthetic real records (zero key inputs) and m key-input canaries.
+def control_setting(
+    m: int, *, random_state: RandomState = 0, key_inputs: bool = True, n_real: int = N_REAL
+) -> tuple[Any, ...]:
+    """``(X, y, canary_x, canary_y)``: n_real synthetic real records (zero key inputs) and m key-input canaries.
 
     ``key_inputs=False``: the records hold the features only, and there are no canary records (None, None).
     """
     rng = check_random_state(random_state)
-    a = rng.standard_normal((N_REAL, N_FEATURES)) / math.sqrt(N_FEATURES)
+    a = rng.standard_normal((n_real, N_FEATURES)) / math.sqrt(N_FEATURES)
     if not key_inputs:
         return (torch.tensor(a, dtype=torch.float32), torch.from_numpy((a[:, 0] > 0).astype(np.int64)), None, None)
-    X = np.zeros((N_REAL, N_FEATURES + m))
+    X = np.zeros((n_real, N_FEATURES + m))
     X[:, :N_FEATURES] = a
     y = (a[:, 0] > 0).astype(np.int64)
     canary_x = np.zeros((m, N_FEATURES + m))
@@ -297,7 +340,7 @@ def _reused_noise(broken: bool, d: int, m: int) -> tuple[nn.Module, type[DPSGD],
 
 def _row_order(broken: bool, d: int, m: int) -> tuple[nn.Module, type[DPSGD], dict[str, Any]]:
     # The correct engine runs the same model on the per-example path (what it must do with such a model).
-    return FlipModel(d + m), (UncheckedRowsDPSGD if broken else DPSGD), ({} if broken else {"mode": "vmap"})
+    return ShuffledBranchesNet(d, m), (UncheckedRowsDPSGD if broken else DPSGD), ({} if broken else {"mode": "vmap"})
 
 
 #: Every torch negative control with its setting.
@@ -310,8 +353,8 @@ TORCH_CONTROLS: dict[str, TorchControl] = {
                      _half_noise, m=10_000_000, setting=HALF_NOISE_SETTING, guesses=(500, 1000, 2000, 5000),
                      key_inputs=False),
         TorchControl("reused-noise", "one noise draw added again at every step", "dirac", True, _reused_noise),
-        TorchControl("row-order", "ghost clipping on head(mix(x.flip(0)).flip(0)), row assumption unchecked",
-                     "records", False, _row_order),
+        TorchControl("row-order", "ghost clipping, row assumption unchecked, on 64 branches each reordering the "
+                     "batch", "records", True, _row_order, real_per_canary=20),
     )
 }
 
@@ -329,7 +372,8 @@ def audit_torch_control(
     control = TORCH_CONTROLS[name]
     m_ = control.m if m is None else m
     rng = np.random.default_rng([random_state, 29])
-    X, y, canary_x, canary_y = control_setting(m_, random_state=rng, key_inputs=control.key_inputs)
+    n_real = N_REAL if control.real_per_canary is None else control.real_per_canary * m_
+    X, y, canary_x, canary_y = control_setting(m_, random_state=rng, key_inputs=control.key_inputs, n_real=n_real)
     torch.manual_seed(int(rng.integers(2**62)))
     model, engine_cls, extra = control.build(broken, N_FEATURES, m_)
     records = control.canaries == "records"
