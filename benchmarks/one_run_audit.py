@@ -34,7 +34,8 @@ from _common import machine
 from privml.audit.one_run import idealised_curve, simulate_gaussian_audit
 from privml.audit.one_run_dpsgd import dpsgd_white_box_audit
 from privml.audit.one_run_linear import linear_one_run_audit
-from privml.cli.train import BIAS, build_estimator
+from privml.cli._common import BIAS
+from privml.cli.train import build_estimator
 from privml.data import load_dataset
 from privml.selection.accuracy_first import AccuracyFirstClassifier, AccuracyFirstWarning
 

@@ -38,7 +38,7 @@ from _common import machine, write_json  # noqa: E402
 
 from privml.audit.canaries import clipbkd_canary  # noqa: E402
 from privml.audit.prediction_service import DEFAULT_TEACHERS, audit_prediction_service  # noqa: E402
-from privml.cli.train import BIAS  # noqa: E402
+from privml.cli._common import BIAS  # noqa: E402
 from privml.data import load_dataset  # noqa: E402
 from privml.testing.prediction_controls import PREDICTION_CONTROLS  # noqa: E402
 

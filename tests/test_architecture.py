@@ -4,12 +4,16 @@
 - Private prediction never imports the server; nothing but the CLI imports the CLI.
 - Nothing in privml imports privml.testing (deliberately broken code for tests and benchmarks).
 - The numpy core never imports torch at module level: torch stays an optional extra.
+- No import cycle between two files; an import inside a function says why it is there (an optional extra,
+  start-up time, the platform, or a module run with ``python -m``) in a ``# lazy(KIND): reason`` comment.
 """
 
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -138,3 +142,128 @@ def test_the_noise_check_sees_a_planted_draw(tmp_path) -> None:
     planted = tmp_path / "bad.py"
     planted.write_text("def f(rng, w):\n    return w + rng.normal(0.0, 1.0, size=w.shape)\n")
     assert _noise_draws("privml.linear.bad", planted) == ["privml.linear.bad:2 calls .normal()"]
+
+
+# ----------------------------------------------------------------- imports inside functions, and cycles
+#: Why an import may sit inside a function: an optional extra (torch, matplotlib, FastAPI, ...), start-up time
+#: (a command that must not load what only some of its paths need), the platform (POSIX-only modules), or
+#: ``privml.data.fetch``, the module ``python -m`` runs (it must not be loaded before it runs, and loaded it
+#: would shadow the function ``privml.data.fetch``).
+LAZY_KINDS = ("extra", "startup", "platform", "main")
+LAZY_MARK = re.compile(r"#\s*lazy\((\w+)\):\s*(\S.*)")
+
+
+@dataclass(frozen=True)
+class ImportSite:
+    module: str
+    line: int
+    targets: tuple[str, ...]  # the privml files (module names) it imports
+    in_function: bool
+    mark: re.Match[str] | None
+
+
+def _file_of(name: str, modules: dict[str, Path]) -> str | None:
+    """The privml file an imported name lives in: the module itself, or the package whose attribute it is."""
+    while name and name not in modules:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def _import_sites(name: str, path: Path, modules: dict[str, Path]) -> Iterator[ImportSite]:
+    """Every import statement of module ``name`` (TYPE_CHECKING blocks included: a cycle of types is a cycle)."""
+    text = path.read_text()
+    lines = text.splitlines()
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+
+    def visit(node: ast.AST, in_function: bool) -> Iterator[ImportSite]:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.Import | ast.ImportFrom):
+                if isinstance(child, ast.Import):
+                    names = [alias.name for alias in child.names]
+                else:
+                    base = child.module or ""
+                    if child.level:
+                        anchor = package.split(".")[: len(package.split(".")) - (child.level - 1)]
+                        base = ".".join([*anchor, base] if base else anchor)
+                    names = [f"{base}.{alias.name}" for alias in child.names]
+                targets = {_file_of(n, modules) for n in names} - {None, name}
+                source = "\n".join(lines[child.lineno - 1 : child.end_lineno])
+                yield ImportSite(name, child.lineno, tuple(sorted(t for t in targets if t)), in_function,
+                                 LAZY_MARK.search(source))
+            nested = isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
+            yield from visit(child, in_function or nested)
+
+    yield from visit(ast.parse(text, filename=str(path)), False)
+
+
+def _unmarked_lazy_imports(modules: dict[str, Path]) -> list[str]:
+    out = []
+    for name, path in modules.items():
+        for site in _import_sites(name, path, modules):
+            if site.in_function and (site.mark is None or site.mark.group(1) not in LAZY_KINDS):
+                out.append(f"{name}:{site.line}")
+    return out
+
+
+def _cycles(modules: dict[str, Path]) -> list[list[str]]:
+    """The import cycles between files (strongly connected components of more than one file), from the
+    module-level and function-level imports, leaving out the function-level ones marked with a reason."""
+    edges: dict[str, set[str]] = {name: set() for name in modules}
+    for name, path in modules.items():
+        for site in _import_sites(name, path, modules):
+            if not (site.in_function and site.mark is not None):
+                edges[name].update(site.targets)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+
+    def connect(v: str) -> None:  # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(edges[v]):
+            if w not in index:
+                connect(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for v in sorted(edges):
+        if v not in index:
+            connect(v)
+    return cycles
+
+
+def test_imports_inside_functions_say_why() -> None:
+    assert _unmarked_lazy_imports(MODULES) == []
+
+
+def test_no_import_cycle_between_files() -> None:
+    assert _cycles(MODULES) == []
+
+
+def test_the_cycle_check_sees_a_planted_cycle(tmp_path) -> None:
+    root = tmp_path / "privml" / "pkg"
+    root.mkdir(parents=True)
+    (root / "__init__.py").write_text("")
+    (root / "a.py").write_text("from privml.pkg.b import g\n\ndef f():\n    return g\n")
+    (root / "b.py").write_text("def g():\n    from privml.pkg import a\n    return a\n")
+    (root / "c.py").write_text("def h():\n    from privml.pkg import a  # lazy(startup): planted\n    return a\n")
+    planted = {"privml.pkg": root / "__init__.py", "privml.pkg.a": root / "a.py", "privml.pkg.b": root / "b.py",
+               "privml.pkg.c": root / "c.py"}
+    assert _unmarked_lazy_imports(planted) == ["privml.pkg.b:2"]
+    assert _cycles(planted) == [["privml.pkg.a", "privml.pkg.b"]]
+    (root / "b.py").write_text("def g():\n    from privml.pkg import a  # lazy(extra): planted\n    return a\n")
+    assert _unmarked_lazy_imports(planted) == [] and _cycles(planted) == []

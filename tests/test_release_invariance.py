@@ -285,7 +285,7 @@ def _study_rows(method: str, mode: str, neighbours: tuple[np.ndarray, ...], test
     from privml.study.methods import get_method
     from privml.study.prepare import StudyData
     from privml.study.selection import PointSelection, select_and_run
-    from privml.study.spec import Selection
+    from privml.study.spec_parts import Selection
 
     # The same randomness for both: one study, so one secret key of private selection (StudyCache.selection_key).
     point = PointSelection(seed=SEED, key="point", cache=StudyCache(None))

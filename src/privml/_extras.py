@@ -19,7 +19,7 @@ def torch_is_missing(exc: ImportError) -> bool:
 def import_torch_or_explain(what: str) -> None:
     """Import torch, or raise a one-line ``ValueError``: ``what`` (e.g. "--method dpsgd-cnn") needs the extra."""
     try:
-        import torch  # noqa: F401
+        import torch  # lazy(extra): whether the torch extra is installed  # noqa: F401
     except ImportError as exc:
         if not torch_is_missing(exc):
             raise

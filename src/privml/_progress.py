@@ -85,7 +85,7 @@ def progress_bar(total: int, *, desc: str, unit: str = "it", enabled: bool = Tru
     if not enabled or total <= 0:  # nothing to do (a study whose runs are all done): no "0/1, ~nan s left" bar
         return _NoBar()
     try:
-        from tqdm import tqdm
+        from tqdm import tqdm  # lazy(extra): tqdm is optional: a plain bar without it
     except ImportError:
         return _PlainBar(total, desc, unit)
     return tqdm(total=total, desc=desc, unit=unit, file=sys.stderr)

@@ -203,7 +203,7 @@ def check_y(y: object, n_rows: int, *, numeric: bool = False) -> np.ndarray:
         raise TypeError("y is a sparse matrix; privml needs a dense array")
     arr = check_finite_array(y, "y") if numeric else np.asarray(y)
     if arr.ndim == 2 and arr.shape[1] == 1:
-        from sklearn.exceptions import DataConversionWarning
+        from sklearn.exceptions import DataConversionWarning  # lazy(startup): scikit-learn, not for privml account
 
         warnings.warn(
             "A column-vector y was passed when a 1d array was expected: it is flattened (use y.ravel())",
@@ -218,6 +218,6 @@ def check_y(y: object, n_rows: int, *, numeric: bool = False) -> np.ndarray:
 
 def check_fitted(estimator: object, attribute: str) -> None:
     """scikit-learn's NotFittedError (via ``check_is_fitted``) unless ``estimator`` has ``attribute``."""
-    from sklearn.utils.validation import check_is_fitted
+    from sklearn.utils.validation import check_is_fitted  # lazy(startup): scikit-learn, not for privml account
 
     check_is_fitted(estimator, attribute, msg="this %(name)s is not fitted yet: call fit(X, y) first")

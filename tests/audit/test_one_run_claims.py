@@ -11,7 +11,8 @@ from scipy.stats import norm
 from privml.audit.one_run_claims import linear_claim
 from privml.audit.one_run_fdp import epsilon_delta_inverse, gaussian_inverse
 from privml.audit.one_run_linear import linear_one_run_audit
-from privml.cli.train import BIAS, build_estimator
+from privml.cli._common import BIAS
+from privml.cli.train import build_estimator
 from privml.data import load_dataset
 from privml.linear.dpsgd import DPSGDClassifier
 from privml.neighbouring import Neighbouring

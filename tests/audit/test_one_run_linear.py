@@ -11,7 +11,8 @@ from privml.audit.one_run_linear import (
     one_run_training_set,
     quiet_basis,
 )
-from privml.cli.train import BIAS, build_estimator
+from privml.cli._common import BIAS
+from privml.cli.train import build_estimator
 from privml.data import load_dataset
 from privml.linear.dpsgd import DPSGDClassifier
 from privml.neighbouring import Neighbouring

@@ -10,7 +10,7 @@ import json
 import numpy as np
 import pytest
 
-from privml.cli.train import BIAS
+from privml.cli._common import BIAS
 from privml.io import load_model, read_model_metadata
 from tests.cli_runner import run, run_json
 from tests.data.raw_tables import breast_cancer_schema, write_raw_breast_cancer
@@ -39,7 +39,7 @@ def spy(monkeypatch):
 
         return call
 
-    monkeypatch.setattr(one_run_linear, "linear_one_run_audit", recording(one_run_linear.linear_one_run_audit))
+    monkeypatch.setattr(audit, "linear_one_run_audit", recording(one_run_linear.linear_one_run_audit))
     monkeypatch.setattr(
         audit_torch, "torch_classifier_one_run_audit", recording(one_run_torch.torch_classifier_one_run_audit)
     )

@@ -6,6 +6,7 @@ import argparse
 import subprocess
 import sys
 
+from privml.cli._common import COMMAND_HELP
 from privml.cli.main import COMMANDS, build_parser
 
 
@@ -16,7 +17,7 @@ def _choices(parser: argparse.ArgumentParser) -> argparse._SubParsersAction:
 def test_the_stub_help_lines_match_the_subcommands() -> None:
     full = _choices(build_parser())
     helps = {action.dest: action.help for action in full._choices_actions}
-    assert helps == {name: summary for name, (_, summary) in COMMANDS.items()}
+    assert helps == COMMAND_HELP and list(COMMANDS) == list(COMMAND_HELP)
 
 
 def test_help_loads_no_numeric_library() -> None:

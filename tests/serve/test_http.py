@@ -17,7 +17,7 @@ import pytest
 from privml.ledger import MemoryLedger
 from privml.serve import PredictionService
 from privml.serve.asgi import ROUTES
-from privml.serve.handler import PredictionHandler
+from privml.serve.server import PredictionHandler
 from tests.serve.helpers import (
     TRANSPORTS,
     BudgetedDouble,

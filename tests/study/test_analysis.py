@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from privml.study.aggregate import Cell, Curve, StudyResults
+from privml.study.aggregate import StudyResults
+from privml.study.cells import Cell, Curve
 from privml.study.findings import findings
 from privml.study.recommend import recommend, recommendations
 from privml.study.spec import spec_from_dict

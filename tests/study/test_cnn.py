@@ -9,7 +9,7 @@ import pytest
 from privml.study.methods import get_method
 from privml.study.prepare import prepare
 from privml.study.selection import select_and_run
-from privml.study.spec import Selection
+from privml.study.spec_parts import Selection
 
 pytestmark = pytest.mark.slow
 

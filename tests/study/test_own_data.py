@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from privml.study import load_preset, spec_from_dict
-from privml.study.runner import plan, size_study
+from privml.study.points import plan
+from privml.study.runner import size_study
 from privml.study.sizing import check_sizing, choose, resolvable
 from privml.study.spec_file import load_spec
 from tests.cli_runner import run, run_json
@@ -82,7 +83,7 @@ def test_a_spec_files_schema_is_read_beside_it(patients, tmp_path):
 
 
 def test_resolvable_difference_matches_the_evidence_intervals():
-    from privml.study.aggregate import Cell
+    from privml.study.cells import Cell
     from privml.study.evidence import difference
 
     # Issue 32's report: 2 repeats on 114 test rows could call no difference below 41 points.

@@ -12,7 +12,8 @@ from privml.study.methods import get_method
 from privml.study.prepare import prepare
 from privml.study.scheduling import dispatch_batches, share_group
 from privml.study.selection import select_and_run
-from privml.study.spec import Selection, job_key, selection_seed
+from privml.study.spec import job_key, selection_seed
+from privml.study.spec_parts import Selection
 
 from .conftest import tiny_spec_dict
 

@@ -6,7 +6,7 @@ from privml.selection import RandomStopping
 from privml.study.methods import Method, get_method
 from privml.study.prepare import prepare
 from privml.study.selection import grid_for, select_and_run
-from privml.study.spec import Selection
+from privml.study.spec_parts import Selection
 
 
 @pytest.fixture(scope="module")

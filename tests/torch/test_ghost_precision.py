@@ -393,7 +393,7 @@ def _twin_weight_grad(layer: nn.Module, x: torch.Tensor, g: torch.Tensor) -> tor
 def test_the_tf32_sum_is_the_documented_arithmetic(layer, shape):
     # The proof bounds sum_k sum_t round(c_k round(g_kt)) round(a_kt)^T against c_k times the gradient of the rounded
     # operands: the rule must compute exactly that (up to float32 accumulation), here against float64.
-    from privml.torch.ghost.base import rule_for
+    from privml.torch.ghost.rules import rule_for
 
     torch.manual_seed(3)
     x = torch.randn(*shape)
@@ -413,7 +413,7 @@ def test_the_tf32_sum_is_the_documented_arithmetic(layer, shape):
 def test_the_tf32_norms_are_those_of_the_rounded_operands_gradients(layer, shape):
     # The weight's per-example gradient of the rounded input and output gradient; a convolution's bias's of the
     # gradient as it is (a sum without products, the same in its norms and sum), a Linear layer's of the rounded one.
-    from privml.torch.ghost.base import rule_for
+    from privml.torch.ghost.rules import rule_for
 
     torch.manual_seed(4)
     x = torch.randn(*shape)
@@ -484,7 +484,7 @@ def test_a_convolutions_bias_is_summed_from_the_values_its_norms_were_taken_of()
     # One example's output gradient cancels (2^40 and -2^40) around a smaller value: summed over positions one way
     # it is 0, another way 1e4. The norm saw the first; the backward kernel's own reduction over the batch can give
     # the second, which would then pass unclipped (a review found the kernel adding 1e4 where the norm saw 0).
-    from privml.torch.ghost.base import rule_for
+    from privml.torch.ghost.rules import rule_for
 
     layer = nn.Conv1d(2, 1, 1)
     x = torch.zeros(8, 2, 64)

@@ -21,12 +21,17 @@ from dataclasses import dataclass
 
 from privml._validation import check_count, check_delta, check_epsilon
 from privml.accounting.accountant import PrivacyAccountant
+from privml.accounting.advanced import AdvancedCompositionAccountant
+from privml.accounting.basic import BasicAccountant
 from privml.accounting.events import DpEvent
+from privml.accounting.gdp import GaussianDPAccountant
 from privml.accounting.parameter_search import (
     _bracket_and_bisect,
     _check_hints,
     _check_tolerance,
 )
+from privml.accounting.pld import PLDAccountant
+from privml.accounting.rdp import RDPAccountant
 from privml.exceptions import UnsupportedEventError
 
 #: Names accepted by :func:`make_accountant` (and by every ``accountant=`` argument).
@@ -57,31 +62,19 @@ def make_accountant(name: str) -> PrivacyAccountant:
     """
     if not isinstance(name, str):
         raise TypeError(f"accountant name must be a string, got {type(name).__name__}")
-    # Imported here, not at module level: the accountant modules are independent
-    # of one another, and composition.py imports this module for its searches.
     if name == "basic":
-        from privml.accounting.basic import BasicAccountant
-
         return BasicAccountant()
     if name in ("advanced", "optimal"):
-        from privml.accounting.advanced import AdvancedCompositionAccountant
-
         return AdvancedCompositionAccountant(method="drv" if name == "advanced" else "kov")
     if name == "rdp":
-        from privml.accounting.rdp import RDPAccountant
-
         return RDPAccountant()
     if name == "zcdp":
-        from privml.accounting.zcdp import ZCDPAccountant
+        from privml.accounting.zcdp import ZCDPAccountant  # lazy(startup): scipy.optimize, which `privml account` skips
 
         return ZCDPAccountant()
     if name == "gdp":
-        from privml.accounting.gdp import GaussianDPAccountant
-
         return GaussianDPAccountant()
     if name == "pld":
-        from privml.accounting.pld import PLDAccountant
-
         return PLDAccountant()
     raise ValueError(f"unknown accountant {name!r}; expected one of {', '.join(ACCOUNTANTS)}")
 

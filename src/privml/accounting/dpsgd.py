@@ -53,6 +53,7 @@ from privml.accounting.events import (
     SelfComposedEvent,
     _relation,
 )
+from privml.accounting.group import GroupPrivacyAccountant
 from privml.exceptions import UnsupportedEventError
 from privml.guarantee import PrivacyGuarantee
 from privml.neighbouring import Neighbouring
@@ -176,8 +177,6 @@ def dpsgd_accountant(
     if relation is not REPLACE_ONE:
         raise ValueError("replace_one_bound='group' derives a replace-one guarantee: it needs "
                          "neighbouring='replace-one'")
-    from privml.accounting.group import GroupPrivacyAccountant
-
     return lambda: GroupPrivacyAccountant(factory)
 
 

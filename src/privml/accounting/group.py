@@ -26,6 +26,7 @@ import math
 from collections.abc import Callable
 
 from privml.accounting.accountant import PrivacyAccountant
+from privml.accounting.calibration import make_accountant
 from privml.accounting.events import DpEvent, add_remove_twin
 from privml.exceptions import UnsupportedEventError
 from privml.neighbouring import Neighbouring
@@ -88,8 +89,6 @@ class GroupPrivacyAccountant(PrivacyAccountant):
     def __init__(self, inner: str | Callable[[], PrivacyAccountant] = "pld") -> None:
         super().__init__()
         if isinstance(inner, str):
-            from privml.accounting.calibration import make_accountant
-
             self._inner = make_accountant(inner)
         elif callable(inner):
             made = inner()

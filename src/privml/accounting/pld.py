@@ -70,6 +70,7 @@ from privml.accounting.events import DpEvent
 from privml.accounting.pld_convolution import _convolve, _window
 from privml.accounting.pld_discretisation import _DiscretePLD, _discretise
 from privml.accounting.pld_pairs import _event_pairs, _Loss
+from privml.accounting.rdp import RDPAccountant
 
 __all__ = ["PLDAccountant"]
 
@@ -213,8 +214,6 @@ class PLDAccountant(PrivacyAccountant):
 
     def _rdp_bound(self) -> PrivacyAccountant | None:
         """An RDP accountant holding this ledger's events (made once per ledger), or None if RDP cannot account one."""
-        from privml.accounting.rdp import RDPAccountant  # deferred: rdp is heavier and imports the conversions
-
         if self._rdp is None:
             rdp = RDPAccountant()
             supported = all(rdp.supports(event) for event in self._counts)

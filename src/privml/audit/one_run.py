@@ -52,6 +52,7 @@ from scipy.special import expit
 
 from privml._random import RandomState, check_random_state
 from privml._validation import check_count, check_delta, check_epsilon, check_finite_array
+from privml.accounting.analytic_gaussian import analytic_gaussian_sigma
 from privml.audit.one_run_fdp import InverseBlowUp, fdp_count_rejected, gdp_mu_lower_bound
 from privml.neighbouring import Neighbouring
 
@@ -465,8 +466,6 @@ def simulate_gaussian_audit(
     delta) the release is exactly (epsilon, delta)-DP under add/remove; the score of canary i is y_i.
     The audit's bound must stay at or below ``epsilon`` (with probability >= confidence).
     """
-    from privml.accounting.analytic_gaussian import analytic_gaussian_sigma
-
     eps = check_epsilon(epsilon)
     m_ = check_count(m, "m")
     d = check_delta(delta)

@@ -206,7 +206,7 @@ class _Projector:
         self.unit = engine.expected_batch_size / engine.clip_norm
 
     def __call__(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
-        import torch
+        import torch  # lazy(extra): torch
 
         # every trained parameter holds the step's released gradient here (DPSGD._apply sets them all)
         flat = torch.cat([p.grad.reshape(-1) for _, p in self.engine._params if p.grad is not None])  # noqa: SLF001
@@ -235,7 +235,7 @@ def _run(
     ``X, y`` hold the real records, followed by the m canary records when ``records``. A sampled slot of an
     excluded canary is a null record: it adds nothing to the step.
     """
-    import torch
+    import torch  # lazy(extra): torch
 
     m = included.shape[0]
     device = engine.device
@@ -294,9 +294,9 @@ def _run(
 
 def _initial_directions(engine: DPSGD, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """(P, m): each record canary's gradient at the initial parameters, normalised (flat, engine order)."""
-    import torch
+    import torch  # lazy(extra): torch
 
-    from privml.torch.per_sample import per_example_gradients
+    from privml.torch.per_sample import per_example_gradients  # lazy(extra): torch
 
     grads = per_example_gradients(engine.module, engine.loss_fn, x.to(engine.device), y.to(engine.device))
     flat = torch.cat([grads[name].reshape(x.shape[0], -1) for name, _ in engine._params], dim=1)  # noqa: SLF001
@@ -309,7 +309,7 @@ def _initial_directions(engine: DPSGD, x: torch.Tensor, y: torch.Tensor) -> torc
 
 
 def _negative_losses(engine: DPSGD, x: torch.Tensor, y: torch.Tensor) -> np.ndarray:
-    import torch
+    import torch  # lazy(extra): torch
 
     module = engine.module
     was_training = module.training
@@ -337,7 +337,7 @@ def _audit_engine(
     progress: bool,
     started: float,
 ) -> TorchOneRunResult:
-    import torch
+    import torch  # lazy(extra): torch
 
     n_real = int(X.shape[0])
     _check_engine(engine, n_real + m)
@@ -433,7 +433,7 @@ def dpsgd_one_run_audit(
         raise ValueError(f"canary_x and canary_y must hold m = {m_} records")
     if X.shape[0] != y.shape[0]:
         raise ValueError(f"X has {X.shape[0]} rows but y has {y.shape[0]}")
-    from privml.torch.dpsgd import DPSGD
+    from privml.torch.dpsgd import DPSGD  # lazy(extra): torch
 
     rng = check_random_state(random_state)
     seed = int(rng.integers(2**62))
@@ -450,7 +450,7 @@ def ood_canaries(
 
     Public: drawn from the auditor's own randomness, never from the data.
     """
-    import torch
+    import torch  # lazy(extra): torch
 
     rng = check_random_state(random_state)
     x = rng.standard_normal((check_count(m, "m"), *input_shape)).astype(np.float32)
@@ -476,7 +476,7 @@ def torch_classifier_one_run_audit(
     images with random labels (:func:`ood_canaries`), scored by their loss under the final model. The
     estimator is cloned; its public class set must be given (``classes=...``).
     """
-    import torch
+    import torch  # lazy(extra): torch
 
     started = time.perf_counter()
     m_ = check_count(m, "m")

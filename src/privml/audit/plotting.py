@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -14,11 +15,9 @@ BASIC_FORMATS = ("eps", "pdf", "png", "ps", "svg")
 
 def plot_formats() -> tuple[str, ...]:
     """The file suffixes :func:`plot_roc` can write: matplotlib's own list, or :data:`BASIC_FORMATS` without it."""
-    import importlib.util
-
     if importlib.util.find_spec("matplotlib") is None:
         return BASIC_FORMATS
-    from matplotlib.backend_bases import FigureCanvasBase
+    from matplotlib.backend_bases import FigureCanvasBase  # lazy(extra): matplotlib
 
     return tuple(sorted(FigureCanvasBase.get_supported_filetypes()))
 
@@ -44,13 +43,13 @@ def require_matplotlib() -> None:
 
 def _pyplot():
     try:
-        import matplotlib
+        import matplotlib  # lazy(extra): matplotlib
     except ImportError:
         raise ImportError(
             "plotting needs matplotlib, which is not installed: pip install 'privml[plot]' (or matplotlib)"
         ) from None
     matplotlib.use("Agg")  # files only: never open a window from a library call
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy(extra): matplotlib
 
     return plt
 

@@ -21,13 +21,51 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from privml.exceptions import PrivmlError
+from privml.exceptions import PrivacyLeakWarning, PrivmlError
 from privml.release import reveal_nonprivate
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
+#: The public constant feature appended to every record of a built-in dataset (privml.data.add_bias_feature)
+#: by ``train``, ``select`` and ``audit``.
+BIAS = 0.5
 #: ``--device`` of ``predict`` and ``serve`` (an error for files that are not CNNs)
 DEVICE_HELP = "auto (default), cpu, cuda or cuda:N: where a CNN model file (dpsgd-cnn) runs"
+
+
+#: Each command's one-line help, as ``privml --help`` lists them (in that order) and the command's own parser says.
+COMMAND_HELP: dict[str, str] = {
+    "account": "compute or calibrate privacy guarantees",
+    "train": "train a private model (linear or CNN) and report its test accuracy and guarantee",
+    "predict": "predict labels for rows in a CSV with a saved model",
+    "datasets": "list datasets and whether each is available",
+    "serve": "serve private predictions over HTTP with an enforced query budget",
+    "select": "find the most private model that meets an error target, with its ex-post privacy",
+    "study": "run the trade-off study: which private method to use for your n, d, k, epsilon, delta and budget",
+    "schema": "write a draft schema (public ranges, levels, classes) for a CSV",
+    "audit": "lower-bound a training method's epsilon empirically (canary audit) and measure membership leakage",
+}
+
+
+def add_command(
+    subparsers: Any,
+    name: str,
+    handler: Callable[[argparse.Namespace], Any] | None = None,
+    *,
+    summary: str | None = None,
+    description: str | None = None,
+) -> argparse.ArgumentParser:
+    """The parser of a command that runs ``handler``, with its one-line help ``summary`` (a top-level command's
+    is :data:`COMMAND_HELP`'s).
+
+    ``handler`` gets the parsed arguments; errors name the command by its ``prog``. A command with actions
+    of its own (``privml study run``) has none: each action has its handler.
+    """
+    parser = subparsers.add_parser(name, help=COMMAND_HELP[name] if summary is None else summary,
+                                   description=description)
+    if handler is not None:
+        parser.set_defaults(handler=handler, prog=parser.prog)
+    return parser
 
 
 class CliError(PrivmlError):
@@ -119,8 +157,6 @@ def nonprivate_block(args: argparse.Namespace, values: dict[str, Any], *, what: 
 
 def _warning_line(category: type[Warning], message: Warning | str) -> str:
     """The CLI's one line for a warning: ``warning: PrivacyLeakWarning: <message>``, or ``warning: <message>``."""
-    from privml.exceptions import PrivacyLeakWarning
-
     prefix = f"{category.__name__}: " if issubclass(category, PrivacyLeakWarning) else ""
     return f"warning: {prefix}{message}"
 
@@ -129,8 +165,6 @@ def _warning_line(category: type[Warning], message: Warning | str) -> str:
 def leak_warnings_as_lines() -> Iterator[None]:
     """Inside, each PrivacyLeakWarning is printed at once on stderr as one line, ``warning: <category>: <message>``
     (the CLI's form; other warnings keep Python's)."""
-    from privml.exceptions import PrivacyLeakWarning
-
     shown = warnings.showwarning
 
     def show(message: Warning | str, category: type[Warning], *args: Any, **kwargs: Any) -> None:
@@ -209,7 +243,7 @@ def parse_classes(text: str | None) -> list[str] | None:
 def held_out_is_public(dataset: str) -> bool:
     """Whether a dataset's test split is public: a built-in set's published (or bundled) test
     split is; the held-out rows of the user's csv:/npz: data are private records."""
-    from privml.data.loaders import is_user_data  # the data layer is heavy; only commands with data call this
+    from privml.data.registry import is_user_data  # lazy(startup): the data layer (numpy), for commands with data
 
     return not is_user_data(dataset)
 
@@ -217,7 +251,7 @@ def held_out_is_public(dataset: str) -> bool:
 def emit(result: dict, *, as_json: bool, render: Callable[[dict], str]) -> None:
     """Print ``result`` as one JSON object or as human-readable text."""
     if as_json:
-        from privml.io import json_safe  # numpy: loaded by every command that has a result anyway
+        from privml.io import json_safe  # lazy(startup): numpy, loaded by every command with a result anyway
 
         sys.stdout.write(json.dumps(json_safe(result), allow_nan=False) + "\n")
     else:
@@ -316,7 +350,7 @@ def check_schema_options(args: argparse.Namespace) -> Any:
         raise CliError("--schema applies to csv: datasets only")
     if args.bounds is not None:
         raise CliError("give --schema or --bounds, not both: the schema states each column's bounds")
-    from privml.data.schema import load_schema
+    from privml.data.schema import load_schema  # lazy(startup): the data layer (numpy), for commands with data
 
     schema = load_schema(args.schema)
     schema.check_final(args.schema)

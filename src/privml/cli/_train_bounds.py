@@ -14,6 +14,9 @@ from typing import Any
 import numpy as np
 
 from privml.cli._common import CliError, bounds_fraction
+from privml.data.private_bounds import PrivateRanges, compose_with_model
+from privml.data.schema import Label
+from privml.data.user import csv_feature_names
 
 __all__ = ["charge_ranges", "private_ranges"]
 
@@ -27,7 +30,6 @@ def private_ranges(args: argparse.Namespace) -> tuple[Any, float | None]:
     if args.method == "nonprivate":
         raise CliError("--bounds private spends a part of --epsilon, and the non-private baseline has none: give "
                        "--schema (public ranges) or --bounds unit")
-    from privml.data.private_bounds import PrivateRanges
 
     # Its own stream, so that a test seed gives the ranges and the model different noise.
     stream = None if args.seed is None else np.random.SeedSequence([args.seed, 1])
@@ -39,10 +41,6 @@ def charge_ranges(args: argparse.Namespace, model: Any, ranges: Any, classes: tu
     model's relation) and keep the parts in ``model.privacy_split_``; returns the fields to print
     (``privacy_split``, also saved, and ``private_bounds``), and the released ranges as the schema the model file
     carries (for ``predict`` and ``serve``)."""
-    from privml.data.private_bounds import compose_with_model
-    from privml.data.schema import Label
-    from privml.data.user import csv_feature_names
-
     part = model.privacy_
     model.privacy_ = compose_with_model(ranges.privacy_, part)
     model.privacy_split_ = {"bounds": ranges.privacy_, "model": part}

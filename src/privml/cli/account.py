@@ -26,7 +26,7 @@ from privml._validation import (
 from privml.accounting.analytic_gaussian import analytic_gaussian_sigma, classic_gaussian_sigma
 from privml.accounting.composition import advanced_composition, basic_composition, optimal_composition_epsilon
 from privml.accounting.dpsgd import DPSGD_ACCOUNTANTS, REPLACE_ONE_BOUNDS, SAMPLINGS, plan_dpsgd
-from privml.cli._common import add_json_flag, emit, finite_float, fmt, integer, table
+from privml.cli._common import add_command, add_json_flag, emit, finite_float, fmt, integer, table
 from privml.neighbouring import Neighbouring
 
 # Public limits: numbers outside them are errors at once, never a computation that runs
@@ -45,17 +45,16 @@ def _bounded(value: float, flag: str, bounds: tuple[float, float]) -> float:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "account",
-        help="compute or calibrate privacy guarantees",
+    parser = add_command(
+        subparsers, "account",
         description="Privacy accounting: epsilon of DP-SGD, noise calibration, Gaussian sigma, composition.",
     )
     forms = parser.add_subparsers(dest="form", metavar="FORM", parser_class=type(parser))
     forms.required = True
 
-    dpsgd = forms.add_parser(
-        "dpsgd",
-        help="epsilon of DP-SGD, or the noise multiplier for a target epsilon",
+    dpsgd = add_command(
+        forms, "dpsgd", _dpsgd,
+        summary="epsilon of DP-SGD, or the noise multiplier for a target epsilon",
         description=(
             "DP-SGD: give --noise-multiplier to get epsilon, or --target-epsilon to get the smallest noise "
             "multiplier that meets it. Poisson sampling under add/remove-one neighbours by default; "
@@ -83,22 +82,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     dpsgd.add_argument("--batch-size", type=integer, help="fixed-size sampling: records per batch b")
     dpsgd.add_argument("--population", type=integer, help="fixed-size sampling: number of records n")
     add_json_flag(dpsgd)
-    dpsgd.set_defaults(handler=_dpsgd, prog=dpsgd.prog)
 
-    gaussian = forms.add_parser(
-        "gaussian",
-        help="noise std of the Gaussian mechanism for (epsilon, delta)",
+    gaussian = add_command(
+        forms, "gaussian", _gaussian,
+        summary="noise std of the Gaussian mechanism for (epsilon, delta)",
         description="Smallest sigma for (epsilon, delta): analytic (Balle & Wang 2018) and classic calibration.",
     )
     gaussian.add_argument("--epsilon", type=finite_float, required=True)
     gaussian.add_argument("--delta", type=finite_float, required=True)
     gaussian.add_argument("--sensitivity", type=finite_float, default=1.0, help="L2 sensitivity (default 1)")
     add_json_flag(gaussian)
-    gaussian.set_defaults(handler=_gaussian, prog=gaussian.prog)
 
-    compose = forms.add_parser(
-        "compose",
-        help="k-fold composition of an (epsilon, delta) mechanism",
+    compose = add_command(
+        forms, "compose", _compose,
+        summary="k-fold composition of an (epsilon, delta) mechanism",
         description="Basic, advanced (Dwork-Rothblum-Vadhan) and optimal (Kairouz-Oh-Viswanath) composition.",
     )
     compose.add_argument("--epsilon", type=finite_float, required=True, help="per-run epsilon")
@@ -106,7 +103,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     compose.add_argument("--count", type=integer, required=True, help="number of runs k")
     compose.add_argument("--delta-slack", type=finite_float, required=True, help="extra delta' of advanced composition")
     add_json_flag(compose)
-    compose.set_defaults(handler=_compose, prog=compose.prog)
 
 
 #: What each (relation, sampling, replace-one bound) accounts with, as reported in ``bound``.

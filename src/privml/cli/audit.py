@@ -33,9 +33,13 @@ from privml._validation import MAX_TRIALS, check_count, check_n_jobs
 from privml.audit.canaries import CANARIES
 from privml.audit.epsilon_lower_bound import audit_epsilon
 from privml.audit.membership import loss_threshold_attack, roc_curve
+from privml.audit.one_run_dpsgd import check_dirac_count, dpsgd_white_box_audit
+from privml.audit.one_run_linear import linear_one_run_audit
+from privml.audit.plotting import check_plot_path, plot_one_run, plot_roc, require_matplotlib
 from privml.cli import audit_prediction
 from privml.cli._common import (
     CliError,
+    add_command,
     add_json_flag,
     add_schema_options,
     check_output_path,
@@ -47,11 +51,10 @@ from privml.cli._common import (
     table,
     warnings_as_lines,
 )
-from privml.cli.audit_model import TORCH_AUDIT_METHODS, AuditedRun, add_run_options, audited_run
+from privml.cli.audit_model import TORCH_AUDIT_METHODS, AuditedRun, add_run_options, audited_run, select_classes
 from privml.cli.audit_torch import audit_cnn
 from privml.cli.train import TRAIN_METHODS, check_privacy_options
-from privml.data import load_dataset
-from privml.data.loaders import is_user_data
+from privml.data.registry import is_user_data
 
 DEFAULT_N_TRAIN = 100
 #: Methods the audit trains (every private linear method and the baseline; a CNN per trial is out of scope).
@@ -59,9 +62,9 @@ AUDIT_METHODS = ("output", "objective", "dpsgd", "dpcd", "nonprivate")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "audit",
-        help="lower-bound a training method's epsilon empirically (canary audit) and measure membership leakage",
+    # --prediction-service audits run in privml.cli.audit_prediction; without it, its options are refused there.
+    parser = add_command(
+        subparsers, "audit", audit_prediction.before(_audit),
         description=(
             "Train 2 x TRIALS models on a small subsample of a dataset, half of them with a canary record, and "
             "turn how well the canary can be detected into a Clopper-Pearson lower bound on epsilon "
@@ -107,26 +110,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_run_options(parser)  # --model FILE, --max-train, and privml train's training options (cli.audit_model)
     audit_prediction.add_arguments(parser)
     add_json_flag(parser)
-    # --prediction-service audits run in privml.cli.audit_prediction; without it, its options are refused there.
-    parser.set_defaults(handler=audit_prediction.before(_audit), prog=parser.prog)
-
-
-def _select_classes(dataset: str, text: str | None) -> tuple | None:
-    """The public classes to keep (None: all), matched by their printed names."""
-    if text == "all":
-        return None
-    public = load_dataset(dataset).info.classes
-    if text is None:
-        return tuple(public[:2])
-    by_name = {str(c): c for c in public}
-    chosen = []
-    for token in (t.strip() for t in text.split(",")):
-        if token not in by_name:
-            raise CliError(f"--classes: {token!r} is not a class of {dataset}; choose from {', '.join(by_name)}")
-        chosen.append(by_name[token])
-    if len(chosen) < 2:
-        raise CliError("--classes needs at least two classes")
-    return tuple(chosen)
 
 
 def _audit(args: argparse.Namespace) -> None:
@@ -155,7 +138,7 @@ def _audit(args: argparse.Namespace) -> None:
     _check_plot(args.plot)  # fail now, not after the trials
 
     with warnings_as_lines():
-        classes = None if is_user_data(args.dataset) else _select_classes(args.dataset, args.classes)
+        classes = None if is_user_data(args.dataset) else select_classes(args.dataset, args.classes)
     data = run.load(args, max_train=n_train, classes=classes)  # through the run's schema or bounds
     info = data.info
     model = run.estimator(args, info)
@@ -192,8 +175,6 @@ def _audit(args: argparse.Namespace) -> None:
         **run.fields(),
     }
     if args.plot:
-        from privml.audit.plotting import plot_roc
-
         fpr_c, tpr_c, _ = roc_curve(result.scores_in, result.scores_out)
         out["plot"] = plot_roc(
             {
@@ -209,8 +190,6 @@ def _audit(args: argparse.Namespace) -> None:
 def _check_plot(path: str | None) -> None:
     check_output_path(path, "--plot")
     if path:
-        from privml.audit.plotting import check_plot_path, require_matplotlib
-
         try:  # fail now, not after training
             check_plot_path(path)
             require_matplotlib()
@@ -232,23 +211,18 @@ def _one_run(args: argparse.Namespace, run: AuditedRun) -> None:
         raise ValueError(f"--confidence must be in (0, 1), got {args.confidence!r}")
     _check_plot(args.plot)
 
-    from privml.audit.one_run_linear import linear_one_run_audit
-
     with warnings_as_lines():
-        classes = None if args.classes is None else _select_classes(args.dataset, args.classes)
+        classes = None if args.classes is None else select_classes(args.dataset, args.classes)
     data = run.load(args, max_train=args.max_train, classes=classes)  # through the run's schema or bounds
     info = data.info
     model = run.estimator(args, info)
     if args.white_box:
-        from privml.audit.one_run_dpsgd import check_dirac_count
-
         check_dirac_count(m, data.X_train.shape[1], len(info.classes))
     if not args.no_progress:
         print(f"one-run audit of {type(model).__name__} on {info.name} ({info.n_train} records + {m} canary "
               "slots): one training run...", file=sys.stderr)
     # Labels are indices into the public class set, as every estimator here is built with classes=range(k).
     if args.white_box:  # Dirac gradient canaries scored on every step's released sum (privml.audit.one_run_dpsgd)
-        from privml.audit.one_run_dpsgd import dpsgd_white_box_audit
 
         result = dpsgd_white_box_audit(model, data.X_train, data.y_train, m=m, confidence=args.confidence,
                                        random_state=args.seed)
@@ -267,8 +241,6 @@ def _one_run(args: argparse.Namespace, run: AuditedRun) -> None:
         **run.fields(),
     }
     if args.plot:
-        from privml.audit.plotting import plot_one_run
-
         out["plot"] = plot_one_run(result.scores, result.included, args.plot, guesses_in=result.audit.guesses_in,
                                    guesses_out=result.audit.guesses_out,
                                    title=f"one-run audit: {args.method} on {info.name}, "

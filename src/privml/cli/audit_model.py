@@ -29,9 +29,8 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
-from privml.cli._common import CliError, check_schema_options, integer, warnings_as_lines
+from privml.cli._common import BIAS, CliError, check_schema_options, integer, warnings_as_lines
 from privml.cli.train import (
-    BIAS,
     CNN_OPTIONS,
     LINEAR_HYPER,
     SCATTER_METHODS,
@@ -40,13 +39,14 @@ from privml.cli.train import (
     check_cnn_settings,
     refuse_cnn_options,
 )
-from privml.data.loaders import is_user_data, load_dataset
+from privml.data.loaders import load_dataset
+from privml.data.registry import is_user_data
 from privml.data.schema import Schema
 from privml.exceptions import PrivacyLeakWarning
 from privml.io import read_model_metadata
 from privml.registry import Kind, estimator_class, get_spec
 
-__all__ = ["TORCH_AUDIT_METHODS", "AuditedRun", "add_run_options", "audited_run", "rebuild_estimator"]
+__all__ = ["TORCH_AUDIT_METHODS", "AuditedRun", "add_run_options", "audited_run", "rebuild_estimator", "select_classes"]
 
 #: Methods audited by a torch run (privml.cli.audit_torch); one-run only.
 TORCH_AUDIT_METHODS = ("dpsgd-cnn",)
@@ -321,3 +321,21 @@ def _file_preprocessing(path: str, extra: dict, dataset: str) -> tuple[Any, str 
             f"{path} was not trained through a schema or bounds, so {dataset} has no public scale to read it with"
         )
     return None, bounds
+
+
+def select_classes(dataset: str, text: str | None) -> tuple | None:
+    """The public classes to keep (None: all), matched by their printed names."""
+    if text == "all":
+        return None
+    public = load_dataset(dataset).info.classes
+    if text is None:
+        return tuple(public[:2])
+    by_name = {str(c): c for c in public}
+    chosen = []
+    for token in (t.strip() for t in text.split(",")):
+        if token not in by_name:
+            raise CliError(f"--classes: {token!r} is not a class of {dataset}; choose from {', '.join(by_name)}")
+        chosen.append(by_name[token])
+    if len(chosen) < 2:
+        raise CliError("--classes needs at least two classes")
+    return tuple(chosen)

@@ -25,8 +25,16 @@ from typing import Any
 import numpy as np
 
 from privml._validation import check_count, check_epsilon, check_n_jobs
-from privml.audit.prediction_service import MAX_QUERIES, PREDICTION_AUDIT_METHODS, QUERY_POINTS
-from privml.cli._common import CliError, check_schema_options, emit, fmt, integer, table, warnings_as_lines
+from privml.audit.prediction_service import (
+    MAX_QUERIES,
+    PREDICTION_AUDIT_METHODS,
+    QUERY_POINTS,
+    audit_prediction_service,
+)
+from privml.cli._common import BIAS, CliError, check_schema_options, emit, fmt, integer, table, warnings_as_lines
+from privml.cli.audit_model import select_classes
+from privml.data import load_dataset
+from privml.data.registry import is_user_data
 from privml.exceptions import PrivacyLeakWarning
 
 __all__ = ["METHODS", "add_arguments", "before", "dispatch", "run"]
@@ -120,19 +128,13 @@ def _check(args: argparse.Namespace) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> None:
     """``privml audit --prediction-service``: checks, data, the audit, the report."""
-    from privml.audit.prediction_service import audit_prediction_service
-    from privml.cli.audit import _select_classes
-    from privml.cli.train import BIAS
-    from privml.data import load_dataset
-    from privml.data.loaders import is_user_data
-
     settings = _check(args)
     user = is_user_data(args.dataset)
     if user and args.classes is not None:
         raise CliError("--classes applies to built-in datasets (a csv: dataset's class set is its schema's)")
     schema = check_schema_options(args)
     with warnings_as_lines():
-        classes = None if user else _select_classes(args.dataset, args.classes)
+        classes = None if user else select_classes(args.dataset, args.classes)
         data = load_dataset(args.dataset, bias=BIAS, max_train=settings["n_train"], classes=classes,
                             random_state=args.seed, schema=schema, bounds=args.bounds)
         if user:

@@ -83,7 +83,7 @@ def audit_cnn(args: argparse.Namespace, run: AuditedRun) -> None:
     """Audit one DP-SGD training run of a CNN (see the module notes); prints the result."""
     dataset, m = _check_options(args, run)
     import_torch_or_explain(f"--method {run.method}" if run.model is None else f"auditing {run.model} ({run.method})")
-    from privml.torch.classifier import resolve_device  # torch: imported once the extra is known to be there
+    from privml.torch.classifier import resolve_device  # lazy(extra): torch, known to be there now
 
     device = resolve_device(args.device or "auto")  # a missing GPU is an error before any data is read
     with warnings_as_lines():
@@ -131,7 +131,7 @@ def audit_cnn(args: argparse.Namespace, run: AuditedRun) -> None:
         **run.fields(),
     }
     if args.plot:
-        from privml.audit.plotting import plot_one_run  # matplotlib: an extra, loaded for --plot only
+        from privml.audit.plotting import plot_one_run  # lazy(extra): matplotlib, for --plot only
 
         out["plot"] = plot_one_run(
             result.scores,

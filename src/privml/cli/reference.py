@@ -12,6 +12,8 @@ from __future__ import annotations
 import argparse
 import re
 
+from privml.cli.main import build_parser
+
 __all__ = ["cli_reference", "commands"]
 
 #: Characters Markdown would read as markup in help text (outside `code` spans).
@@ -22,8 +24,6 @@ USAGE_WIDTH = 96
 
 def commands(parser: argparse.ArgumentParser | None = None) -> list[tuple[str, argparse.ArgumentParser]]:
     """Every command's full name (``"privml study run"``) and parser, depth first, in registration order."""
-    from privml.cli.main import build_parser
-
     root = build_parser() if parser is None else parser
     out: list[tuple[str, argparse.ArgumentParser]] = []
 

@@ -16,24 +16,33 @@ or ``--json``, which list the columns and their kinds; a
 from __future__ import annotations
 
 import argparse
+import json
 import os
 from pathlib import Path
 
-from privml.cli._common import CliError, add_json_flag, check_output_path, emit, leak_warnings_as_lines, table
+from privml.cli._common import (
+    CliError,
+    add_command,
+    add_json_flag,
+    check_output_path,
+    emit,
+    leak_warnings_as_lines,
+    table,
+)
+from privml.data.schema_draft import FROM_THE_DATA, suggest_schema
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "schema",
-        help="write a draft schema (public ranges, levels, classes) for a CSV",
+    parser = add_command(
+        subparsers, "schema",
         description="Public schemas of CSV data: the ranges, levels, missing-value rules and classes that "
                     "privml train --schema reads the data through.",
     )
     commands = parser.add_subparsers(dest="schema_command", metavar="COMMAND", parser_class=type(parser))
     commands.required = True
-    suggest = commands.add_parser(
-        "suggest",
-        help="write a draft schema of a CSV, marking each value read from the data",
+    suggest = add_command(
+        commands, "suggest", _suggest,
+        summary="write a draft schema of a CSV, marking each value read from the data",
         description="Write a draft schema of DATA: every value read from the data is marked FROM THE DATA and "
                     "must be replaced by public knowledge (it is not public), then `draft = true` deleted.",
     )
@@ -41,12 +50,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     suggest.add_argument("--label-column", default="label", help="the label column (default: label)")
     suggest.add_argument("--out", help="the draft's path, .toml or .json (default: DATA.schema.toml beside DATA)")
     add_json_flag(suggest)
-    suggest.set_defaults(handler=_suggest, prog=suggest.prog)
 
 
 def _suggest(args: argparse.Namespace) -> None:
-    from privml.data.schema_draft import FROM_THE_DATA, suggest_schema
-
     data = Path(args.data)
     out = Path(args.out) if args.out is not None else data.with_name(data.stem + ".schema.toml")
     check_output_path(str(out), "--out")
@@ -59,7 +65,6 @@ def _suggest(args: argparse.Namespace) -> None:
     if out.suffix == ".toml":
         text = schema.to_toml(comments=comments)
     else:  # JSON has no comments: the notes go beside the values
-        import json
 
         document = schema.to_dict()
         document["from_the_data"] = sorted(f"{column}.{key}" for column, key in comments)

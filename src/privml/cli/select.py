@@ -30,7 +30,9 @@ import numpy as np
 
 from privml._validation import MAX_SEARCH_STEPS, check_count, check_delta, check_epsilon, check_positive
 from privml.cli._common import (
+    BIAS,
     CliError,
+    add_command,
     add_json_flag,
     add_nonprivate_flag,
     add_schema_options,
@@ -52,22 +54,17 @@ from privml.cli._common import (
 from privml.data import load_dataset
 from privml.io import save_model
 from privml.selection import AccuracyFirstClassifier, AccuracyFirstWarning
+from privml.selection.plotting import plot_trace
 
 SELECT_METHODS = ("output",)
-BIAS = 0.5  # the public constant feature of `privml train`
 MIN_TRAIN = 3  #: fewest records whose 20% validation part and the rest are both non-empty
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "select",
-        help="find the most private model that meets an error target, with its ex-post privacy",
-        description=(
-            "Accuracy First (Ligett et al. 2017): publish output-perturbation models from the most private "
-            "level up, check each privately on a held-out part of the training set, stop at the first that "
-            "meets the target, and report the ex-post privacy of where it stopped."
-        ),
-    )
+    parser = add_command(subparsers, "select", _select, description=(
+        "Accuracy First (Ligett et al. 2017): publish output-perturbation models from the most private "
+        "level up, check each privately on a held-out part of the training set, stop at the first that "
+        "meets the target, and report the ex-post privacy of where it stopped."))
     parser.add_argument("--dataset", required=True,
                         help="built-in name (see `privml datasets`) or csv:PATH / npz:PATH (your data)")
     parser.add_argument("--label-column", default="label", help="label column of a CSV (default: label)")
@@ -96,7 +93,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", help="save the selected model to this .npz file (for privml predict and serve)")
     add_nonprivate_flag(parser)
     add_json_flag(parser)
-    parser.set_defaults(handler=_select, prog=parser.prog)
 
 
 def _check_args(args: argparse.Namespace) -> None:
@@ -134,7 +130,7 @@ def _check_args(args: argparse.Namespace) -> None:
     check_output_path(args.out, "--out", suffix=".npz")
     if args.plot:
         try:
-            import matplotlib  # noqa: F401  (only checking that it is there)
+            import matplotlib  # lazy(extra): matplotlib: is it there  # noqa: F401
         except ImportError:
             raise CliError("--plot needs the matplotlib package: pip install matplotlib") from None
 
@@ -224,8 +220,6 @@ def _select(args: argparse.Namespace) -> None:
         result["model"] = str(save_model(model, args.out, extra=extra))
     result.update(nonprivate_block(args, nonprivate, what="non-private diagnostics of the search"))
     if args.plot:
-        from privml.selection.plotting import plot_trace
-
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # --show-nonprivate has already warned once
             result["plot"] = str(plot_trace(selection, args.plot, show_nonprivate=args.show_nonprivate))

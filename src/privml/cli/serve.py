@@ -27,7 +27,7 @@ from privml._validation import check_port
 from privml.cli._common import (
     DEVICE_HELP,
     CliError,
-    add_accountant_option,
+    add_command,
     add_json_flag,
     emit,
     finite_float,
@@ -35,43 +35,30 @@ from privml.cli._common import (
     integer,
     refuse_seed_with_ledger,
 )
-from privml.prediction.calibration import PREDICTION_ACCOUNTANTS
-from privml.prediction.loading import PREDICTION_METHODS
+from privml.cli._served_options import add_privacy_options
 from privml.serve.keys import load_api_keys
 from privml.serve.limits import ServeLimits
+from privml.serve.model import ModelSpec
 from privml.serve.server import PredictionServer
+from privml.serve.workers import ServeSpec, build_service, serve_workers
 
 if TYPE_CHECKING:  # the ASGI server needs the serve extra: imported where it is used
     import socket
 
     from privml.serve.asgi_server import AsgiPredictionServer
-    from privml.serve.workers import ServeSpec
 
 SERVERS = ("uvicorn", "stdlib")
+#: The ServeLimits fields the command line sets, each from the option of the same name (--max-rows, ...).
+LIMIT_OPTIONS = ("max_rows", "max_body_bytes", "max_connections", "threads", "header_timeout", "body_timeout",
+                 "idle_timeout")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "serve",
-        help="serve private predictions over HTTP with an enforced query budget",
-        description=(
-            "Serve a model file over HTTP. Private-prediction models charge every answered row to a "
-            "persistent ledger before computing it; requests beyond the budget get 429."
-        ),
-    )
+    parser = add_command(subparsers, "serve", _serve, description=(
+        "Serve a model file over HTTP. Private-prediction models charge every answered row to a "
+        "persistent ledger before computing it; requests beyond the budget get 429."))
     parser.add_argument("--model", required=True, help="model .npz file")
-    parser.add_argument("--method", choices=PREDICTION_METHODS,
-                        help="private-prediction method (default: the file's; a non-private file needs "
-                             "prediction-sensitivity)")
-    parser.add_argument("--epsilon", type=finite_float, help="total epsilon over the whole budget")
-    parser.add_argument("--delta", type=finite_float,
-                        help="total delta in [0, 1); 0 asks for pure DP (default: the file's, 0 for a non-private "
-                             "file)")
-    parser.add_argument("--budget", type=integer, help="number of answers (rows) the guarantee covers")
-    add_accountant_option(parser, PREDICTION_ACCOUNTANTS,
-                          "composition used to calibrate each answer (default: the file's, or the tightest)")
-    parser.add_argument("--ledger", help="SQLite file or postgresql:// URL counting the answers")
-    parser.add_argument("--ledger-name", help="budget name inside --ledger, which it needs (default: default)")
+    add_privacy_options(parser, ledger_help="SQLite file or postgresql:// URL counting the answers")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=_port, default=8000, help="port (0 picks a free one; default 8000)")
     parser.add_argument("--api-keys", help="JSON file {key: quota}; requests then need an X-API-Key header")
@@ -104,7 +91,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--device", help=DEVICE_HELP)
     parser.add_argument("--verbose", action="store_true", help="log every request on stderr")
     add_json_flag(parser)
-    parser.set_defaults(handler=_serve, prog=parser.prog)
 
 
 def _port(text: str) -> int:
@@ -118,7 +104,7 @@ def _port(text: str) -> int:
 def _require_extra() -> None:
     """The ``serve`` extra, or a one-line error that says how to install it."""
     try:
-        import privml.serve.asgi_server  # noqa: F401 - fastapi, pydantic, uvicorn, h11
+        import privml.serve.asgi_server  # lazy(extra): serve: fastapi, pydantic, uvicorn, h11  # noqa: F401
     except ImportError as exc:
         missing = exc.name or str(exc)
         raise CliError(f"serving needs the serve extra (missing {missing}): pip install 'privml[serve]'") from None
@@ -127,7 +113,6 @@ def _require_extra() -> None:
 def _serve(args: argparse.Namespace) -> None:
     # Everything that can be wrong is checked before the ledger is opened (the port is bound just before it).
     _require_extra()
-    from privml.serve.workers import build_service, serve_workers
 
     if args.workers < 1:
         raise CliError(f"--workers must be >= 1, got {args.workers}")
@@ -138,7 +123,7 @@ def _serve(args: argparse.Namespace) -> None:
                        "--seed (for tests only) needs --workers 1")
     refuse_seed_with_ledger(args.seed, args.ledger)
     spec = _spec(args)
-    from privml.serve.asgi_server import AsgiPredictionServer, bind_socket
+    from privml.serve.asgi_server import AsgiPredictionServer, bind_socket  # lazy(extra): serve: fastapi, uvicorn
 
     # The socket first: building the service opens the ledger, which binds its budget for good, so an
     # address that cannot be listened on (bad host, busy port) must be refused before it.
@@ -200,24 +185,9 @@ def _serve(args: argparse.Namespace) -> None:
 
 def _spec(args: argparse.Namespace) -> ServeSpec:
     """What every worker opens and serves, from the command line."""
-    from privml.serve.model import ModelSpec
-    from privml.serve.workers import ServeSpec
-
-    limits = ServeLimits(
-        max_rows=args.max_rows,
-        max_body_bytes=args.max_body_bytes,
-        max_connections=args.max_connections,
-        threads=args.threads,
-        header_timeout=args.header_timeout,
-        body_timeout=args.body_timeout,
-        idle_timeout=args.idle_timeout,
-    )
-    return ServeSpec(
-        model=ModelSpec.from_args(args),
-        api_keys=load_api_keys(args.api_keys) if args.api_keys else None,
-        limits=limits,
-        verbose=args.verbose,
-    )
+    limits = ServeLimits(**{name: getattr(args, name) for name in LIMIT_OPTIONS})
+    return ServeSpec(model=ModelSpec.from_args(args), api_keys=load_api_keys(args.api_keys) if args.api_keys else None,
+                     limits=limits, verbose=args.verbose)
 
 
 def _url(sock: socket.socket) -> str:

@@ -42,8 +42,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from privml._validation import check_count, check_delta, check_epsilon
 from privml.cli._common import (
+    add_command,
     add_json_flag,
     add_schema_options,
     check_out_folder,
@@ -61,13 +61,12 @@ from privml.exceptions import PrivacyLeakWarning
 from privml.neighbouring import Neighbouring
 
 if TYPE_CHECKING:  # the study package (matplotlib, joblib) loads only when a study command runs
-    from privml.study import ResultStore
+    pass
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "study",
-        help="run the trade-off study: which private method to use for your n, d, k, epsilon, delta and budget",
+    parser = add_command(
+        subparsers, "study",
         description=(
             "Reproduce and extend 'The Trade-Offs of Private Prediction' (van der Maaten & Hannun 2020): "
             "private training against private prediction as epsilon, delta, the inference budget, n, d and k vary."
@@ -76,11 +75,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sub = parser.add_subparsers(dest="study_command", metavar="ACTION", parser_class=type(parser))
     sub.required = True
 
-    listing = sub.add_parser("list", help="list the built-in studies (presets)")
+    listing = add_command(sub, "list", _list, summary="list the built-in studies (presets)")
     add_json_flag(listing)
-    listing.set_defaults(handler=_list, prog=listing.prog)
 
-    run = sub.add_parser("run", help="run a preset or a spec file (TOML, or YAML with pyyaml)")
+    run = add_command(sub, "run", _run, summary="run a preset or a spec file (TOML, or YAML with pyyaml)")
     run.add_argument("study", metavar="PRESET|SPEC_FILE", help="a preset name (see `privml study list`) or a file")
     run.add_argument("--out", required=True,
                      help="output folder (results.sqlite, report/index.html, report/figures/*.png, cache/)")
@@ -97,7 +95,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="the one relation every guarantee holds under (default: the study's, replace-one); "
                           "mixed is the paper's protocol, DP-SGD under add/remove-one, flagged as not like for like")
     run.add_argument("--repeats", type=integer,
-                     help="repeats per point (default: the study's; at most 1000, privml.study.spec.MAX_REPEATS)")
+                     help="repeats per point (default: the study's; at most 1000, privml.study.sizing.MAX_REPEATS)")
     run.add_argument("--sweeps", nargs="+", metavar="NAME",
                      help="run only these sweeps of the study (e.g. budget-pure budget); finished runs are "
                           "reused by a later full run of the same --out")
@@ -113,22 +111,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--no-report", action="store_true", help="do not write the HTML report")
     run.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     add_json_flag(run)
-    run.set_defaults(handler=_run, prog=run.prog)
 
-    status = sub.add_parser("status", help="what a study has done, is running, failed and has left, per sweep")
+    status = add_command(sub, "status", _status,
+                         summary="what a study has done, is running, failed and has left, per sweep")
     status.add_argument("folder", metavar="DIR", help="the study's --out folder (or its results.sqlite)")
     status.add_argument("--spec-hash", help="which study of the store (default: the last one run)")
     add_json_flag(status)
-    status.set_defaults(handler=_status, prog=status.prog)
 
-    report = sub.add_parser("report", help="write the HTML report of a results store")
+    report = add_command(sub, "report", _report, summary="write the HTML report of a results store")
     report.add_argument("results", metavar="RESULTS", help="results.sqlite (or the folder holding it)")
     report.add_argument("--out", required=True, help="folder for index.html and figures/*.png")
     report.add_argument("--spec-hash", help="which study of the store (default: the last one run)")
     add_json_flag(report)
-    report.set_defaults(handler=_report, prog=report.prog)
 
-    rec = sub.add_parser("recommend", help="the best measured method for the setting nearest to yours")
+    rec = add_command(sub, "recommend", _recommend, summary="the best measured method for the setting nearest to yours")
     rec.add_argument("results", metavar="RESULTS", help="results.sqlite (or the folder holding it)")
     rec.add_argument("--epsilon", type=finite_float)
     rec.add_argument("--delta", type=finite_float)
@@ -137,11 +133,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     rec.add_argument("--d", type=integer)
     rec.add_argument("--k", type=integer)
     add_json_flag(rec)
-    rec.set_defaults(handler=_recommend, prog=rec.prog)
 
 
 def _list(args: argparse.Namespace) -> None:
-    from privml.study import load_preset, plan, preset_names
+    from privml.study import load_preset, plan, preset_names  # lazy(startup): the study package, for this command
 
     presets = []
     for name in preset_names():
@@ -154,9 +149,10 @@ def _list(args: argparse.Namespace) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from privml.study import load_preset, load_spec, make_executor, preset_names, run_study
-    from privml.study.executors import DaskExecutor
-    from privml.study.runner import check_dataset, place_study, plan, size_study
+    from privml.study import load_preset, load_spec, make_executor, preset_names, run_study  # lazy(startup): study
+    from privml.study.executors import DaskExecutor  # lazy(startup): the study package
+    from privml.study.points import plan  # lazy(startup): the study package
+    from privml.study.runner import check_dataset, place_study, size_study  # lazy(startup): the study package
 
     if args.label_column and not (args.dataset or "").startswith("csv:"):
         raise ValueError("--label-column applies to --dataset csv:PATH only")
@@ -254,7 +250,7 @@ def _seconds(value: float) -> str:
 
 
 def _status(args: argparse.Namespace) -> None:
-    from privml.study.status import study_status
+    from privml.study.status import study_status  # lazy(startup): the study package, for this command
 
     emit(study_status(args.folder, spec_hash=args.spec_hash), as_json=args.json, render=_render_status)
 
@@ -275,43 +271,23 @@ def _render_status(r: dict) -> str:
     return table(rows)
 
 
-def _store(path: str) -> ResultStore:
-    from privml.study import ResultStore
-    from privml.study.runner import RESULTS_FILE
-
-    p = Path(path)
-    if p.is_dir():
-        p = p / RESULTS_FILE
-    return ResultStore(p, read_only=True)  # report and recommend only read it (a missing file: FileNotFoundError)
-
-
 def _report(args: argparse.Namespace) -> None:
-    from privml.study import write_report
+    from privml.cli.from_study import open_results  # lazy(startup): the study package, only for this command
+    from privml.study import write_report  # lazy(startup): the study package, only for this command
 
     check_out_folder(args.out, "--out")
-    target = write_report(_store(args.results), args.out, spec_hash=args.spec_hash)
+    target = write_report(open_results(args.results), args.out, spec_hash=args.spec_hash)
     emit({"report": str(target)}, as_json=args.json, render=lambda r: table([("report", r["report"])]))
 
 
-def _check_setting(setting: dict) -> None:
-    """The settings ``recommend`` is asked about, each in its range: the nearest point is found in log units, so a
-    value outside it would end in a bare "math domain error" (or a meaningless answer)."""
-    if "epsilon" in setting:
-        check_epsilon(setting["epsilon"], "--epsilon")
-    if "delta" in setting:
-        check_delta(setting["delta"], "--delta")
-    for name in ("budget", "n", "d", "k"):
-        if name in setting:
-            check_count(setting[name], f"--{name}", minimum=2 if name == "k" else 1)
-
-
 def _recommend(args: argparse.Namespace) -> None:
-    from privml.study import collect, recommend
+    from privml.cli.from_study import check_setting, open_results, recipe  # lazy(startup): the study package
+    from privml.study import collect, recommend  # lazy(startup): the study package, only for this command
 
     names = ("epsilon", "delta", "budget", "n", "d", "k")
     setting = {k: getattr(args, k) for k in names if getattr(args, k) is not None}
-    _check_setting(setting)
-    results = collect(_store(args.results))
+    check_setting(setting)
+    results = collect(open_results(args.results))
     rec, distance = recommend(results, **setting)
     private = not held_out_is_public(results.spec.dataset)
     if private:  # the study's stated exception (docs/releases.md): exact accuracies on the user's held-out rows
@@ -324,8 +300,6 @@ def _recommend(args: argparse.Namespace) -> None:
               "label": rec.label, "accuracy": rec.accuracy, "std": rec.std, "nonprivate": rec.nonprivate,
               "runner_up": None if rec.runner_up is None else {"label": rec.runner_up[0], "accuracy": rec.runner_up[1]},
               "selection_leaky": rec.leaky}
-    from privml.cli.from_study import recipe
-
     # How to get this model: its hyper-parameters, and the exact `privml train` command (or what serves it).
     result.update(recipe(rec, results.spec, args.results))
     emit(result, as_json=args.json, render=lambda r: table([

@@ -68,6 +68,7 @@ from typing import Any
 
 import numpy as np
 
+from privml._extras import import_torch_or_explain
 from privml._validation import (
     MAX_COMPOSITIONS,
     check_count,
@@ -77,7 +78,9 @@ from privml._validation import (
     check_positive_delta,
 )
 from privml.cli._common import (
+    BIAS,
     CliError,
+    add_command,
     add_json_flag,
     add_nonprivate_flag,
     add_schema_options,
@@ -113,20 +116,14 @@ CNN_ARCHITECTURES: tuple[str, ...] = ("tramer-boneh", "resnet", "wide-resnet")
 CNN_DATASETS = ("mnist", "fashion-mnist")
 #: methods that add Gaussian noise: their guarantee needs delta > 0
 POSITIVE_DELTA_METHODS = ("dpsgd", "dpcd", "dpsgd-cnn", *SCATTER_METHODS)
-BIAS = 0.5  # public constant feature appended to every record (privml.data.add_bias_feature)
 DEFAULT_DELTA = 1e-5  #: --delta of a private method when none is given
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "train",
-        help="train a private model (linear or CNN) and report its test accuracy and guarantee",
-        description=(
-            "Train a differentially private linear classifier (output or objective perturbation, DP-SGD, "
-            "DP coordinate descent), a CNN by DP-SGD on MNIST or Fashion-MNIST (dpsgd-cnn), or the non-private "
-            "baseline, on a built-in dataset or your CSV."
-        ),
-    )
+    parser = add_command(subparsers, "train", _train, description=(
+        "Train a differentially private linear classifier (output or objective perturbation, DP-SGD, "
+        "DP coordinate descent), a CNN by DP-SGD on MNIST or Fashion-MNIST (dpsgd-cnn), or the non-private "
+        "baseline, on a built-in dataset or your CSV."))
     parser.add_argument("--method", choices=TRAIN_METHODS, help="required unless --from-study")
     parser.add_argument("--dataset", help="built-in name (see `privml datasets`) or csv:PATH / npz:PATH "
                                           "(required unless --from-study)")
@@ -164,7 +161,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="no progress bar on stderr (it shows the steps done, elapsed time and time left)")
     add_nonprivate_flag(parser)
     add_json_flag(parser)
-    parser.set_defaults(handler=_train, prog=parser.prog)
 
 
 #: The training options of dpsgd-cnn and the scatter methods (argparse names), in the order errors list them.
@@ -230,7 +226,7 @@ def build_cnn_classifier(args: argparse.Namespace, *, classes: tuple, device: An
                          input_shape: tuple[int, ...] = (1, 28, 28)) -> Any:
     """``--method dpsgd-cnn``'s :class:`~privml.torch.classifier.TorchClassifier` with the CLI's settings (imports
     torch)."""
-    from privml.torch.classifier import TorchClassifier
+    from privml.torch.classifier import TorchClassifier  # lazy(extra): torch
 
     return TorchClassifier(
         epsilon=args.epsilon, delta=args.delta, model=args.architecture or "tramer-boneh",
@@ -284,7 +280,7 @@ def check_privacy_options(args: argparse.Namespace) -> None:
 
 def _train(args: argparse.Namespace) -> None:
     if args.from_study is not None:
-        from privml.cli.from_study import train_from_study
+        from privml.cli.from_study import train_from_study  # lazy(startup): the study package (1.3 s of imports)
 
         train_from_study(args)
         return
@@ -411,14 +407,13 @@ def _check_cnn_args(args: argparse.Namespace) -> str:
 def _train_cnn(args: argparse.Namespace) -> None:
     """``--method dpsgd-cnn``: a CNN trained by DP-SGD on MNIST or Fashion-MNIST images."""
     dataset = _check_cnn_args(args)
-    from privml._extras import import_torch_or_explain
 
     import_torch_or_explain(f"--method {args.method}")
     if args.method in SCATTER_METHODS:
         _train_scatter(args, dataset)
         return
-    from privml.torch.classifier import resolve_device  # torch is imported for this method only
-    from privml.torch.data import load_images
+    from privml.torch.classifier import resolve_device  # lazy(extra): torch, for this method only
+    from privml.torch.data import load_images  # lazy(extra): torch
 
     device = resolve_device(args.device or "auto")  # a missing GPU is an error before any data is read
 
@@ -474,7 +469,7 @@ def load_image_arrays(dataset: str, *, max_train: int | None, seed: int | None, 
     features are normalised per image anyway. No statistic of the data is used.
     """
     if dataset in CNN_DATASETS:
-        from privml.torch.data import load_images
+        from privml.torch.data import load_images  # lazy(extra): torch
 
         images = load_images(dataset, max_train=max_train, random_state=seed)
         return (images.X_train.numpy(), images.y_train.numpy(), images.X_test.numpy(), images.y_test.numpy(),
@@ -501,8 +496,8 @@ def load_image_arrays(dataset: str, *, max_train: int | None, seed: int | None, 
 
 def _train_scatter(args: argparse.Namespace, dataset: str) -> None:
     """``--method scatter-linear|scatter-cnn``: DP-SGD on ScatterNet features of images."""
-    from privml.torch.classifier import resolve_device  # torch is imported for these methods only
-    from privml.torch.scatter_classifier import ScatterClassifier
+    from privml.torch.classifier import resolve_device  # lazy(extra): torch, for these methods only
+    from privml.torch.scatter_classifier import ScatterClassifier  # lazy(extra): torch
 
     device = resolve_device(args.device or "auto")  # a missing GPU is an error before any data is read
     check_output_path(args.out, "--out", suffix=".npz")

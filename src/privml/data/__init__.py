@@ -57,7 +57,7 @@ def __getattr__(name: str) -> Any:
     # fetch is imported lazily: importing privml.data.fetch here would make
     # `python -m privml.data.fetch` warn that the module was already imported.
     if name == "fetch":
-        from privml.data.fetch import fetch
+        from privml.data.fetch import fetch  # lazy(main): python -m privml.data.fetch runs it
 
         # Importing the submodule bound the *module* to privml.data.fetch; rebind the function.
         globals()["fetch"] = fetch

@@ -68,8 +68,8 @@ class BundledSet:
 
     def load(self, cache_dir: Path | None = None) -> RawSplits:
         """Load the records from scikit-learn and apply the fixed 80/20 split (``cache_dir`` is unused)."""
-        import sklearn
-        from sklearn import datasets
+        import sklearn  # lazy(startup): scikit-learn, to load a bundled set
+        from sklearn import datasets  # lazy(startup): scikit-learn, to load a bundled set
 
         bunch = getattr(datasets, self.loader)()
         X, y = np.asarray(bunch.data), np.asarray(bunch.target, dtype=np.int64)

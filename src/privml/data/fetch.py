@@ -59,8 +59,7 @@ from privml.data.cache import (
     write_cache,
 )
 from privml.data.errors import CacheLocationError, DatasetFetchError, DatasetNotAvailable
-from privml.data.loaders import is_user_data
-from privml.data.registry import BUILTIN, FETCH_COMMAND, CachedSet, canonical_name
+from privml.data.registry import BUILTIN, FETCH_COMMAND, CachedSet, canonical_name, is_user_data
 
 _Log = Callable[[str], None]
 
@@ -224,7 +223,7 @@ def _cache_lock(root: Path, name: str, log: _Log) -> Iterator[None]:
         ) from None
     try:
         try:
-            import fcntl
+            import fcntl  # lazy(platform): POSIX file locks
         except ImportError:  # pragma: no cover - Windows
             yield
             return

@@ -22,16 +22,9 @@ from privml.data.labels import check_classes, class_key, encode_labels
 from privml.data.pipelines import PROJECT_STEP
 from privml.data.preprocessing import DEFAULT_BIAS, add_bias_feature, flatten_images, project_to_unit_ball
 from privml.data.private_bounds import PrivateRanges
-from privml.data.registry import BUILTIN, CachedSet, canonical_name
+from privml.data.registry import BUILTIN, CachedSet, canonical_name, is_user_data
 from privml.data.schema import Schema, load_schema
 from privml.data.user import UserSplits, load_csv, load_npz
-
-USER_PREFIXES = ("csv:", "npz:")
-
-
-def is_user_data(name: object) -> bool:
-    """Whether ``name`` names the user's own data (``csv:PATH`` / ``npz:PATH``) rather than a built-in set."""
-    return isinstance(name, str) and name.startswith(USER_PREFIXES)
 
 
 def load_dataset(
@@ -219,7 +212,7 @@ def _load_builtin(spec: CachedSet | BundledSet, root: Path, *, offline: bool | N
     except DatasetNotAvailable:
         if not isinstance(spec, CachedSet) or spec.requirement is None:
             raise
-    from privml.data.fetch import fetch  # imported here: `python -m privml.data.fetch` must not find it loaded
+    from privml.data.fetch import fetch  # lazy(main): python -m privml.data.fetch runs it
 
     fetch(spec.name, root, offline=offline)
     return spec.load(root)

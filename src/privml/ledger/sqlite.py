@@ -30,16 +30,9 @@ from typing import Any, TypeVar
 
 from privml._validation import MAX_BUDGET, check_count, check_positive
 from privml.exceptions import LedgerUnavailable
+from privml.ledger import sql
 from privml.ledger.base import canonical_context, check_binding, key_digest, refusal_message, unknown_key_message
-from privml.ledger.sql import (
-    SELECT_BINDING,
-    SELECT_BUDGET,
-    SELECT_KEY,
-    UPDATE_CONTEXT,
-    SQLLedger,
-    check_ledger_name,
-    schema_statements,
-)
+from privml.ledger.sql import SQLLedger, check_ledger_name, schema_statements
 
 __all__ = ["SQLiteLedger"]
 
@@ -278,7 +271,7 @@ class SQLiteLedger(SQLLedger):
         for statement in schema_statements("INTEGER"):
             conn.execute(statement)
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-        row = conn.execute(SELECT_BINDING, (self.name,)).fetchone()
+        row = conn.execute(sql.SELECT_BINDING, (self.name,)).fetchone()
         if row is None:
             conn.execute(
                 "INSERT INTO privml_budgets (name, budget, context, spent) VALUES (?, ?, ?, 0)",
@@ -286,7 +279,7 @@ class SQLiteLedger(SQLLedger):
             )
             return
         if check_binding(str(self.path), self.name, row, self.budget, self.context):
-            conn.execute(UPDATE_CONTEXT, (self.context, self.name))
+            conn.execute(sql.UPDATE_CONTEXT, (self.context, self.name))
 
     def _try_spend(self, count: int, key: str | None) -> str | None:
         return self._group.submit(count, key)
@@ -297,7 +290,7 @@ class SQLiteLedger(SQLLedger):
         def body(conn: sqlite3.Connection) -> list[str | None]:
             # One stat per batch (an fsync costs far more): a link made, or the file moved or replaced, since opening.
             _check_one_name(self._absolute, self._identity)
-            budget, spent = conn.execute(SELECT_BUDGET, (self.name,)).fetchone()
+            budget, spent = conn.execute(sql.SELECT_BUDGET, (self.name,)).fetchone()
             quotas: dict[str, list[int] | None] = {}  # digest -> [quota, used], read once per batch
             charged: dict[str, int] = {}
             results: list[str | None] = []
@@ -308,7 +301,7 @@ class SQLiteLedger(SQLLedger):
                 if item.key is not None:
                     digest = key_digest(item.key)
                     if digest not in quotas:
-                        row = conn.execute(SELECT_KEY, (self.name, digest)).fetchone()
+                        row = conn.execute(sql.SELECT_KEY, (self.name, digest)).fetchone()
                         quotas[digest] = None if row is None else list(row)
                     state = quotas[digest]
                     if state is None:

@@ -76,13 +76,8 @@ class AboveThreshold(Mechanism):
         neighbouring: Neighbouring | str = Neighbouring.REPLACE_ONE,
         random_state: RandomState = None,
     ) -> None:
-        super().__init__(
-            epsilon=epsilon,
-            delta=delta,
-            sensitivity=sensitivity,
-            neighbouring=neighbouring,
-            random_state=random_state,
-        )
+        super().__init__(epsilon=epsilon, delta=delta, sensitivity=sensitivity, neighbouring=neighbouring,
+                         random_state=random_state)
         self.threshold = check_finite(threshold, "threshold")
         if not math.isfinite(self.query_scale):
             # A subnormal epsilon overflows the scales to inf: every answer would be noise, and the verdict meaningless.

@@ -146,13 +146,8 @@ class _DiscreteMechanism(Mechanism):
         neighbouring: Neighbouring | str,
         random_state: RandomState,
     ) -> None:
-        super().__init__(
-            epsilon=epsilon,
-            delta=delta,
-            sensitivity=sensitivity,
-            neighbouring=neighbouring,
-            random_state=random_state,
-        )
+        super().__init__(epsilon=epsilon, delta=delta, sensitivity=sensitivity, neighbouring=neighbouring,
+                         random_state=random_state)
         self.granularity = granularity
         self._grid = _check_granularity(granularity)
         # Outputs are shown on the decimal grid the user wrote (0.01, not its binary
@@ -257,14 +252,8 @@ class DiscreteLaplaceMechanism(_DiscreteMechanism):
         neighbouring: Neighbouring | str = Neighbouring.REPLACE_ONE,
         random_state: RandomState = None,
     ) -> None:
-        super().__init__(
-            epsilon=epsilon,
-            delta=0.0,
-            sensitivity=sensitivity,
-            granularity=granularity,
-            neighbouring=neighbouring,
-            random_state=random_state,
-        )
+        super().__init__(epsilon=epsilon, delta=0.0, sensitivity=sensitivity, granularity=granularity,
+                         neighbouring=neighbouring, random_state=random_state)
         self._epsilon_q = _rational_below(Fraction(self.epsilon), _MAX_DENOMINATOR)
 
     def noise_scale(self, dimension: int = 1) -> Fraction:
@@ -315,11 +304,8 @@ class DiscreteGaussianMechanism(_DiscreteMechanism):
     granularity:
         None (integer queries) or g > 0; values are rounded to the nearest
         multiple of g, a data-independent map of the query. Outputs lie on g Z.
-    neighbouring:
-        Relation under which ``sensitivity`` holds (default replace-one).
-    random_state:
-        None (OS cryptographic randomness; the only choice for deployment), or
-        an int / SeedSequence / Generator for reproducible tests.
+    neighbouring, random_state:
+        As for :class:`DiscreteLaplaceMechanism` (OS cryptographic randomness by default).
 
     Attributes
     ----------
@@ -345,14 +331,8 @@ class DiscreteGaussianMechanism(_DiscreteMechanism):
         neighbouring: Neighbouring | str = Neighbouring.REPLACE_ONE,
         random_state: RandomState = None,
     ) -> None:
-        super().__init__(
-            epsilon=epsilon,
-            delta=delta,
-            sensitivity=sensitivity,
-            granularity=granularity,
-            neighbouring=neighbouring,
-            random_state=random_state,
-        )
+        super().__init__(epsilon=epsilon, delta=delta, sensitivity=sensitivity, granularity=granularity,
+                         neighbouring=neighbouring, random_state=random_state)
         self.sigma2: Fraction = calibrate_discrete_gaussian(self.epsilon, self.delta, self._grid_steps())
 
     def _noise(self, count: int, dimension: int) -> np.ndarray:

@@ -16,14 +16,8 @@ from privml.neighbouring import Neighbouring
 class ExponentialMechanism(Mechanism):
     """Pick index r of a utility vector with P(r) proportional to exp(epsilon u_r / (2 Delta_u)).
 
-    The parameters are keyword-only.
-
     Parameters
     ----------
-    epsilon:
-        Privacy parameter, > 0.
-    delta:
-        Must be 0 (pure epsilon-DP).
     sensitivity:
         Sensitivity of the utility, ``Delta_u = max_r |u_r(D) - u_r(D')|``
         over neighbours (an L-infinity bound on the utility vector).
@@ -32,8 +26,9 @@ class ExponentialMechanism(Mechanism):
         candidates move in the same direction (all u_r(D') >= u_r(D), or all
         <=), e.g. counts under add/remove-one. The mechanism then uses
         exp(epsilon u_r / Delta_u), twice as sharp at the same epsilon.
-    neighbouring, random_state:
-        As in :class:`~privml.mechanisms.base.Mechanism` (default replace-one; None: OS entropy).
+    epsilon, delta, neighbouring, random_state:
+        As in :class:`~privml.mechanisms.base.Mechanism` (keyword-only; delta must be 0: pure epsilon-DP;
+        default replace-one; None: OS entropy).
 
     Notes
     -----
@@ -75,13 +70,8 @@ class ExponentialMechanism(Mechanism):
         neighbouring: Neighbouring | str = Neighbouring.REPLACE_ONE,
         random_state: RandomState = None,
     ) -> None:
-        super().__init__(
-            epsilon=epsilon,
-            delta=delta,
-            sensitivity=sensitivity,
-            neighbouring=neighbouring,
-            random_state=random_state,
-        )
+        super().__init__(epsilon=epsilon, delta=delta, sensitivity=sensitivity, neighbouring=neighbouring,
+                         random_state=random_state)
         if not isinstance(monotonic, (bool, np.bool_)):
             raise TypeError(f"monotonic must be a bool, got {type(monotonic).__name__}")
         self.monotonic = bool(monotonic)

@@ -83,13 +83,8 @@ class GaussianMechanism(Mechanism):
         calibration: Calibration = "analytic",
         random_state: RandomState = None,
     ) -> None:
-        super().__init__(
-            epsilon=epsilon,
-            delta=delta,
-            sensitivity=sensitivity,
-            neighbouring=neighbouring,
-            random_state=random_state,
-        )
+        super().__init__(epsilon=epsilon, delta=delta, sensitivity=sensitivity, neighbouring=neighbouring,
+                         random_state=random_state)
         if calibration not in _CALIBRATIONS:
             raise ValueError(f"calibration must be 'analytic' or 'classic', got {calibration!r}")
         self.calibration = calibration

@@ -60,19 +60,13 @@ def sample_l2_laplace(dim: int, scale: float, size: int, rng: RandomState) -> np
 class L2LaplaceMechanism(Mechanism):
     """Add one noise vector with density proportional to exp(-epsilon ||z||_2 / Delta_2).
 
-    The parameters are keyword-only.
-
     Parameters
     ----------
-    epsilon:
-        Privacy parameter, > 0.
-    delta:
-        Must be 0 (pure epsilon-DP).
     sensitivity:
         L2 sensitivity ``Delta_2 = max ||f(D) - f(D')||_2`` over neighbours.
-    neighbouring, random_state:
-        As in :class:`~privml.mechanisms.base.Mechanism` (default replace-one, as for the ERM methods of CMS11;
-        None: OS entropy).
+    epsilon, delta, neighbouring, random_state:
+        As in :class:`~privml.mechanisms.base.Mechanism` (keyword-only; delta must be 0: pure epsilon-DP;
+        default replace-one, as for the ERM methods of CMS11; None: OS entropy).
 
     Notes
     -----

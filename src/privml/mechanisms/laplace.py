@@ -12,19 +12,13 @@ from privml.mechanisms.noise import sample_noise
 class LaplaceMechanism(Mechanism):
     """Add independent Laplace noise of scale ``sensitivity / epsilon`` to each coordinate.
 
-    The parameters are keyword-only.
-
     Parameters
     ----------
-    epsilon:
-        Privacy parameter, > 0.
-    delta:
-        Must be 0 (the mechanism is pure epsilon-DP); accepted only so that a
-        wrong value fails loudly.
     sensitivity:
         L1 sensitivity ``Delta_1 = max ||f(D) - f(D')||_1`` over neighbours.
-    neighbouring, random_state:
-        As in :class:`~privml.mechanisms.base.Mechanism` (default replace-one; None: OS entropy).
+    epsilon, delta, neighbouring, random_state:
+        As in :class:`~privml.mechanisms.base.Mechanism` (keyword-only; default replace-one; None: OS
+        entropy). The mechanism is pure epsilon-DP: delta is accepted only so that a wrong value fails loudly.
 
     Notes
     -----

@@ -54,7 +54,6 @@ __all__ = [
     "PREDICTION_METHODS",
     "PRIVATE_TRAINING_METHODS",
     "load_predictor",
-    "predictor_from_file",
     "refuse_privacy_settings",
 ]
 
@@ -92,13 +91,14 @@ def load_predictor(
     accountant: str | None = None,
     ledger: BudgetLedger | None = None,
     random_state: RandomState = None,
+    contents: tuple[dict[str, np.ndarray], dict] | None = None,
 ) -> Any:
     """A query-answering object for the model file at ``path`` (see the module docstring).
 
     Parameters
     ----------
     path : str or Path
-        A model file written by :func:`privml.io.save_model`, read once.
+        A model file written by :func:`privml.io.save_model`, read once (or named in errors, with ``contents``).
     method : {"prediction-sensitivity", "subsample-aggregate"}, optional
         The private-prediction method; must match the file (a ``nonprivate``
         file serves ``"prediction-sensitivity"`` only). Default: the file's.
@@ -114,6 +114,8 @@ def load_predictor(
         Default: a fresh in-memory ledger.
     random_state : None, int or numpy Generator, optional
         Source of the noise; None (OS entropy) in deployment.
+    contents : (arrays, metadata), optional
+        The file as :func:`privml.io.read_model_file` returned it, for a caller that has read it already.
 
     Returns
     -------
@@ -128,28 +130,9 @@ def load_predictor(
     FileNotFoundError
         if ``path`` does not exist.
     """
-    arrays, metadata = read_model_file(path)
-    return predictor_from_file(arrays, metadata, path, method=method, epsilon=epsilon, delta=delta, budget=budget,
-                               accountant=accountant, ledger=ledger, random_state=random_state)
-
-
-def predictor_from_file(
-    arrays: dict[str, np.ndarray],
-    metadata: dict,
-    path: str | Path,
-    *,
-    method: str | None = None,
-    epsilon: float | None = None,
-    delta: float | None = None,
-    budget: int | None = None,
-    accountant: str | None = None,
-    ledger: BudgetLedger | None = None,
-    random_state: RandomState = None,
-) -> Any:
-    """:func:`load_predictor` on a model file already read by :func:`privml.io.read_model_file`.
-
-    ``path`` only names the file in errors; the settings are :func:`load_predictor`'s.
-    """
+    # long-function: a long numpy-style docstring (parameters, guarantee, references) and code that is one dispatch on
+    # the model file's method with a precise error for each misuse.
+    arrays, metadata = read_model_file(path) if contents is None else contents
     stored = metadata.get("method")
     if stored in PRIVATE_TRAINING_METHODS:
         refuse_privacy_settings(path, stored, method=method, epsilon=epsilon, delta=delta, budget=budget,

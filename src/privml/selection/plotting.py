@@ -22,8 +22,8 @@ __all__ = ["plot_trace"]
 
 def _figure_class():
     try:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
+        from matplotlib.backends.backend_agg import FigureCanvasAgg  # lazy(extra): matplotlib
+        from matplotlib.figure import Figure  # lazy(extra): matplotlib
     except ImportError:
         raise ImportError(
             "plotting needs the matplotlib package, which is not installed: pip install matplotlib "

@@ -30,7 +30,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
 from privml import __version__
-from privml.serve.requests import RequestError
+from privml.serve.requests import RequestError, content_length
 from privml.serve.service import PredictionService
 
 __all__ = ["PEER_KEY", "ROUTES", "create_app", "openapi_document", "service_models"]
@@ -192,15 +192,7 @@ def _has_body(request: Request) -> bool:
 
 def _content_length(request: Request) -> int | None:
     """The declared body length: 411 for chunked bodies, 400 for a malformed header."""
-    if request.headers.get("transfer-encoding") is not None:
-        raise RequestError(411, "chunked or encoded bodies are not accepted: send a Content-Length")
-    values = request.headers.getlist("content-length")
-    if not values:
-        return None
-    text = values[0].strip()
-    if len(values) > 1 or not (text.isascii() and text.isdigit()) or len(text) > 18:
-        raise RequestError(400, "invalid Content-Length header")
-    return int(text)
+    return content_length(request.headers.getlist("content-length"), request.headers.get("transfer-encoding"))
 
 
 async def _read_body(request: Request, length: int, timeout: float) -> bytes:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import signal
 import socket
 import threading
@@ -370,8 +371,6 @@ class AsgiPredictionServer:
         )
         config.privml_limits = self.limits  # type: ignore[attr-defined]
         if verbose:
-            import logging
-
             handler = logging.StreamHandler()
             handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
             for name in ("uvicorn.error", "uvicorn.access"):

@@ -18,10 +18,11 @@ from typing import Any
 import numpy as np
 
 from privml._extras import import_torch_or_explain
+from privml.data import preprocess_features
 from privml.data.schema import Schema
 from privml.io import MODEL_CLASSES, read_model_file
 from privml.ledger import BudgetLedger, open_ledger
-from privml.prediction.loading import PRIVATE_TRAINING_METHODS, predictor_from_file, refuse_privacy_settings
+from privml.prediction.loading import PRIVATE_TRAINING_METHODS, load_predictor, refuse_privacy_settings
 
 __all__ = ["ModelSpec", "SchemaPipeline", "ServedModel", "model_device", "model_pipeline", "open_served_model"]
 
@@ -111,7 +112,7 @@ def model_pipeline(metadata: dict) -> tuple[Callable[[np.ndarray], np.ndarray] |
     preprocess = None
     if name and _runs_on_torch(metadata):
         import_torch_or_explain(f"a CNN model file ({metadata.get('method')})")
-        from privml.torch.data import standardise_images  # torch: only for CNN files, which need it anyway
+        from privml.torch.data import standardise_images  # lazy(extra): torch, for CNN files only
 
         def preprocess(X: np.ndarray) -> np.ndarray:
             return standardise_images(name, X).reshape(len(X), -1)
@@ -119,8 +120,6 @@ def model_pipeline(metadata: dict) -> tuple[Callable[[np.ndarray], np.ndarray] |
     elif extra.get("schema") is not None:
         preprocess = SchemaPipeline(schema=_schema(extra["schema"]), bias=extra.get("bias") or False)
     elif name:
-        from privml.data import preprocess_features
-
         bias = extra.get("bias") or False
         bounds = extra.get("bounds")
         if bounds is not None and bounds != "unit":
@@ -148,8 +147,6 @@ class SchemaPipeline:
         return len(self.schema.columns)
 
     def __call__(self, X: Any) -> np.ndarray:
-        from privml.data import preprocess_features
-
         return preprocess_features("csv:", X, bias=self.bias, schema=self.schema)
 
 
@@ -193,7 +190,7 @@ def model_device(path: str | Path, metadata: dict, device: str | None) -> str | 
                              f"{metadata.get('method')} model")
         return None
     import_torch_or_explain(f"{path}, a CNN model file ({metadata.get('method')}),")
-    from privml.torch.classifier import resolve_device  # torch: only for CNN files, which need it anyway
+    from privml.torch.classifier import resolve_device  # lazy(extra): torch, for CNN files only
 
     device = "auto" if device is None else device
     resolve_device(device)
@@ -254,9 +251,9 @@ def open_served_model(
         _check_ledger_options(spec, require_ledger)
     # A private predictor counts in memory until the persistent ledger is opened below (its calibration, which
     # the ledger is bound to, is known only now).
-    predictor = _place(predictor_from_file(arrays, metadata, path, method=spec.method, epsilon=spec.epsilon,
-                                           delta=spec.delta, budget=spec.budget, accountant=spec.accountant,
-                                           random_state=spec.random_state), device)
+    predictor = _place(load_predictor(path, method=spec.method, epsilon=spec.epsilon, delta=spec.delta,
+                                      budget=spec.budget, accountant=spec.accountant, random_state=spec.random_state,
+                                      contents=(arrays, metadata)), device)
     if check is not None:
         check(predictor)
     if spec.ledger is not None:

@@ -19,6 +19,6 @@ __all__ = ["openapi_schema"]
 
 def openapi_schema(service: PredictionService) -> dict[str, Any]:
     """The OpenAPI 3.1 document for ``service`` (a JSON-ready dict; needs ``privml[serve]``)."""
-    from privml.serve.asgi import openapi_document
+    from privml.serve.asgi import openapi_document  # lazy(extra): serve: fastapi
 
     return openapi_document(service)

@@ -16,7 +16,7 @@ import numpy as np
 
 from privml.exceptions import PrivmlError
 
-__all__ = ["PredictRequest", "RequestError", "parse_predict_body"]
+__all__ = ["PredictRequest", "RequestError", "content_length", "parse_predict_body"]
 
 _FIELDS = frozenset({"rows", "probabilities"})
 
@@ -28,6 +28,23 @@ class RequestError(PrivmlError):
         super().__init__(message)
         self.status = status
         self.message = message
+
+
+def content_length(values: list[str], transfer_encoding: str | None) -> int | None:
+    """The body length a request declares in its ``Content-Length`` header(s) ``values``; None without one.
+
+    Raises :class:`RequestError` 411 for a chunked or encoded body (``transfer_encoding`` given) and 400 for a
+    malformed or repeated header: both transports answer alike.
+    """
+    if transfer_encoding is not None:
+        raise RequestError(411, "chunked or encoded bodies are not accepted: send a Content-Length")
+    if not values:
+        return None
+    text = values[0].strip()
+    # ASCII digits only: str.isdigit() also accepts characters such as "²" that int() rejects.
+    if len(values) > 1 or not (text.isascii() and text.isdigit()) or len(text) > 18:
+        raise RequestError(400, "invalid Content-Length header")
+    return int(text)
 
 
 @dataclass(frozen=True)

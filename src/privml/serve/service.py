@@ -58,7 +58,7 @@ def _gives_probabilities(predictor: Predictor) -> TypeGuard[_ProbabilityPredicto
 def _ledger_errors() -> tuple[type[BaseException], ...]:
     """What a ledger raises when its database is unavailable (503, nothing answered), not a bug (500)."""
     try:
-        import psycopg
+        import psycopg  # lazy(extra): psycopg (postgres)
     except ImportError:  # pragma: no cover - psycopg is optional
         return (sqlite3.Error, LedgerUnavailable)
     return (sqlite3.Error, psycopg.Error, LedgerUnavailable)

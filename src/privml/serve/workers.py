@@ -22,6 +22,7 @@ more than one worker.
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing
 import os
 import signal
@@ -33,6 +34,8 @@ from multiprocessing.connection import Connection, wait
 from typing import TYPE_CHECKING, Any
 
 from privml.serve.limits import ServeLimits
+from privml.serve.model import open_served_model
+from privml.serve.service import PredictionService
 
 if TYPE_CHECKING:  # the model module loads numpy, the ledgers and the data schema: imported where it is used
     from privml.serve.model import ModelSpec
@@ -55,9 +58,6 @@ class ServeSpec:
 
 def build_service(spec: ServeSpec) -> Any:
     """Open the model and its ledger and wrap them in a :class:`PredictionService`."""
-    from privml.serve.model import open_served_model
-    from privml.serve.service import PredictionService
-
     served = open_served_model(spec.model)
     try:
         return served, PredictionService(
@@ -76,8 +76,6 @@ def build_service(spec: ServeSpec) -> Any:
 def _die_with(parent: int) -> None:
     """Get SIGTERM when the supervisor dies, even by SIGKILL: no worker outlives it (Linux)."""
     try:
-        import ctypes
-
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):  # pragma: no cover - not Linux
         pass
@@ -89,7 +87,7 @@ def _worker(spec: ServeSpec, sock: socket.socket, ready: Connection, parent: int
     """A worker process: open everything, say so, serve until SIGTERM (or SIGINT)."""
     _die_with(parent)
     try:
-        from privml.serve.asgi_server import AsgiPredictionServer
+        from privml.serve.asgi_server import AsgiPredictionServer  # lazy(extra): serve: fastapi, uvicorn
 
         _, service = build_service(spec)
         server = AsgiPredictionServer(service, sock=sock, verbose=spec.verbose)

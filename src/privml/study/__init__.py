@@ -28,12 +28,14 @@ study), :mod:`~privml.study.methods` (the method registry),
 from privml.study.aggregate import StudyResults, collect
 from privml.study.executors import DaskExecutor, JoblibExecutor, SerialExecutor, make_executor
 from privml.study.methods import METHODS, Method, MethodUnavailable, get_method
+from privml.study.points import plan
 from privml.study.presets import load_preset, preset_names
 from privml.study.recommend import Recommendation, recommend, recommendations
 from privml.study.report import write_report
-from privml.study.runner import StudyRun, plan, run_study
-from privml.study.spec import Selection, StudySpec, Sweep, spec_from_dict
+from privml.study.runner import StudyRun, run_study
+from privml.study.spec import StudySpec, spec_from_dict
 from privml.study.spec_file import load_spec
+from privml.study.spec_parts import Selection, Sweep
 from privml.study.store import ResultStore
 
 __all__ = [

@@ -13,6 +13,10 @@ import json
 import re
 from typing import Any
 
+from privml.data.registry import is_user_data
+from privml.data.schema import load_schema
+from privml.study.sizing import check_sizing
+
 RELATIONS = ("replace-one", "add/remove-one", "mixed")
 
 
@@ -24,8 +28,6 @@ def parse_relation(raw: Any) -> str:
 
 def parse_schema(raw: Any, bounds: Any, dataset: str) -> tuple[str | None, str | None]:
     """The schema path and bounds of user data: a csv: dataset's schema (read and checked now), or bounds 'unit'."""
-    from privml.data.loaders import is_user_data
-
     if bounds is not None:
         if bounds != "unit":
             raise ValueError(f"bounds must be 'unit', got {bounds!r}")
@@ -44,8 +46,6 @@ def parse_schema(raw: Any, bounds: Any, dataset: str) -> tuple[str | None, str |
 
 def schema_digest(path: str) -> str:
     """The content hash of the schema file at ``path`` (read and checked: a draft or bad schema raises)."""
-    from privml.data.schema import load_schema
-
     schema = load_schema(path)
     schema.check_final(path)
     schema.require_label(path)
@@ -53,8 +53,6 @@ def schema_digest(path: str) -> str:
 
 
 def parse_test_fraction(raw: Any, dataset: str) -> float | None:
-    from privml.data.loaders import is_user_data
-
     if raw is None:
         return None
     if isinstance(raw, bool) or not isinstance(raw, (int, float)) or not 0 < raw < 1:
@@ -67,8 +65,6 @@ def parse_test_fraction(raw: Any, dataset: str) -> float | None:
 def parse_sizing(raw: Any) -> dict[str, Any] | None:
     if raw is None:
         return None
-    from privml.study.sizing import check_sizing
-
     return check_sizing(raw)
 
 

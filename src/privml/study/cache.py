@@ -227,7 +227,7 @@ class StudyCache:
         locks = self.root / "locks"
         locks.mkdir(parents=True, exist_ok=True)
         try:
-            import fcntl
+            import fcntl  # lazy(platform): POSIX file locks
         except ImportError:  # not POSIX: no advisory locks; two workers may compute a key twice (same result)
             yield
             return

@@ -34,10 +34,15 @@ from dataclasses import dataclass
 
 from scipy import stats
 
-from privml.study.aggregate import Cell
+from privml.study.cells import Cell
 
 #: Two-sided confidence of every interval of the report's findings.
 CONFIDENCE = 0.95
+
+
+def t_quantile(repeats: int) -> float:
+    """The Student-t quantile of a two-sided :data:`CONFIDENCE` interval over ``repeats`` (>= 2) repeats."""
+    return float(stats.t.ppf(0.5 + CONFIDENCE / 2, repeats - 1))
 
 
 @dataclass(frozen=True)
@@ -89,7 +94,7 @@ def contrast(terms: Sequence[tuple[float, Cell]]) -> Interval:
         return Interval(mean, mean, mean, len(diffs))
     floor = _sampling_floor(terms, tables, common)
     variance = max(statistics.variance(diffs), floor)
-    half = stats.t.ppf(0.5 + CONFIDENCE / 2, len(diffs) - 1) * math.sqrt(variance / len(diffs))
+    half = t_quantile(len(diffs)) * math.sqrt(variance / len(diffs))
     return Interval(mean, mean - half, mean + half, len(diffs))
 
 
@@ -120,4 +125,4 @@ def combine(verdicts: Sequence[str]) -> str:
     return "inconclusive"
 
 
-__all__ = ["CONFIDENCE", "Interval", "combine", "contrast", "difference"]
+__all__ = ["CONFIDENCE", "Interval", "combine", "contrast", "difference", "t_quantile"]

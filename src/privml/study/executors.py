@@ -12,6 +12,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol
 
+from joblib import Parallel, delayed
+from joblib.externals.loky.process_executor import TerminatedWorkerError
+from threadpoolctl import threadpool_limits
+
+from privml.exceptions import WorkerLost
+
 __all__ = ["DaskExecutor", "Executor", "JoblibExecutor", "SerialExecutor", "make_executor"]
 
 #: Seconds to wait for a Dask scheduler before refusing the study.
@@ -40,8 +46,6 @@ class SerialExecutor:
     description = "serial"
 
     def map_unordered(self, fn: Callable[[Any], Any], items: Iterable[Any]) -> Iterator[Any]:
-        from threadpoolctl import threadpool_limits
-
         for item in items:
             with threadpool_limits(limits=1):
                 result = fn(item)
@@ -63,11 +67,6 @@ class JoblibExecutor:
         self.description = f"joblib, {n_jobs} workers"
 
     def map_unordered(self, fn: Callable[[Any], Any], items: Iterable[Any]) -> Iterator[Any]:
-        from joblib import Parallel, delayed
-        from joblib.externals.loky.process_executor import TerminatedWorkerError
-
-        from privml.exceptions import WorkerLost
-
         parallel = Parallel(n_jobs=self.n_jobs, return_as="generator_unordered")
         try:
             yield from parallel(delayed(fn)(item) for item in items)
@@ -103,14 +102,14 @@ class DaskExecutor:
         if not isinstance(self.address, str):
             return
         try:
-            from distributed import Client
+            from distributed import Client  # lazy(extra): distributed (study)
         except ImportError:
             raise ValueError("--executor dask://... needs dask.distributed (pip install 'distributed')") from None
         self._connect(Client).close()
 
     def map_unordered(self, fn: Callable[[Any], Any], items: Iterable[Any]) -> Iterator[Any]:
         try:
-            from distributed import Client, as_completed
+            from distributed import Client, as_completed  # lazy(extra): distributed (study)
         except ImportError:
             raise ValueError("--executor dask://... needs dask.distributed (pip install 'distributed')") from None
         owned = isinstance(self.address, str)

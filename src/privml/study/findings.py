@@ -15,7 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from privml.study.aggregate import Cell, Curve, StudyResults
+from privml.study.aggregate import StudyResults
+from privml.study.cells import Cell, Curve
 from privml.study.evidence import combine, contrast, difference
 
 

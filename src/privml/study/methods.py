@@ -38,6 +38,7 @@ import numpy as np
 
 from privml._extras import TORCH_HINT, torch_is_missing
 from privml.exceptions import PrivmlError
+from privml.ledger import MemoryLedger
 
 __all__ = ["METHODS", "Fitted", "Method", "MethodUnavailable", "RunResult", "get_method"]
 
@@ -245,8 +246,6 @@ def _answer_in_budget_blocks(model: Any, X: np.ndarray, budget: int) -> np.ndarr
     by block, each block by a deep copy.
     """
     if hasattr(model, "ledger_"):
-        from privml.ledger import MemoryLedger
-
         clone = copy.copy(model)
         clone.ledger_ = MemoryLedger(X.shape[0], context={"evaluation": f"{-(-X.shape[0] // budget)} deployments "
                                                                           f"of {budget} queries"})
@@ -341,7 +340,7 @@ def _scatter(head: str) -> Callable[[dict[str, Any], int, int, Shape], dict[str,
 
 
 def _subsample_aggregate_cnn(p: dict[str, Any], k: int, seed: int, shape: Shape) -> dict[str, Any]:
-    from privml.torch import TorchClassifier  # only reached when privml.torch imports
+    from privml.torch import TorchClassifier  # lazy(extra): torch, reached only when it imports
 
     teacher = TorchClassifier(**_nonprivate_cnn(p, k, seed, shape))
     return {**_subsample_aggregate(p, k, seed, shape), "estimator": teacher}

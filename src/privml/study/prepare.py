@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from privml.data import add_bias_feature, load_dataset, project_to_unit_ball
-from privml.data.loaders import is_user_data
+from privml.data.registry import is_user_data
 from privml.data.split import fixed_split
 
 #: Public constant feature appended to every record (privml.data.add_bias_feature).

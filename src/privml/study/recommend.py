@@ -15,7 +15,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from privml.study.aggregate import Cell, StudyResults
+from privml.study.aggregate import StudyResults
+from privml.study.cells import Cell
 
 #: The settings a recommendation is indexed by.
 KEYS = ("epsilon", "delta", "budget", "n", "d", "k")

@@ -25,10 +25,12 @@ from typing import Any
 from scipy import stats
 
 from privml import __version__
-from privml.study.aggregate import Curve, StudyResults, collect
+from privml.data.registry import is_user_data
+from privml.study.aggregate import StudyResults, collect
+from privml.study.cells import Curve
 from privml.study.findings import Finding, findings
+from privml.study.points import point_runs
 from privml.study.recommend import not_like_for_like, recommendations
-from privml.study.runner import point_runs
 from privml.study.spec import StudySpec
 from privml.study.store import ResultStore
 from privml.study.summary import COLUMNS, tradeoff_table
@@ -98,8 +100,6 @@ def _file_name(sweep: str) -> str:
 
 def _private_data(spec: Any) -> str:
     """The release rule's stated exception, on the page itself: a study of the user's data is not for publication."""
-    from privml.data.loaders import is_user_data
-
     if not is_user_data(spec.dataset):
         return ""
     return ('<p class="bad"><b>Private data: do not publish this report.</b> Its accuracies are exact on the '
@@ -351,11 +351,11 @@ def draw_figures(results: StudyResults) -> dict[str, bytes]:
 def figure_png(results: StudyResults, name: str) -> bytes:
     """The figure of sweep ``name`` as PNG bytes: mean accuracy per method, ±1 std band, non-private dashed."""
     try:
-        import matplotlib
+        import matplotlib  # lazy(extra): matplotlib
     except ImportError:
         raise ValueError("the study report draws its figures with matplotlib: pip install matplotlib") from None
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy(extra): matplotlib
 
     sweep = results.sweep(name)
     curves = results.curves[name]

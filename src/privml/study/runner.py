@@ -1,12 +1,6 @@
-"""Plan a study into jobs, run the unfinished ones, store every result.
+"""Run a study's unfinished jobs (planned by :mod:`privml.study.points`), store every result.
 
->>> from privml.study import load_preset
->>> jobs, notes = plan(load_preset("quick-ci"))
->>> len(jobs) > 100, notes[0]
-(True, 'DP-SGD needs delta > 0: left out wherever delta = 0')
-
-A job is one (method, relevant settings, seed): a run that several sweeps
-share is planned once. Workers receive plain data (the study context and the
+Workers receive plain data (the study context and the
 job as dicts) and return a store record, errors included, so one failing
 run never stops a study; :class:`StudyRun` counts the failures and lists
 each distinct error once. Before any run starts the dataset is checked (and
@@ -31,17 +25,24 @@ from typing import Any
 
 from privml import __version__
 from privml._progress import progress_bar
+from privml.data import load_dataset
+from privml.data.registry import canonical_name, is_user_data
 from privml.exceptions import PrivacyLeakWarning
 from privml.linear.solvers import sharing_minimisers
 from privml.prediction.aggregate import sharing_votes
 from privml.study._spec_values import content_digest
 from privml.study.cache import CACHE_DIR, cache_ident, describe, get_cache, merge_stats
+from privml.study.cache import clear_cache as clear
 from privml.study.executors import DaskExecutor, Executor, make_executor
 from privml.study.methods import METHODS, get_method
-from privml.study.prepare import prepare
+from privml.study.points import plan
+from privml.study.prepare import check_point, prepare
+from privml.study.report import write_report
 from privml.study.scheduling import ProgressTracker, dispatch_batches, leading_keys
 from privml.study.selection import PointSelection, select_and_run
-from privml.study.spec import Job, Selection, StudySpec, Sweep, job_key, seed_of, selection_seed
+from privml.study.sizing import choose
+from privml.study.spec import StudySpec, selection_seed
+from privml.study.spec_parts import Selection
 from privml.study.store import ResultStore
 
 RESULTS_FILE = "results.sqlite"
@@ -52,18 +53,6 @@ RUNNING_DIR = ".running"
 _RUN_CONTEXT = ("privml_version", "dataset", "label_column", "public_size", "data_seed", "selection")
 #: ...and what it depends on when the study gives it (left out otherwise, so earlier keys hold).
 _OPTIONAL_CONTEXT = ("classes", "schema", "bounds", "test_fraction")
-
-
-@dataclass(frozen=True)
-class PointRun:
-    """One cell of a figure: sweep, x value, method, repeat, and the job that computes it."""
-
-    sweep: Sweep
-    value: Any
-    setting: dict[str, Any]
-    method: str
-    repeat: int
-    key: str
 
 
 @dataclass(frozen=True)
@@ -114,53 +103,6 @@ class StudyRun:
         return out
 
 
-def point_runs(spec: StudySpec) -> tuple[list[PointRun], list[str]]:
-    """Every (sweep, value, method, repeat) cell with its job key, and notes on cells left out.
-
-    Cells of unavailable methods, and of methods that need delta > 0 at a
-    point with delta = 0, are left out with a note.
-    """
-    from privml.data.loaders import is_user_data
-
-    cells: list[PointRun] = []
-    notes: list[str] = []
-    if spec.classes is None and spec.schema is None and is_user_data(spec.dataset):
-        _note(notes, f"the class set of {spec.dataset} was read from its private labels (PrivacyLeakWarning): "
-                     "give the public class set as classes = [...] in the spec, or --classes")
-    for sweep, setting, name in spec.points():
-        method = get_method(name)
-        reason = method.unavailable_reason()
-        if reason is not None:
-            _note(notes, f"{reason}; the study runs the available methods")
-            continue
-        if setting["delta"] == 0 and not method.supports_pure:
-            _note(notes, f"{method.label} needs delta > 0: left out wherever delta = 0")
-            continue
-        params = method.relevant(setting)
-        for repeat in range(spec.repeats):
-            seed = seed_of(spec, repeat)
-            cells.append(PointRun(sweep, setting[sweep.parameter], setting, name, repeat,
-                                  job_key(spec, name, params, seed)))
-    return cells, notes
-
-
-def plan(spec: StudySpec) -> tuple[list[Job], list[str]]:
-    """The distinct jobs of ``spec`` (a run shared by several sweeps appears once) and the notes."""
-    cells, notes = point_runs(spec)
-    jobs: dict[str, Job] = {}
-    for cell in cells:
-        if cell.key in jobs:
-            old = jobs[cell.key]
-            if cell.sweep.name not in old.sweeps:
-                jobs[cell.key] = Job(old.key, old.spec_hash, old.method, old.params, old.repeat, old.seed,
-                                     (*old.sweeps, cell.sweep.name))
-            continue
-        method = get_method(cell.method)
-        jobs[cell.key] = Job(cell.key, spec.spec_hash, cell.method, method.relevant(cell.setting), cell.repeat,
-                             seed_of(spec, cell.repeat), (cell.sweep.name,))
-    return list(jobs.values()), notes
-
-
 def place_study(spec: StudySpec) -> StudySpec:
     """``spec`` with its device resolved (``"auto"``: CUDA when available), checked before any run.
 
@@ -178,7 +120,7 @@ def place_study(spec: StudySpec) -> StudySpec:
                              f"only; study {spec.name} runs none of them")
         return spec
     try:
-        from privml.torch.classifier import resolve_device
+        from privml.torch.classifier import resolve_device  # lazy(extra): torch
     except ImportError:  # the CNN methods are unavailable here: the plan leaves them out with a note
         if spec.device == "auto":
             return spec
@@ -251,8 +193,6 @@ def run_study(
     _warn_if_private(spec, out)
     with folder_lock(out):
         if clear_cache:
-            from privml.study.cache import clear_cache as clear
-
             clear(out)
         return _run_locked(spec, out, runner, progress=progress, report=report, cache=cache)
 
@@ -271,7 +211,7 @@ def folder_lock(out: Path) -> Iterator[None]:
     handle = path.open("a+")
     try:
         try:
-            import fcntl
+            import fcntl  # lazy(platform): POSIX file locks
         except ImportError:  # not POSIX: no advisory locks, run unguarded
             yield
             return
@@ -342,8 +282,6 @@ def _run_locked(spec: StudySpec, out: Path, runner: Any, *, progress: bool, repo
     seconds = time.perf_counter() - start
     report_path = None
     if report:
-        from privml.study.report import write_report
-
         report_path = write_report(store, out / "report", spec_hash=spec.spec_hash)
     return StudyRun(results=store.path, spec_hash=spec.spec_hash, planned=len(todo), skipped=len(todo) - len(pending),
                     finished=finished, failed=failed, seconds=seconds, executor=runner.description,
@@ -368,8 +306,6 @@ def _say(bar: Any, line: str) -> None:
 
 def _warn_if_private(spec: StudySpec, out: Path) -> None:
     """The release rule's stated exception (docs/releases.md), said by the library too, not only by the CLI."""
-    from privml.data.loaders import is_user_data
-
     if is_user_data(spec.dataset):
         warnings.warn(PrivacyLeakWarning(
             f"the study's accuracies (exact, on your private held-out rows) and timings in {out} are not covered "
@@ -393,15 +329,12 @@ def check_dataset(spec: StudySpec, *, local: bool = True) -> None:
     DatasetFetchError
         A download that failed.
     """
-    from privml.data import load_dataset
-    from privml.data.fetch import ensure_dataset
-    from privml.data.loaders import is_user_data
-    from privml.data.registry import canonical_name
-
     user = is_user_data(spec.dataset)
     if not user:
         canonical_name(spec.dataset)
         if local:
+            from privml.data.fetch import ensure_dataset  # lazy(main): loaded, it would shadow privml.data.fetch
+
             ensure_dataset(spec.dataset)
             _check_points(spec)
     elif local:
@@ -423,9 +356,6 @@ def size_study(spec: StudySpec) -> StudySpec:
     """
     if spec.sizing is None:
         return spec
-    from privml.data import load_dataset
-    from privml.data.loaders import is_user_data
-    from privml.study.sizing import choose
 
     user = is_user_data(spec.dataset)
     with warnings.catch_warnings():
@@ -446,9 +376,6 @@ def _check_points(spec: StudySpec) -> None:
 
     Its sizes are public, so this may look at them (never done for user data: its size is private).
     """
-    from privml.study.methods import METHODS
-    from privml.study.prepare import check_point
-
     seen = set()
     for sweep, setting, method in spec.points():
         images = METHODS[method].inputs == "images"
@@ -574,8 +501,3 @@ def _running(folder: str | None, key: str) -> Iterator[None]:
         if marker is not None:
             with contextlib.suppress(OSError):
                 marker.unlink()
-
-
-def _note(notes: list[str], note: str) -> None:
-    if note not in notes:
-        notes.append(note)

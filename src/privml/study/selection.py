@@ -50,7 +50,7 @@ from privml.neighbouring import Neighbouring
 from privml.selection.random_stopping import RandomStopping
 from privml.study.methods import Fitted, Method, RunResult
 from privml.study.prepare import StudyData
-from privml.study.spec import Selection
+from privml.study.spec_parts import Selection
 
 
 @dataclass(frozen=True)

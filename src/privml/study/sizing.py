@@ -33,6 +33,11 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from privml.study.evidence import t_quantile
+
+#: The most repeats per point a study may ask for (``repeats``, ``sizing.max_repeats``): each repeat is a
+#: full run of every point, so a typo (1e9) would otherwise plan runs for ever after creating the results store.
+MAX_REPEATS = 1000
 #: The fields of a spec's ``sizing`` table and their defaults.
 DEFAULTS: dict[str, float | int] = {
     "min_test_rows": 200,
@@ -62,8 +67,6 @@ def check_sizing(raw: Any) -> dict[str, Any]:
             raise ValueError(f"sizing.{name} must be in (0, 1), got {value!r}")
     if out["test_fraction"] > out["max_test_fraction"]:
         raise ValueError("sizing.test_fraction must be at most sizing.max_test_fraction")
-    from privml.study.spec import MAX_REPEATS
-
     if out["max_repeats"] > MAX_REPEATS:
         raise ValueError(f"sizing.max_repeats must be at most {MAX_REPEATS}, got {out['max_repeats']}")
     return {name: float(v) if name in ("test_fraction", "max_test_fraction", "resolve") else int(v)
@@ -75,11 +78,7 @@ def resolvable(n_test: int, repeats: int) -> float:
     (module docstring); 1.0 (none) with one repeat, which gives no interval."""
     if repeats < 2 or n_test < 1:
         return 1.0
-    from scipy import stats
-
-    from privml.study.evidence import CONFIDENCE
-
-    t = float(stats.t.ppf(0.5 + CONFIDENCE / 2, repeats - 1))
+    t = t_quantile(repeats)
     return t * t / (n_test * repeats + t * t)
 
 

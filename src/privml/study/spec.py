@@ -29,6 +29,9 @@ import math
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+import privml
+from privml.data.registry import is_user_data
+from privml.data.schema import load_schema
 from privml.study._spec_values import (
     content_digest,
     json_shape,
@@ -43,6 +46,15 @@ from privml.study._spec_values import (
     parse_text,
     schema_digest,
 )
+from privml.study.methods import METHODS
+from privml.study.sizing import MAX_REPEATS
+from privml.study.spec_checks import (
+    check_classes_cover_k,
+    check_m_is_known,
+    check_public_records,
+    check_sweeps_matter,
+)
+from privml.study.spec_parts import Selection, Sweep
 
 #: Every setting a point may fix, with its kind (validated on load).
 SETTINGS: dict[str, str] = {
@@ -60,78 +72,6 @@ DATA_SETTINGS = ("n", "d", "k")
 SELECTION_MODES = ("validation", "private", "public")
 #: How often ``validation`` selection runs: once per run, or once per point for all its repeats.
 SELECTION_SCOPES = ("run", "point")
-#: The most repeats per point a study may ask for: each repeat is a full run of every point, so a typo
-#: (1e9) would otherwise plan runs for ever after creating the results store.
-MAX_REPEATS = 1000
-
-
-@dataclass(frozen=True)
-class Sweep:
-    """One figure: ``parameter`` takes ``values`` while the rest stays at the defaults.
-
-    Attributes
-    ----------
-    name : str
-        Identifier (also the figure's file name).
-    parameter : str
-        The swept setting (a key of :data:`SETTINGS`).
-    values : tuple
-        Its values, in plotting order.
-    fixed : dict
-        Settings overriding the study defaults for this sweep only
-        (e.g. ``{"delta": 0.0}`` for the paper's Figure 1a).
-    methods : tuple of str, optional
-        Restrict the sweep to these methods (e.g. lambda only for objective
-        perturbation); default all of the study's methods.
-    title : str
-        Figure caption, e.g. the paper figure it reproduces.
-    """
-
-    name: str
-    parameter: str
-    values: tuple[Any, ...]
-    fixed: dict[str, Any] = field(default_factory=dict)
-    methods: tuple[str, ...] | None = None
-    title: str = ""
-
-
-@dataclass(frozen=True)
-class Selection:
-    """How hyper-parameters not fixed by a point are chosen.
-
-    Attributes
-    ----------
-    mode : {"validation", "private", "public"}
-        ``validation``: grid search on a validation split carved from the
-        training records, then refit on all of them (the paper's protocol;
-        the choice itself is **not** privatised, so the reported epsilon
-        understates the true loss). ``private``: Liu & Talwar (2019) random
-        stopping, whose privacy cost is charged, so the reported epsilon is
-        the whole loss. ``public``: each method's defaults, computed from
-        public quantities only (no tuning, no leak).
-    validation_fraction : float
-        Share of the training records held out for selection.
-    stop_probability : float
-        gamma of random stopping (expected 1/gamma candidate runs).
-    grids : dict
-        ``{method: {hyper-parameter: values}}`` overriding the methods' own grids.
-    scope : {"run", "point"}
-        ``validation`` mode only. ``run``: every run selects on its own
-        validation split (its repeat's seed). ``point``: the selection is made
-        once per point (method and settings) on one validation split with the
-        study's selection seed (:func:`selection_seed`), and every repeat
-        refits the chosen candidate with its own seed, as the paper's code
-        does (facebookresearch/private_prediction cross-validates once, then
-        repeats the experiment): the repeats then measure the spread of the
-        noise, not of the selection, and a study makes each selection once
-        instead of once per repeat.
-    """
-
-    mode: str = "validation"
-    validation_fraction: float = 0.2
-    stop_probability: float = 0.2
-    grids: dict[str, dict[str, tuple[Any, ...]]] = field(default_factory=dict)
-    scope: str = "run"
 
 
 @dataclass(frozen=True)
@@ -190,7 +130,7 @@ class StudySpec:
     sweeps : tuple of Sweep
     repeats : int
         Runs per point, seeds ``seed_of(r)`` for ``r < repeats`` (shared by
-        all methods, so comparisons are paired); at most :data:`MAX_REPEATS`.
+        all methods, so comparisons are paired); at most :data:`~privml.study.sizing.MAX_REPEATS`.
     seed : int
         Fixes the data splits (public, training subset, validation) and the
         per-repeat seeds.
@@ -269,10 +209,8 @@ class StudySpec:
         The library version is part of it: after an upgrade, a resumed study
         re-runs every job instead of mixing results of two versions.
         """
-        import privml  # deferred: privml's __init__ is light, but keep spec importable on its own
-
         return {
-            "privml_version": privml.__version__,
+            "privml_version": privml.__version__,  # read at each call: an upgrade re-runs every job
             "dataset": self.dataset,
             "label_column": self.label_column,
             **({} if self.classes is None else {"classes": list(self.classes)}),  # results stored before: unchanged
@@ -313,8 +251,6 @@ def _classes(raw: Any, dataset: str) -> tuple[str, ...] | None:
     """The spec's public class set: at least two distinct names, for user data only."""
     if raw is None:
         return None
-    from privml.data.loaders import is_user_data
-
     names = tuple(parse_str_list(raw, "classes"))
     if len(names) < 2 or len(set(names)) != len(names) or not all(names):
         raise ValueError(f"classes must list at least two distinct, non-empty class names, got {list(names)}")
@@ -367,14 +303,6 @@ def spec_from_dict(raw: dict[str, Any]) -> StudySpec:
         Naming the first invalid field.
     """
     # long-function: a docstring and one flat sequence of field checks, each one line; splitting it scatters them.
-    from privml.study.methods import METHODS  # the registry validates method names
-    from privml.study.spec_checks import (
-        check_classes_cover_k,
-        check_m_is_known,
-        check_public_records,
-        check_sweeps_matter,
-    )
-
     known = {"name", "dataset", "methods", "defaults", "sweeps", "description", "label_column", "classes", "repeats",
              "seed", "public_size", "selection", "notes", "neighbouring", "device", "schema", "bounds",
              "test_fraction", "sizing"}
@@ -419,8 +347,6 @@ def spec_from_dict(raw: dict[str, Any]) -> StudySpec:
     check_classes_cover_k(classes, defaults, sweeps)
     schema, bounds = parse_schema(raw.get("schema"), raw.get("bounds"), dataset)
     if schema is not None and classes is None:  # the schema states the public class set
-        from privml.data.schema import load_schema
-
         check_classes_cover_k(tuple(load_schema(schema).require_label(schema).classes), defaults, sweeps)
     test_fraction = parse_test_fraction(raw.get("test_fraction"), dataset)
     sizing = parse_sizing(raw.get("sizing"))
@@ -511,8 +437,6 @@ def _selection(raw: Any, methods: tuple[str, ...]) -> Selection:
 
 def _check_grid_names(method: str, grid: dict[str, Any]) -> None:
     """A grid may name only hyper-parameters the method's adapter reads: any other would be dropped silently."""
-    from privml.study.methods import METHODS
-
     allowed = METHODS[method].grid_names
     for name in grid:
         if name not in allowed:

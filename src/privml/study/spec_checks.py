@@ -7,12 +7,10 @@ would be ignored without a word.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from privml.study.methods import METHODS
-
-if TYPE_CHECKING:
-    from privml.study.spec import Selection, Sweep
+from privml.study.spec_parts import Selection, Sweep
 
 
 def _points(defaults: dict[str, Any], sweeps: tuple[Sweep, ...]) -> Iterator[tuple[Sweep, dict[str, Any]]]:

@@ -32,7 +32,7 @@ def load_spec(path: str | Path) -> StudySpec:
         raise ValueError(f"{path}: not a text file (not UTF-8); a study spec is TOML or YAML") from None
     if path.suffix.lower() in (".yaml", ".yml"):
         try:
-            import yaml
+            import yaml  # lazy(extra): pyyaml (study), for YAML specs
         except ImportError:
             raise ValueError(f"{path}: reading YAML needs pyyaml (pip install pyyaml); or write it in TOML") from None
         try:

@@ -18,7 +18,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from privml.study.runner import LOCK_FILE, RESULTS_FILE, RUNNING_DIR, plan
+from privml.study.points import plan
+from privml.study.runner import LOCK_FILE, RESULTS_FILE, RUNNING_DIR
 from privml.study.spec import spec_from_dict
 from privml.study.store import ResultStore
 
@@ -141,7 +142,7 @@ def _locked(path: Path) -> bool:
     if not path.exists():
         return False
     try:
-        import fcntl
+        import fcntl  # lazy(platform): POSIX file locks
     except ImportError:  # not POSIX: no locks, so no way to tell
         return False
     with open(path, "a+") as handle:

@@ -17,7 +17,8 @@ import math
 from collections import Counter
 from collections.abc import Callable, Sequence
 
-from privml.study.aggregate import Cell, StudyResults
+from privml.study.aggregate import StudyResults
+from privml.study.cells import Cell
 
 COLUMNS = (("n", "training examples n"), ("k", "classes k"), ("d", "dimensions d"),
            ("budget", "inference budget B"), ("m", "models m"), ("l2", "regularisation lambda"))

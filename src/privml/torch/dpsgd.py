@@ -48,6 +48,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+import torch.distributed as dist
 from torch import nn
 
 from privml._progress import progress_bar
@@ -414,8 +415,6 @@ class DPSGD:
         if self.rank == 0:
             torch._foreach_add_(tensors, self._draw_noise() if noise is None else noise)
         if self.distributed:
-            import torch.distributed as dist
-
             for tensor in tensors:
                 dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
         torch._foreach_div_(tensors, self.expected_batch_size)

@@ -12,10 +12,12 @@ draws randomness or touches the data.
 from __future__ import annotations
 
 import torch
+import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
 from privml.torch.ghost.engine import ghost_modules
+from privml.torch.ghost.precision import CLIP_PRECISIONS
 
 __all__ = [
     "PRECISIONS",
@@ -73,7 +75,6 @@ def init_distributed(module: nn.Module, distributed: bool) -> tuple[int, int]:
     """(rank, world size) of a data-parallel run, after broadcasting rank 0's weights; (0, 1) otherwise."""
     if not distributed:
         return 0, 1
-    import torch.distributed as dist
 
     if not dist.is_available() or not dist.is_initialized():
         raise RuntimeError("distributed=True needs torch.distributed.init_process_group() first")
@@ -91,8 +92,6 @@ def shards_total(local: int, device: torch.device) -> int:
     record on every rank, and its term in a step's sum would be
     ``world_size`` C.
     """
-    import torch.distributed as dist
-
     count = torch.tensor([local], dtype=torch.int64, device=device if dist.get_backend() == "nccl" else "cpu")
     dist.all_reduce(count, op=dist.ReduceOp.SUM)
     return int(count.item())
@@ -101,8 +100,6 @@ def shards_total(local: int, device: torch.device) -> int:
 def check_precisions(precision: str, clip_precision: str, mode: str | None) -> tuple[str, str]:
     """``(precision, clip_precision)`` if valid together with the engine's resolved ``mode`` (None: not known yet,
     as in an estimator before its model is built); else ValueError."""
-    from privml.torch.ghost.precision import CLIP_PRECISIONS
-
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
     if clip_precision not in CLIP_PRECISIONS:

@@ -41,12 +41,35 @@ rate changed afterwards is not seen): change them before training.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import Any, Protocol
 
 import torch
+from torch import nn
 
-if TYPE_CHECKING:  # the engine imports this module
-    from privml.torch.dpsgd import DPSGD
+
+class Engine(Protocol):
+    """What a graphed step needs of its engine (:class:`privml.torch.dpsgd.DPSGD`, which builds one)."""
+
+    device: torch.device
+    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+    optimizer: torch.optim.Optimizer
+    sampling: str
+    n_samples: int
+    sample_rate: float
+    expected_batch_size: float
+    mode: str
+    distributed: bool
+    max_physical_batch_size: int | None
+    _params: list[tuple[str, nn.Parameter]]
+
+    def _draw_noise(self) -> list[torch.Tensor]: ...
+
+    def _noisy_gradient(self, x: torch.Tensor, y: torch.Tensor, *, loss_fn: Any = None,
+                        noise: list[torch.Tensor] | None = None) -> dict[str, torch.Tensor]: ...
+
+    def _apply(self, gradient: dict[str, torch.Tensor]) -> None: ...
+
 
 #: Eager steps (real, counted steps) before the capture: they create the optimiser's state and let
 #: cuBLAS and cuDNN allocate their workspaces, which a capture must not do.
@@ -105,7 +128,7 @@ class GraphedStep:
     first time a batch reaches it (a rung no batch reaches costs nothing).
     """
 
-    def __init__(self, engine: DPSGD, capacities: tuple[int, ...]) -> None:
+    def __init__(self, engine: Engine, capacities: tuple[int, ...]) -> None:
         if not capacities or list(capacities) != sorted(set(capacities)) or capacities[0] < 1:
             raise ValueError(f"capacities must be increasing positive sizes, got {capacities!r}")
         self.capacities = capacities
@@ -141,7 +164,7 @@ class GraphedStep:
 class _NoiseBuffer:
     """The static noise every rung's graph reads, refilled with a fresh draw before each padded step."""
 
-    def __init__(self, engine: DPSGD) -> None:
+    def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self.tensors: list[torch.Tensor] | None = None
 
@@ -160,7 +183,7 @@ class PaddedGraph:
     computation eagerly (the path CI tests; it is slower than the plain step).
     """
 
-    def __init__(self, engine: DPSGD, capacity: int, noise: _NoiseBuffer) -> None:
+    def __init__(self, engine: Engine, capacity: int, noise: _NoiseBuffer) -> None:
         self.engine, self.capacity = engine, capacity
         self.noise = noise  # shared by every rung of the engine's ladder
         self.capture = engine.device.type == "cuda"
@@ -227,7 +250,7 @@ class PaddedGraph:
         self.steps_run += 1
 
 
-def graphed_step_for(engine: DPSGD, cuda_graph: bool | str) -> GraphedStep | None:
+def graphed_step_for(engine: Engine, cuda_graph: bool | str) -> GraphedStep | None:
     """``engine``'s CUDA-graph step if asked for and possible (``DPSGD(cuda_graph=...)``).
 
     ``True`` refuses a run that cannot use one; ``"auto"`` uses one where it can.

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch
+from torch.utils.data import default_collate
 
 from privml.torch.noise import RandomSource
 
@@ -185,8 +186,6 @@ def poisson_batches(dataset: Any, sampler: PoissonSampler | FixedSizeSampler) ->
     nothing would fail, and skipping the step would change the mechanism
     the accountant assumes: the step must still run, adding pure noise).
     """
-    from torch.utils.data import default_collate
-
     template = default_collate([dataset[0]]) if len(dataset) else None
     for indices in sampler:
         if indices.numel():

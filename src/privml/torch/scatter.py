@@ -44,6 +44,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from privml.data.cache import resolve_cache_dir
+
 __all__ = [
     "Scattering2D", "averaging_matrix", "cached_features", "gabor_2d", "low_pass", "morlet_2d", "n_coefficients",
     "output_side", "padded_side", "wavelets",
@@ -222,8 +224,6 @@ def cached_features(
     atomically (a temporary file renamed), so a crash leaves no half file.
     A file that cannot be read, or of another shape, is recomputed.
     """
-    from privml.data.cache import resolve_cache_dir
-
     device = images.device
     contiguous = images.detach().float().contiguous().cpu()
     digest = hashlib.sha256()

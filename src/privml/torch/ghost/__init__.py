@@ -19,8 +19,9 @@ input and output gradient. Input patches are formed by chunks of examples.
 A step's peak tensor memory is then close to non-private training's, and
 below both of Opacus's modes (measured on the CPU, BENCHMARKS.md).
 
-One module per layer type, each registering a :class:`~privml.torch.ghost.base.LayerRule`
-whose ``prepare`` returns the per-example norms and the clipped sum:
+One module per layer type, each with a :class:`~privml.torch.ghost.base.LayerRule`
+whose ``prepare`` returns the per-example norms and the clipped sum (the table of
+:mod:`privml.torch.ghost.rules`):
 
 ==============  ========================================  ============================
 layer           per-example squared norm                  clipped sum
@@ -36,7 +37,8 @@ Embedding       Gram trace masked by equal indices        ``index_add`` of ``c g
 
 from __future__ import annotations
 
-from privml.torch.ghost.base import LayerRule, rule_for, supported_types
+from privml.torch.ghost.base import LayerRule
 from privml.torch.ghost.engine import ghost_clipped_sum
+from privml.torch.ghost.rules import rule_for, supported_types
 
 __all__ = ["LayerRule", "ghost_clipped_sum", "rule_for", "supported_types"]

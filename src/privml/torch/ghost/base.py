@@ -333,30 +333,6 @@ class Materialised(Prepared):
         return {name: weighted_sum(factors, grad, tf32=tf32) for name, grad in self.grads.items()}
 
 
-_RULES: dict[type[nn.Module], LayerRule] = {}
-
-
-def register(layer_type: type[nn.Module], rule: LayerRule) -> None:
-    _RULES[layer_type] = rule
-
-
-def rule_for(module: nn.Module) -> LayerRule | None:
-    """The rule for ``module``'s exact type (subclasses may change the forward, so they are not matched)."""
-    _load_rules()
-    return _RULES.get(type(module))
-
-
-def supported_types() -> tuple[type[nn.Module], ...]:
-    _load_rules()
-    return tuple(_RULES)
-
-
-def _load_rules() -> None:
-    # Imported for their registration side effect, late to avoid an import cycle. Every time, not "once the
-    # registry is non-empty": a caller that imported one rule module first would otherwise hide the others.
-    from privml.torch.ghost import conv, embedding, linear, norm  # noqa: F401
-
-
 def trainable(module: nn.Module, name: str) -> bool:
     param = getattr(module, name, None)
     return isinstance(param, nn.Parameter) and param.requires_grad

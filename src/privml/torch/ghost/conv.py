@@ -47,7 +47,6 @@ from privml.torch.ghost.base import (
     ghost_norm_is_cheaper,
     instantiation_is_kept,
     outer_product_norms,
-    register,
     rows_per_chunk,
     squared_frobenius,
     trainable,
@@ -349,6 +348,3 @@ class ConvRule(LayerRule):
         assert isinstance(module, (nn.Conv1d, nn.Conv2d, nn.Conv3d))
         return _ConvPrepared(module, activation, grad_output, tf32=tf32)
 
-
-for _layer in (nn.Conv1d, nn.Conv2d, nn.Conv3d):
-    register(_layer, ConvRule())

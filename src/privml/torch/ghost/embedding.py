@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from privml.torch.ghost.base import LayerRule, Prepared, register, trainable
+from privml.torch.ghost.base import LayerRule, Prepared, trainable
 from privml.torch.ghost.precision import gram_norm_slack, round_to_tf32
 
 
@@ -75,5 +75,3 @@ class _EmbeddingPrepared(Prepared):
         total = torch.zeros_like(weight)
         return {"weight": total.index_add_(0, self.keys.reshape(-1), scaled.to(weight.dtype))}
 
-
-register(nn.Embedding, EmbeddingRule())

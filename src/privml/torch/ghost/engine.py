@@ -10,8 +10,9 @@ import torch
 from torch import nn
 
 from privml.torch.clipping import clip_factors, drop_rows, rows_must_be_dropped
-from privml.torch.ghost.base import LayerRule, Prepared, rule_for
+from privml.torch.ghost.base import LayerRule, Prepared
 from privml.torch.ghost.precision import CLIP_PRECISIONS, exact_float32, tf32_products
+from privml.torch.ghost.rules import rule_for
 from privml.torch.phases import phase
 
 

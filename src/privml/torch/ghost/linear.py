@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from privml.torch.ghost.base import LayerRule, OuterProduct, Prepared, register, trainable
+from privml.torch.ghost.base import LayerRule, OuterProduct, Prepared, trainable
 from privml.torch.ghost.precision import round_to_tf32
 
 
@@ -25,5 +25,3 @@ class LinearRule(LayerRule):
             tf32=tf32,
         )
 
-
-register(nn.Linear, LinearRule())

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from privml.torch.ghost.base import LayerRule, Materialised, Prepared, register, trainable
+from privml.torch.ghost.base import LayerRule, Materialised, Prepared, trainable
 
 
 class _AffineNormRule(LayerRule):
@@ -62,6 +62,3 @@ class LayerNormRule(_AffineNormRule):
         normalised = len(module.normalized_shape)  # type: ignore[arg-type]
         return tuple(range(1, activation.dim() - normalised))
 
-
-register(nn.GroupNorm, GroupNormRule())
-register(nn.LayerNorm, LayerNormRule())
