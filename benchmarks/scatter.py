@@ -149,7 +149,8 @@ def render(data: dict) -> str:
     out.append("Commands: `python benchmarks/scatter.py features|accuracy|e2e ...` (see the script's docstring; each "
                "row's settings are in `benchmarks/results/scatter.json`). ScatterNet J = 2, L = 8 (81 x 7 x 7 "
                "features), GroupNorm with 27 groups, SGD momentum 0.9, C = 0.1, PLD accounting, delta = 1e-5, test "
-               "accuracy on the full published test split; batch is the expected Poisson batch; 2 torch threads.")
+               "accuracy on the full published test split; batch is the expected Poisson batch; the torch threads "
+               "of each fit beside its time.")
     out.append("")
     rows = data.get("rows", [])
     feats = [r for r in rows if r["part"] == "features"]
@@ -179,7 +180,8 @@ def render(data: dict) -> str:
             load = statistics.mean(r["load_before"] for r in rs)
             out.append(f"| {key[0]} | {key[1]} | {key[2]} | {key[3]:g} | {key[4]:g}, {key[5]:g} | {key[6]} | "
                        f"{key[7]:g} | {len(rs)} | {rs[0]['noise_multiplier']:.3f} | {max(r['epsilon'] for r in rs):.3f} "
-                       f"| {100 * mean:.2f}%{spread} | {100 * min(accs):.2f}% | {seconds / 60:.1f} min | {load:.1f} |")
+                       f"| {100 * mean:.2f}%{spread} | {100 * min(accs):.2f}% | {seconds / 60:.1f} min "
+                       f"({'/'.join(str(t) for t in sorted({r['threads'] for r in rs}))} thr.) | {load:.1f} |")
         out.append("")
     # Hand-written prose recorded with the figures (results file's "notes"); a rerun that changes rows should
     # update or drop them, as they describe the rows they were written for.
