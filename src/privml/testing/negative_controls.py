@@ -48,6 +48,7 @@ from privml.losses import Loss
 from privml.mechanisms import AboveThreshold, ExponentialMechanism
 from privml.neighbouring import Neighbouring
 from privml.prediction.aggregate import SubsampleAndAggregate
+from privml.testing.planted import PlantedBug, by_name
 
 __all__ = [
     "BROKEN",
@@ -196,14 +197,12 @@ def answer_stream(mechanism: Any, values: np.ndarray) -> np.ndarray:
 
 # ------------------------------------------------------- where each is caught
 @dataclass(frozen=True)
-class Control:
-    """A planted bug and the setting where an audit tells it from the correct implementation.
+class Control(PlantedBug):
+    """A planted bug (name, bug: :class:`~privml.testing.planted.PlantedBug`) and the setting where an audit
+    tells it from the correct implementation.
 
     Attributes
     ----------
-    name : str
-    bug : str
-        What is wrong, in one line.
     setting : str
         The audited setting, in one line.
     claimed_epsilon : float
@@ -214,8 +213,6 @@ class Control:
         ``run(broken, trials, random_state, n_jobs) -> AuditResult``.
     """
 
-    name: str
-    bug: str
     setting: str
     claimed_epsilon: float
     default_trials: int
@@ -337,9 +334,8 @@ def _unhalved_vote(broken: bool, trials: int, random_state: RandomState, n_jobs:
 
 
 #: Every negative control with the setting where it is caught.
-CONTROLS: dict[str, Control] = {
-    c.name: c
-    for c in (
+CONTROLS: dict[str, Control] = by_name(
+    (
         Control(
             "per-tensor-clipping",
             "weight and bias tensors clipped to C each, accounted as one clip (sensitivity sqrt(2) C)",
@@ -373,7 +369,7 @@ CONTROLS: dict[str, Control] = {
             2.0, 1000, _unhalved_vote,
         ),
     )
-}
+)
 
 
 def audit_control(

@@ -31,6 +31,7 @@ from privml.prediction._base import BudgetedPredictor
 from privml.prediction.calibration import PredictionNoise
 from privml.prediction.sensitivity import PredictionSensitivity
 from privml.testing.negative_controls import UnhalvedSubsampleAggregate
+from privml.testing.planted import PlantedBug, by_name
 
 __all__ = ["PREDICTION_CONTROLS", "HalfSensitivityPredictionSensitivity", "PredictionControl"]
 
@@ -61,30 +62,24 @@ class HalfSensitivityPredictionSensitivity(PredictionSensitivity):
 
 
 @dataclass(frozen=True)
-class PredictionControl:
+class PredictionControl(PlantedBug):
     """A planted bug of a private predictor.
 
     Attributes
     ----------
-    name : str
-    bug : str
-        What is wrong, in one line.
     method : str
         The correct method it breaks (``prediction-sensitivity`` or ``subsample-aggregate``).
     broken : type
         The broken class (constructed with the correct class's settings).
     """
 
-    name: str
-    bug: str
     method: str
     broken: type[BudgetedPredictor]
 
 
 #: Every planted bug of private prediction, by name.
-PREDICTION_CONTROLS: dict[str, PredictionControl] = {
-    c.name: c
-    for c in (
+PREDICTION_CONTROLS: dict[str, PredictionControl] = by_name(
+    (
         PredictionControl(
             "half-sensitivity-prediction",
             "noise on the logits for L/(n lambda), the add/remove bound, under replace-one (half of 2L/(n lambda))",
@@ -98,4 +93,4 @@ PREDICTION_CONTROLS: dict[str, PredictionControl] = {
             UnhalvedSubsampleAggregate,
         ),
     )
-}
+)

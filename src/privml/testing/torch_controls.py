@@ -63,6 +63,7 @@ from torch import nn
 
 from privml._random import RandomState, check_random_state
 from privml.audit.one_run_torch import TorchOneRunResult, dpsgd_one_run_audit
+from privml.testing.planted import PlantedBug, by_name
 from privml.torch.clipping import clip_factors
 from privml.torch.dpsgd import DPSGD, LossFn
 from privml.torch.ghost.engine import ghost_clipped_sum, ghost_modules
@@ -253,13 +254,13 @@ class ShuffledBranchesNet(nn.Module):
 
 
 @dataclass(frozen=True)
-class TorchControl:
+class TorchControl(PlantedBug):
     """A planted torch DP-SGD bug and the setting of its one-run audit.
 
     Attributes
     ----------
     name, bug:
-        The control and what is wrong, in one line.
+        As :class:`~privml.testing.planted.PlantedBug`.
     canaries:
         ``"dirac"`` (gradient canaries) or ``"records"`` (key-input records, trained through the clip).
     flagged:
@@ -275,8 +276,6 @@ class TorchControl:
         canaries must share a batch row).
     """
 
-    name: str
-    bug: str
     canaries: str
     flagged: bool
     build: Callable[[bool, int, int], tuple[nn.Module, type[DPSGD], dict[str, Any]]]
@@ -344,9 +343,8 @@ def _row_order(broken: bool, d: int, m: int) -> tuple[nn.Module, type[DPSGD], di
 
 
 #: Every torch negative control with its setting.
-TORCH_CONTROLS: dict[str, TorchControl] = {
-    c.name: c
-    for c in (
+TORCH_CONTROLS: dict[str, TorchControl] = by_name(
+    (
         TorchControl("unclipped-layer", "the key layer's per-example gradients are neither clipped nor counted",
                      "records", True, _unclipped),
         TorchControl("half-noise", "noise standard deviation s C / sqrt(2) (claimed: s C)", "dirac", True,
@@ -356,7 +354,7 @@ TORCH_CONTROLS: dict[str, TorchControl] = {
         TorchControl("row-order", "ghost clipping, row assumption unchecked, on 64 branches each reordering the "
                      "batch", "records", True, _row_order, real_per_canary=20),
     )
-}
+)
 
 
 def audit_torch_control(
