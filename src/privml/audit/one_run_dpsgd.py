@@ -184,22 +184,17 @@ def dpsgd_white_box_audit(
 ) -> LinearOneRunResult:
     """Audit one fit of a linear DP-SGD estimator white-box with m canaries (see the module notes).
 
+    ``X``, ``y``, ``m``, ``confidence``, ``guesses`` and ``random_state`` are those of the black-box
+    :func:`privml.audit.one_run_linear.linear_one_run_audit`; the fit is planned for ``len(X) + m`` records.
+
     Parameters
     ----------
     estimator:
         An unfitted :class:`~privml.linear.dpsgd.DPSGDClassifier` (or a subclass, e.g. a negative control)
         with its public class set given, Poisson-sampled under add/remove-one; it is cloned.
-    X, y:
-        The real training records (rows of norm <= 1).
-    m:
-        Canaries, each in with probability 1/2; the fit is planned for ``len(X) + m`` records.
     canaries:
         ``"dirac"`` (gradient canaries on the quietest weights) or ``"records"`` (canary records trained
         through the clipping).
-    confidence, guesses:
-        As :func:`privml.audit.one_run.audit_from_scores`.
-    random_state:
-        Seeds the canaries, the coins and, unless the estimator has its own, the training noise.
     """
     started = time.perf_counter()
     _check_estimator(estimator, canaries)
