@@ -46,8 +46,9 @@ from sklearn.base import clone
 
 from privml._random import RandomState, check_random_state
 from privml._validation import check_count, check_finite_array
-from privml.audit.one_run import OneRunAudit, audit_from_scores
+from privml.audit.one_run import audit_from_scores
 from privml.audit.one_run_claims import linear_claim
+from privml.audit.one_run_result import OneRunFitResult
 from privml.neighbouring import Neighbouring
 from privml.registry import get_spec
 
@@ -72,40 +73,23 @@ class OneRunCanaries:
 
 
 @dataclass(frozen=True, eq=False)
-class LinearOneRunResult:
-    """A one-run audit of a linear method, with what the plot needs.
+class LinearOneRunResult(OneRunFitResult):
+    """A one-run audit of a linear method, with what the plot needs (see :class:`OneRunFitResult`).
 
-    ``audit`` holds the bound and the claim; ``scores`` and ``included`` are each canary's score and coin
-    (the coins are the audit's own secret: this result is a test, not a release). ``details``: public facts of
-    the run a white-box audit adds (its statistic, canaries, steps, noise multiplier, sample rate).
+    ``details``: public facts of the run a white-box audit adds (its statistic, canaries, steps, noise
+    multiplier, sample rate).
     """
 
-    audit: OneRunAudit
     method: str
     estimator: str
-    n_real: int
-    n_train: int
     n_included: int
-    seconds_fit: float
-    seconds_total: float
-    scores: np.ndarray = field(repr=False)
-    included: np.ndarray = field(repr=False)
     details: dict[str, Any] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready fields (the per-canary scores and coins are left out)."""
-        return {
-            **self.audit.to_dict(),
-            **self.details,
-            "method": self.method,
-            "estimator": self.estimator,
-            "n_real": self.n_real,
-            "n_train": self.n_train,
-            "n_canaries_included": self.n_included,
-            "seconds_fit": self.seconds_fit,
-            "seconds": self.seconds_total,
-            "training_runs": 1,
-        }
+    def audited(self) -> dict[str, Any]:
+        return {**self.details, "method": self.method, "estimator": self.estimator}
+
+    def run_facts(self) -> dict[str, Any]:
+        return {"n_canaries_included": self.n_included}
 
 
 def make_one_run_canaries(

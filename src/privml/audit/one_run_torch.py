@@ -57,7 +57,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -69,6 +69,7 @@ from privml._validation import check_count
 from privml.accounting.dpsgd import dpsgd_accountant
 from privml.audit.one_run import OneRunAudit, audit_from_statistics
 from privml.audit.one_run_fdp import InverseBlowUp, accountant_profile
+from privml.audit.one_run_result import OneRunFitResult
 from privml.neighbouring import Neighbouring
 
 if TYPE_CHECKING:  # torch is imported by the functions that run a model: privml's numpy core stays torch-free
@@ -93,42 +94,21 @@ _AUDIT_SETTINGS = ("n_samples", "seed", "cuda_graph")
 
 
 @dataclass(frozen=True, eq=False)
-class TorchOneRunResult:
-    """A one-run audit of a DP-SGD run on a torch model.
+class TorchOneRunResult(OneRunFitResult):
+    """A one-run audit of a DP-SGD run on a torch model (see :class:`OneRunFitResult`); the claim is the
+    engine's ``privacy_`` and ``statistic`` names the score that gave the bound."""
 
-    ``audit`` holds the bound and the claim (the engine's ``privacy_``); ``statistic`` names the score that
-    gave it. ``scores`` and ``included`` are each canary's score and coin: the audit's own secret (this
-    result is a test, not a release).
-    """
-
-    audit: OneRunAudit
     statistic: str
     canaries: str
-    n_real: int
-    n_train: int
     steps: int
     noise_multiplier: float
     sample_rate: float
-    seconds_fit: float
-    seconds_total: float
-    scores: np.ndarray = field(repr=False)
-    included: np.ndarray = field(repr=False)
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready fields (the per-canary scores and coins are left out)."""
-        return {
-            **self.audit.to_dict(),
-            "statistic": self.statistic,
-            "canaries": self.canaries,
-            "n_real": self.n_real,
-            "n_train": self.n_train,
-            "steps": self.steps,
-            "noise_multiplier": self.noise_multiplier,
-            "sample_rate": self.sample_rate,
-            "seconds_fit": self.seconds_fit,
-            "seconds": self.seconds_total,
-            "training_runs": 1,
-        }
+    def audited(self) -> dict[str, Any]:
+        return {"statistic": self.statistic, "canaries": self.canaries}
+
+    def run_facts(self) -> dict[str, Any]:
+        return {"steps": self.steps, "noise_multiplier": self.noise_multiplier, "sample_rate": self.sample_rate}
 
 
 def white_box_statistics(x: np.ndarray, *, sample_rate: float, noise_multiplier: float) -> dict[str, np.ndarray]:
