@@ -80,3 +80,11 @@ def test_a_directory_is_named_as_such(tmp_path):
     # It was reported as "API key file not found", which sent the user looking for a file that is there.
     with pytest.raises(ValueError, match="is a directory, not a JSON file"):
         load_api_keys(tmp_path)
+
+
+def test_a_binary_key_file_is_named_without_its_bytes(tmp_path):
+    path = tmp_path / "keys.json"
+    path.write_bytes(b"\xff\xfe secret")
+    with pytest.raises(ValueError, match="keys.json: not a text file") as info:
+        load_api_keys(path)
+    assert "secret" not in str(info.value) and "0xff" not in str(info.value)

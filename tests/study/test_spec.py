@@ -141,7 +141,7 @@ def test_bad_toml_file_is_one_line_error(tmp_path):
     bad.write_text("name = \n")
     with pytest.raises(ValueError, match="bad.toml: not valid TOML"):
         load_spec(bad)
-    with pytest.raises(FileNotFoundError, match="does not exist"):
+    with pytest.raises(FileNotFoundError, match="study spec not found"):
         load_spec(tmp_path / "missing.toml")
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from privml._files import read_user_text
 from privml._validation import check_count
 
 __all__ = ["load_api_keys"]
@@ -33,12 +34,9 @@ def check_api_keys(keys: object, where: str = "api keys") -> dict[str, int]:
 def load_api_keys(path: str | Path) -> dict[str, int]:
     """Read an API-key file: a JSON object mapping each key to its quota."""
     path = Path(path)
-    if path.is_dir():  # "not found" would send the user looking for a file that is there
-        raise ValueError(f"API key file {path} is a directory, not a JSON file")
-    if not path.is_file():
-        raise FileNotFoundError(f"API key file not found: {path}")
+    text = read_user_text(path, "API key file", "a JSON file")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as exc:
+        data = json.loads(text)
+    except ValueError as exc:
         raise ValueError(f"{path} is not a JSON object of API keys: {str(exc).splitlines()[0]}") from None
     return check_api_keys(data, str(path))

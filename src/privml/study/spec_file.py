@@ -7,6 +7,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from privml._files import read_user_text
 from privml.study.spec import StudySpec, spec_from_dict
 
 
@@ -22,14 +23,7 @@ def load_spec(path: str | Path) -> StudySpec:
         naming the field).
     """
     path = Path(path)
-    if path.is_dir():  # "does not exist" would send the user looking for a file that is there
-        raise ValueError(f"study spec {path} is a directory; give a .toml or .yaml file")
-    if not path.is_file():
-        raise FileNotFoundError(f"study spec {path} does not exist")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:  # a binary file: name it (the bare codec message does not)
-        raise ValueError(f"{path}: not a text file (not UTF-8); a study spec is TOML or YAML") from None
+    text = read_user_text(path, "study spec", "a .toml or .yaml file")
     if path.suffix.lower() in (".yaml", ".yml"):
         try:
             import yaml  # lazy(extra): pyyaml (study), for YAML specs
