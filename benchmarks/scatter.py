@@ -102,7 +102,7 @@ def accuracy(args: argparse.Namespace) -> None:
                 row = {"part": "accuracy", "dataset": dataset, "method": f"scatter-{head}",
                        "neighbouring": args.neighbouring, "seed": seed, "settings": settings,
                        "batch_size": info["expected_batch_size"], "learning_rate": model._learning_rate(),
-                       "epochs": info["epochs"], "averaging": model.averaging, "epsilon": model.privacy_.epsilon,
+                       "epochs": info["epochs"], "averaging": model._averaging(), "epsilon": model.privacy_.epsilon,
                        "target_epsilon": args.epsilon, "noise_multiplier": info["noise_multiplier"],
                        "accuracy": acc, "fit_seconds": fit_seconds, "threads": args.threads,
                        "load_before": load, "load_after": _load_average()}
