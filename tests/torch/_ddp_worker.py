@@ -55,5 +55,8 @@ def run(rank: int, world: int, init_file: str, out_dir: str, sigma: float, draws
             refused = str(exc)
         np.savez(f"{out_dir}/rank{rank}.npz", gradients=np.stack(gradients), exact=exact, params=params,
                  sizes=np.array(sizes), refused=np.array(refused))
+        # Both ranks done before either tears gloo down: destroying the group while the other rank's last
+        # collective is still in flight aborts a worker ("terminate called without an active exception").
+        dist.barrier()
     finally:
         dist.destroy_process_group()
