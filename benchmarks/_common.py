@@ -52,6 +52,11 @@ def machine() -> dict:
     }
 
 
+def machine_line(m: dict) -> str:
+    """The record of :func:`machine` as one line, for the "Machine:" line of a BENCHMARKS.md section."""
+    return f"{m['cpu']}, {m['cores']} cores, Python {m['python']}, commit {m['commit']}, {m['date']}"
+
+
 def write_json(path: str | Path, payload: dict) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

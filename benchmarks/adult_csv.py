@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import machine
+from _common import machine, machine_line
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULT = ROOT / "benchmarks" / "results" / "adult_csv.json"
@@ -153,7 +153,7 @@ def render(data: dict) -> str:
         "## Adult as the raw UCI CSV through a public schema, against the built-in pipeline (issue 32)",
         "",
         f"Command: `{data['command']}`.  ",
-        f"Machine: {m['cpu']}, {m['cores']} cores, Python {m['python']}, commit {m['commit']}, {m['date']}.",
+        f"Machine: {machine_line(m)}.",
         "",
         "The CSVs hold adult.data and adult.test as UCI writes them (categorical text, `?` for missing, a header "
         "row added), read by `privml train --schema` with the schema of `privml.data.adult.uci_schema()` "

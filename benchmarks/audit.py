@@ -48,7 +48,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import machine, write_json  # noqa: E402
+from _common import machine, machine_line, write_json  # noqa: E402
 
 from privml.audit import audit_epsilon, likelihood_ratio_attack, loss_threshold_attack  # noqa: E402
 from privml.cli.train import build_estimator  # noqa: E402
@@ -193,17 +193,13 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _machine_line(m: dict) -> str:
-    return f"{m['cpu']}, {m['cores']} cores, Python {m['python']}, commit {m['commit']}, {m['date']}"
-
-
 def render(data: dict) -> str:
     """The BENCHMARKS.md section for ``benchmarks/results/audit.json``."""
     out = [
         "## Privacy auditing: empirical lower bounds on epsilon (issue 8)",
         "",
         "Command: `nice -n 10 .venv/bin/python benchmarks/audit.py`.  ",
-        f"Machine: {_machine_line(data['machine'])}. Total time {data['seconds'] / 60:.1f} min.",
+        f"Machine: {machine_line(data['machine'])}. Total time {data['seconds'] / 60:.1f} min.",
         "",
         f"Clopper-Pearson {100 * data['confidence']:.0f}% lower bounds (threshold chosen on half of the trials, "
         "bound on the other half). A bound above the claim proves the claim false; a bound below it is "

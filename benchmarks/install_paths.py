@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import machine, write_json  # noqa: E402
+from _common import machine, machine_line, write_json  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "benchmarks" / "results" / "install_paths.json"
@@ -77,8 +77,7 @@ def render(data: dict) -> str:
     lines = [
         "## Install paths from an empty cache (issue 30)", "",
         f"Command: `{data['command']}`.  ",
-        f"Machine: {m.get('cpu', '?')}, {m.get('cores', '?')} cores, Python {m.get('python', '?')}, commit "
-        f"{m.get('commit', '?')}, {m.get('date', '?')}; load average {data['load_before']:.1f} before, "
+        f"Machine: {machine_line(m)}; load average {data['load_before']:.1f} before, "
         f"{data['load_after']:.1f} after (other jobs shared the cores).", "",
         "Every path ran to the end (the script stops at the first failure); pip installs from its local wheel "
         "cache, MNIST is fetched from PyPI into the empty `PRIVML_DATA`.", "",

@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from _common import machine
+from _common import machine, machine_line
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULT = ROOT / "benchmarks" / "results" / "own_data.json"
@@ -228,7 +228,7 @@ def render(data: dict) -> str:
         "",
         f"Command: `{data['command']}` ({data['seconds']:.0f} s; load average {load} at start and end: the machine "
         "is shared).  ",
-        f"Machine: {m['cpu']}, {m['cores']} cores, Python {m['python']}, commit {m['commit']}, {m['date']}.",
+        f"Machine: {machine_line(m)}.",
         "",
         "scikit-learn's breast_cancer written as a user's CSV: the 30 measurements in raw units, labels no/yes. Its "
         "schema's ranges are the data set's documented value ranges, the (Min, Max) table of the Summary "

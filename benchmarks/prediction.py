@@ -31,7 +31,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
-from _common import machine, write_json
+from _common import machine, machine_line, write_json
 
 from privml.data import load_dataset
 from privml.io import load_model, save_model
@@ -208,17 +208,13 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _machine_line(m: dict) -> str:
-    return f"{m['cpu']}, {m['cores']} cores, Python {m['python']}, commit {m['commit']}, {m['date']}"
-
-
 def render(data: dict) -> str:
     """The BENCHMARKS.md section for ``benchmarks/results/prediction.json``."""
     out = [
         f"## Private prediction on MNIST (epsilon = {data['epsilon']:g})",
         "",
         "Command: `nice -n 10 .venv/bin/python benchmarks/prediction.py`.  ",
-        f"Machine: {_machine_line(data['machine'])}.",
+        f"Machine: {machine_line(data['machine'])}.",
         "",
         f"Test accuracy of one private answer per test image (mean +- std over {data['seeds']} noise seeds), "
         f"for a budget of B answers at epsilon = {data['epsilon']:g}. Trained on {data['n_train']} images; lambda "

@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import machine, write_json  # noqa: E402
+from _common import machine, machine_line, write_json  # noqa: E402
 
 from privml.audit.canaries import clipbkd_canary  # noqa: E402
 from privml.audit.prediction_service import DEFAULT_TEACHERS, audit_prediction_service  # noqa: E402
@@ -146,17 +146,13 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _machine_line(m: dict) -> str:
-    return f"{m['cpu']}, {m['cores']} cores, Python {m['python']}, commit {m['commit']}, {m['date']}"
-
-
 def render(data: dict) -> str:
     """The BENCHMARKS.md section for ``benchmarks/results/prediction_audit.json``."""
     out = [
         "## Private prediction service: black-box audit of the per-answer epsilon (issue 29)",
         "",
         f"Command: `{data['command'].strip()}`.  ",
-        f"Machine: {_machine_line(data['machine'])}. Total time {data['seconds'] / 60:.1f} min.",
+        f"Machine: {machine_line(data['machine'])}. Total time {data['seconds'] / 60:.1f} min.",
         "",
         "`privml audit --prediction-service` in Python "
         "(`privml.audit.prediction_service.audit_prediction_service`): the predictor is trained on D and on D' "

@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-from _common import machine
+from _common import machine, machine_line
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULT = ROOT / "benchmarks" / "results" / "private_bounds.json"
@@ -119,7 +119,7 @@ def render(data: dict) -> str:
         "## Private bounds against public ranges: CSVs without a schema (issue 32)",
         "",
         f"Command: `{data['command']}`.  ",
-        f"Machine: {m['cpu']}, {m['cores']} cores, Python {m['python']}, commit {m['commit']}, {m['date']}.",
+        f"Machine: {machine_line(m)}.",
         "",
         "`privml train --method objective --epsilon 1 --bounds private` (a quarter of the budget on the numeric "
         "columns' 5% and 95% quantiles, exponential mechanism over a public grid; the guarantee printed is the "

@@ -44,7 +44,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import machine, write_json  # noqa: E402
+from _common import machine, machine_line, write_json  # noqa: E402
 
 from privml.data import load_dataset  # noqa: E402
 from privml.io import read_model_file, save_model  # noqa: E402
@@ -180,7 +180,7 @@ def render(data: dict) -> str:
         "## Release rule: the attacks of issue 13, rerun",
         "",
         f"Command: `{data['command']}` ({data['seconds']:.0f} s).  ",
-        f"Machine: {m['cpu']}, {m['cores']} cores, Python {m['python']}, commit {m['commit']}, {m['date']}.",
+        f"Machine: {machine_line(m)}.",
         "",
         "**Noise replay after a restart** (prediction sensitivity, breast cancer, epsilon = 1 over the budget; "
         f"the model was fitted with `random_state=7` and saved). Over {r['restarts']} restarts, answer(x1) on one "

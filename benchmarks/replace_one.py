@@ -31,7 +31,7 @@ import time
 
 import mpmath as mp
 import numpy as np
-from _common import machine, write_json
+from _common import machine, machine_line, write_json
 from dp_accounting import NeighboringRelation, dp_event
 from dp_accounting.pld import privacy_loss_distribution as reference_pld
 from dp_accounting.rdp import rdp_privacy_accountant as reference_rdp
@@ -261,7 +261,7 @@ def render(data: dict) -> str:
         "## Replace-one accounting for DP-SGD (issue 14)",
         "",
         f"Command: `{data.get('command', '.venv/bin/python benchmarks/replace_one.py')}`.  ",
-        f"Machine: {m['cpu']}, {m['cores']} cores, Python {m['python']}, commit {m['commit']}, {m['date']}.",
+        f"Machine: {machine_line(m)}.",
         "",
         "Checks of the new accountants against their oracles (ratio of privml's epsilon to the oracle's):",
         "",

@@ -43,7 +43,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import machine, write_json  # noqa: E402
+from _common import machine, machine_line, write_json  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIGS = {
@@ -311,7 +311,7 @@ def render(data: dict) -> str:
         "## Prediction server: today's server against the ASGI server (1 and 2 workers)",
         "",
         f"Command: `.venv/bin/{data['command']}`.  ",
-        f"Machine: {m['cpu']}, {m['cores']} cores, Python {m['python']}, commit {m['commit']}, {m['date']}; "
+        f"Machine: {machine_line(m)}; "
         f"wall time {data['wall_time_s'] / 60:.1f} min.",
         "",
         f"`privml serve` on loopback, started as a user starts it, a prediction-sensitivity model, every answer "

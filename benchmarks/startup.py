@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import machine, write_json  # noqa: E402
+from _common import machine, machine_line, write_json  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "benchmarks" / "results" / "startup.json"
@@ -74,7 +74,7 @@ def render(data: dict) -> str:
         "## Start-up: the CLI against a bare numpy/scipy import",
         "",
         f"Command: `{data['command']}` (median of {data['repeats']} fresh processes each, taking turns).  ",
-        f"Machine: {m['cpu']}, {m['cores']} cores, Python {m['python']}, commit {m['commit']}, {m['date']}; "
+        f"Machine: {machine_line(m)}; "
         f"load average at the end {data['load_average']:.1f}.",
         "",
         "| command | median wall time | ratio to the bare import | target |",

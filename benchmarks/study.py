@@ -43,7 +43,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import machine, write_json
+from _common import machine, machine_line, write_json
 
 from privml.study import ResultStore, collect, load_preset, plan, run_study, spec_from_dict
 from privml.study.findings import findings
@@ -445,7 +445,7 @@ def render(data: dict) -> str:
         "## Trade-off study: `privml study run quick`",
         "",
         "Command: `.venv/bin/python benchmarks/study.py` (the `quick` preset from scratch, once per worker count).  ",
-        f"Machine: {m['cpu']}, {m['cores']} cores, Python {m['python']}, commit {m['commit']}, {m['date']}.",
+        f"Machine: {machine_line(m)}.",
         "",
         "| code | workers | wall time | CPU time (process + workers) | runs | failed "
         "| load average before / after (2 cores) |",
@@ -506,7 +506,7 @@ def render(data: dict) -> str:
             f"### `paper-mnist-linear`, {heading} ({variant})",
             "",
             f"Command: {command}.  ",
-            f"Machine: {pm['cpu']}, {pm['cores']} cores, Python {pm['python']}, commit {pm['commit']}, {pm['date']}.",
+            f"Machine: {machine_line(pm)}.",
             "",
             f"{part['finished']} runs ({part['failed']} failed) of the preset's {part['full_preset_runs']}, "
             f"{part['repeats']} repeat(s), 55,000 private MNIST records, 784 pixels: **{part['wall_seconds'] / 60:.1f} "

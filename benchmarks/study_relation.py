@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import machine, write_json  # noqa: E402
+from _common import machine, machine_line, write_json  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "benchmarks" / "results" / "study_relation.json"
@@ -100,7 +100,7 @@ def render(data: dict) -> str:
            if data.get("sweeps") else "") + ", replace-one against the paper's mixed protocol",
         "",
         f"Command: `{data['command']}`.  ",
-        f"Machine: {m['cpu']}, {m['cores']} cores, Python {m['python']}, commit {m['commit']}, {m['date']}; "
+        f"Machine: {machine_line(m)}; "
         f"load average at the end {data['load_average']:.1f}.",
         "",
         f"Runs: {one['finished']} under replace-one ({one['seconds']:.0f} s), {mixed['finished']} mixed "

@@ -41,7 +41,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _common import machine, write_json  # noqa: E402
+from _common import machine, machine_line, write_json  # noqa: E402
 
 RESULT = HERE / "results" / "torch_dpsgd.json"
 VARIANTS = ("nonprivate", "privml-ghost", "privml-vmap", "opacus-hooks", "opacus-ghost")
@@ -268,8 +268,7 @@ def render(data: dict) -> str:
     m = data.get("machine", {})
     out = ["## DP-SGD for PyTorch: privml vs Opacus 1.6", ""]
     if m:
-        out.append(f"Machine: {m.get('cpu')}, {m.get('cores')} cores, Python {m.get('python')}, "
-                   f"commit {m.get('commit')}, {m.get('date')}.")
+        out.append(f"Machine: {machine_line(m)}.")
         out.append("")
     speed = data.get("speed")
     if speed:

@@ -12,6 +12,8 @@ import json
 import sys
 from pathlib import Path
 
+from _common import machine_line
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
 
@@ -23,16 +25,12 @@ shown with it, on the machine shown, with the peers run side by side in the same
 """
 
 
-def _machine(m: dict) -> str:
-    return f"{m['cpu']}, {m['cores']} cores, Python {m['python']}, commit {m['commit']}, {m['date']}"
-
-
 def render_accounting(data: dict) -> str:
     out = [
         "## Accounting: privml vs dp_accounting 0.6 and opacus 1.6",
         "",
         "Command: `.venv-peers/bin/python benchmarks/accounting.py` (part of `make bench`).  ",
-        f"Machine: {_machine(data['machine'])}.",
+        f"Machine: {machine_line(data['machine'])}.",
         "",
         "DP-SGD with Poisson sampling, add/remove-one neighbours. Epsilon of each accountant; "
         "wall time is the median of repeated runs (single run for the slow peers).",
@@ -104,8 +102,8 @@ def render_linear(data: dict) -> str:
         "",
         "Command: `.venv-peers/bin/python benchmarks/linear.py` (part of `make bench`; "
         "`--methods`, `--seeds`, `--merge` to run parts).  ",
-        f"Machine: {_machine(data['machine'])}. Test accuracy in % (mean +- std over the seeds in the last column) on the "
-        f"10,000 MNIST test images; {data['dataset']['n_train']} training records, "
+        f"Machine: {machine_line(data['machine'])}. Test accuracy in % (mean +- std over the seeds in the last column) "
+        f"on the 10,000 MNIST test images; {data['dataset']['n_train']} training records, "
         f"{data['dataset']['n_features']} features (pixels/255, projected onto the unit ball, bias feature). "
         "Every estimator runs with its defaults (chosen from public quantities only, tuned on a validation "
         "split of the training set, never on the test set). diffprivlib's LogisticRegression (one-vs-rest, "
@@ -144,7 +142,7 @@ def render_dpcd(data: dict) -> str:
         "## DP coordinate descent vs DP-SGD on imbalanced regression (Mangold et al. slides)",
         "",
         f"Command: `.venv/bin/python {data['command'].split(' ', 1)[1]}`.  ",
-        f"Machine: {_machine(data['machine'])}; wall time {data['wall_time_s'] / 60:.1f} min.",
+        f"Machine: {machine_line(data['machine'])}; wall time {data['wall_time_s'] / 60:.1f} min.",
         "",
         f"Metric: {data['metric']}; {data['seeds']} seeds; delta = {data['delta']}. Lower is better; `*` marks a "
         "best configuration at the edge of its tuning grid.",
