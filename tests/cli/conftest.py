@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
+
+from tests.cli_runner import TrainedFile, train
 
 
 @pytest.fixture
@@ -36,3 +40,26 @@ def tiny_images(tmp_path):
     path = tmp_path / "images.npz"
     np.savez(path, X=X, y=y)
     return f"npz:{path}"
+
+
+@pytest.fixture
+def train_file(tmp_path):
+    """``train_file(*options)``: :func:`train` into this test's folder (the train-then-audit set-up of the
+    ``audit --model`` tests)."""
+    count = itertools.count()
+    return lambda *options: train(tmp_path / f"model-{next(count)}.npz", *options)
+
+
+#: The options of the small CNN run (on ``small_mnist``) that both the file audit and the options' audit repeat.
+CNN_OPTIONS = (
+    "--epsilon", "3", "--delta", "1e-6", "--epochs", "2", "--batch-size", "40", "--learning-rate", "0.2",
+    "--clip-norm", "0.5", "--precision", "fp32", "--threads", "1", "--device", "cpu", "--max-train", "100",
+    "--seed", "0", "--no-progress",
+)
+
+
+@pytest.fixture
+def cnn_file(small_mnist, train_file) -> TrainedFile:
+    """``privml train --method dpsgd-cnn --dataset mnist *CNN_OPTIONS`` on the small MNIST cache."""
+    pytest.importorskip("torch")
+    return train_file("--method", "dpsgd-cnn", "--dataset", "mnist", *CNN_OPTIONS)

@@ -12,7 +12,7 @@ import pytest
 
 from privml.cli._common import BIAS
 from privml.io import load_model, read_model_metadata
-from tests.cli_runner import run, run_json
+from tests.cli_runner import TrainedFile, run, run_json, train
 from tests.data.raw_tables import breast_cancer_schema, write_raw_breast_cancer
 
 #: Settings that are not the method's: the seed (never stored in a file) and where a CNN runs.
@@ -54,45 +54,14 @@ def patients(tmp_path_factory):
     return write_raw_breast_cancer(folder / "patients.csv"), breast_cancer_schema().save(folder / "schema.toml")
 
 
-def test_a_dpsgd_file_is_audited_with_its_settings_relation_and_schema(capsys, spy, patients, tmp_path):
+def test_a_dpsgd_file_is_audited_with_its_settings_relation_and_schema(capsys, spy, patients, train_file):
     csv, schema = patients
-    trained = run_json(
-        capsys,
-        "train",
-        "--method",
-        "dpsgd",
-        "--dataset",
-        f"csv:{csv}",
-        "--schema",
-        str(schema),
-        "--epsilon",
-        "2",
-        "--delta",
-        "1e-6",
-        "--clip-norm",
-        "0.5",
-        "--learning-rate",
-        "0.3",
-        "--neighbouring",
-        "replace-one",
-        "--seed",
-        "0",
-        "--out",
-        str(tmp_path / "m.npz"),
+    model = train_file(
+        "--method", "dpsgd", "--dataset", f"csv:{csv}", "--schema", str(schema), "--epsilon", "2", "--delta", "1e-6",
+        "--clip-norm", "0.5", "--learning-rate", "0.3", "--neighbouring", "replace-one", "--seed", "0",
     )
-    r = run_json(
-        capsys,
-        "audit",
-        "--model",
-        trained["model"],
-        "--dataset",
-        f"csv:{csv}",
-        "--one-run",
-        "--canaries",
-        "50",
-        "--seed",
-        "1",
-    )
+    trained = model.report
+    r = model.audit(capsys, "--dataset", f"csv:{csv}", "--one-run", "--canaries", "50", "--seed", "1")
     audited = spy[0]["estimator"]
     assert plain(audited.get_params()) == plain(load_model(trained["model"]).get_params())
     assert audited.clip_norm == 0.5 and audited.neighbouring == "replace-one"
@@ -105,164 +74,48 @@ def test_a_dpsgd_file_is_audited_with_its_settings_relation_and_schema(capsys, s
     expected = load_dataset(f"csv:{csv}", schema=str(schema), bias=BIAS).X_train
     np.testing.assert_array_equal(spy[0]["X"], expected)
     # The multi-run audit takes the same settings.
-    r = run_json(
-        capsys,
-        "audit",
-        "--model",
-        trained["model"],
-        "--dataset",
-        f"csv:{csv}",
-        "--trials",
-        "4",
-        "--n-train",
-        "30",
-        "--seed",
-        "1",
-        "--no-progress",
+    r = model.audit(
+        capsys, "--dataset", f"csv:{csv}", "--trials", "4", "--n-train", "30", "--seed", "1", "--no-progress"
     )
     assert plain(spy[1]["estimator"].get_params()) == plain(audited.get_params())
     assert r["neighbouring"] == "replace-one"
 
 
-def test_a_built_in_file_is_audited_on_the_classes_it_was_trained_on(capsys, spy, tmp_path):
-    trained = run_json(
-        capsys,
-        "train",
-        "--method",
-        "output",
-        "--dataset",
-        "iris",
-        "--epsilon",
-        "1.5",
-        "--l2",
-        "0.05",
-        "--seed",
-        "0",
-        "--out",
-        str(tmp_path / "iris.npz"),
-    )
-    r = run_json(
-        capsys,
-        "audit",
-        "--model",
-        trained["model"],
-        "--dataset",
-        "iris",
-        "--one-run",
-        "--canaries",
-        "30",
-        "--seed",
-        "0",
-    )
+@pytest.fixture(scope="module")
+def iris_file(tmp_path_factory) -> TrainedFile:
+    """An output-perturbation model of iris; the tests only read it, so they share one."""
+    options = ("--method", "output", "--dataset", "iris", "--epsilon", "1.5", "--l2", "0.05", "--seed", "0")
+    return train(tmp_path_factory.mktemp("iris") / "iris.npz", *options)
+
+
+def test_a_built_in_file_is_audited_on_the_classes_it_was_trained_on(capsys, spy, iris_file):
+    r = iris_file.audit(capsys, "--dataset", "iris", "--one-run", "--canaries", "30", "--seed", "0")
     assert spy[0]["estimator"].l2 == 0.05 and r["claimed_epsilon"] == 1.5 and r["neighbouring"] == "replace-one"
     assert sorted(set(spy[0]["y"].tolist())) == [0, 1, 2]  # every class, not the multi-run default of two
-    r = run_json(
-        capsys,
-        "audit",
-        "--model",
-        trained["model"],
-        "--dataset",
-        "iris",
-        "--trials",
-        "4",
-        "--seed",
-        "0",
-        "--no-progress",
-    )
-    assert r["classes"] == read_model_metadata(trained["model"])["extra"]["dataset"]["classes"]
+    r = iris_file.audit(capsys, "--dataset", "iris", "--trials", "4", "--seed", "0", "--no-progress")
+    assert r["classes"] == read_model_metadata(iris_file.path)["extra"]["dataset"]["classes"]
 
 
-def test_a_file_with_private_bounds_claims_the_model_s_part(capsys, spy, tmp_path):
+def test_a_file_with_private_bounds_claims_the_model_s_part(capsys, spy, tmp_path, train_file):
     rng = np.random.default_rng(0)
     rows = rng.uniform([0, 1000], [50, 9000], size=(300, 2))
     csv = tmp_path / "measurements.csv"
     csv.write_text("a,b,label\n" + "".join(f"{a},{b},{'yes' if b > 5000 else 'no'}\n" for a, b in rows))
-    trained = run_json(
-        capsys,
-        "train",
-        "--method",
-        "objective",
-        "--dataset",
-        f"csv:{csv}",
-        "--bounds",
-        "private",
-        "--classes",
-        "no,yes",
-        "--epsilon",
-        "2",
-        "--seed",
-        "0",
-        "--out",
-        str(tmp_path / "m.npz"),
+    model = train_file(
+        "--method", "objective", "--dataset", f"csv:{csv}", "--bounds", "private", "--classes", "no,yes",
+        "--epsilon", "2", "--seed", "0",
     )
-    assert trained["privacy_split"]["model"]["epsilon"] == pytest.approx(1.5)
-    r = run_json(
-        capsys,
-        "audit",
-        "--model",
-        trained["model"],
-        "--dataset",
-        f"csv:{csv}",
-        "--one-run",
-        "--canaries",
-        "40",
-        "--seed",
-        "0",
-    )
+    assert model.report["privacy_split"]["model"]["epsilon"] == pytest.approx(1.5)
+    r = model.audit(capsys, "--dataset", f"csv:{csv}", "--one-run", "--canaries", "40", "--seed", "0")
     assert r["claimed_epsilon"] == pytest.approx(1.5)  # the run audited is the model's; the ranges are released
     assert np.all(np.linalg.norm(spy[0]["X"], axis=1) <= 1 + 1e-12)
 
 
-def test_a_cnn_file_is_audited_with_its_settings(capsys, spy, small_mnist, tmp_path):
-    pytest.importorskip("torch")
-    trained = run_json(
-        capsys,
-        "train",
-        "--method",
-        "dpsgd-cnn",
-        "--dataset",
-        "mnist",
-        "--epsilon",
-        "3",
-        "--epochs",
-        "1",
-        "--batch-size",
-        "40",
-        "--learning-rate",
-        "0.2",
-        "--clip-norm",
-        "0.5",
-        "--max-train",
-        "100",
-        "--threads",
-        "1",
-        "--device",
-        "cpu",
-        "--seed",
-        "0",
-        "--no-progress",
-        "--out",
-        str(tmp_path / "cnn.npz"),
-    )
-    r = run_json(
-        capsys,
-        "audit",
-        "--model",
-        trained["model"],
-        "--dataset",
-        "mnist",
-        "--one-run",
-        "--max-train",
-        "100",
-        "--canaries",
-        "20",
-        "--threads",
-        "1",
-        "--device",
-        "cpu",
-        "--seed",
-        "0",
-        "--no-progress",
+def test_a_cnn_file_is_audited_with_its_settings(capsys, spy, cnn_file):
+    trained = cnn_file.report
+    r = cnn_file.audit(
+        capsys, "--dataset", "mnist", "--one-run", "--max-train", "100", "--canaries", "20", "--threads", "1",
+        "--device", "cpu", "--seed", "0", "--no-progress",
     )
     audited = spy[0]["estimator"]
     assert plain(audited.get_params()) == plain(load_model(trained["model"]).get_params())
@@ -308,24 +161,10 @@ def test_files_it_cannot_audit_are_refused_in_one_line(capsys, tmp_path, method,
     assert message in err and len(err.strip().splitlines()) == 1
 
 
-def test_a_real_baseline_file_is_refused(capsys, tmp_path):
-    trained = run_json(capsys, "train", "--method", "nonprivate", "--dataset", "iris", "--out", str(tmp_path / "b"))
-    code, _, err = run(capsys, "audit", "--model", trained["model"], "--dataset", "iris", "--trials", "4")
+def test_a_real_baseline_file_is_refused(capsys, train_file):
+    baseline = train_file("--method", "nonprivate", "--dataset", "iris")
+    code, _, err = run(capsys, "audit", "--model", baseline.path, "--dataset", "iris", "--trials", "4")
     assert code == 2 and "claims no guarantee to audit" in err
-
-
-@pytest.fixture(scope="module")
-def iris_file(tmp_path_factory):
-    from privml.cli.main import main
-
-    path = tmp_path_factory.mktemp("iris") / "iris.npz"
-    assert (
-        main(
-            ["train", "--method", "objective", "--dataset", "iris", "--epsilon", "1", "--seed", "0", "--out", str(path)]
-        )
-        == 0
-    )
-    return str(path)
 
 
 @pytest.mark.parametrize(
@@ -342,7 +181,7 @@ def iris_file(tmp_path_factory):
     ],
 )
 def test_options_the_file_fixes_and_other_data_are_refused(capsys, iris_file, extra, message):
-    code, out, err = run(capsys, "audit", "--model", iris_file, "--dataset", "iris", "--one-run", *extra)
+    code, out, err = run(capsys, "audit", "--model", iris_file.path, "--dataset", "iris", "--one-run", *extra)
     assert code == 2 and out == ""
     assert message in err and len(err.strip().splitlines()) == 1
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.cli.conftest import CNN_OPTIONS
 from tests.cli.test_without_torch import EXTRA, cli_without_torch
 from tests.cli_runner import run, run_json
 
@@ -80,37 +81,10 @@ def test_white_box_audit_prints_a_table_and_plots(torch, tiny_images, capsys, tm
     assert plot.stat().st_size > 0
 
 
-def test_the_audited_run_is_the_one_privml_train_makes(torch, small_mnist, spy, capsys, tmp_path):
-    options = [
-        "--epsilon",
-        "3",
-        "--delta",
-        "1e-6",
-        "--epochs",
-        "2",
-        "--batch-size",
-        "40",
-        "--learning-rate",
-        "0.2",
-        "--clip-norm",
-        "0.5",
-        "--precision",
-        "fp32",
-        "--threads",
-        "1",
-        "--device",
-        "cpu",
-        "--max-train",
-        "100",
-        "--seed",
-        "0",
-        "--no-progress",
-    ]
-    trained = run_json(
-        capsys, "train", "--method", "dpsgd-cnn", "--dataset", "mnist", *options, "--out", str(tmp_path / "cnn.npz")
-    )
+def test_the_audited_run_is_the_one_privml_train_makes(torch, cnn_file, spy, capsys):
+    trained = cnn_file.report
     r = run_json(
-        capsys, "audit", "--one-run", "--method", "dpsgd-cnn", "--dataset", "mnist", "--canaries", "20", *options
+        capsys, "audit", "--one-run", "--method", "dpsgd-cnn", "--dataset", "mnist", "--canaries", "20", *CNN_OPTIONS
     )
     from privml.io import load_model
 
@@ -166,7 +140,8 @@ def test_without_torch_the_audit_is_one_line_naming_the_extra(tmp_path):
     )
 
 
-def test_without_torch_a_cnn_model_file_is_one_line_naming_the_extra(torch, tiny_images, tmp_path):
+def _tiny_cnn_file(path, **params) -> str:
+    """A dpsgd-cnn model file fitted on 40 random 16 x 16 images of two classes: one epoch of batches of 20."""
     import numpy as np
 
     from privml.io import save_model
@@ -174,9 +149,13 @@ def test_without_torch_a_cnn_model_file_is_one_line_naming_the_extra(torch, tiny
 
     rng = np.random.default_rng(0)
     model = TorchClassifier(
-        epsilon=2.0, input_shape=(1, 16, 16), classes=(0, 1), epochs=1, batch_size=20, random_state=0, device="cpu"
-    ).fit(rng.standard_normal((40, 256)).astype(np.float32), np.arange(40) % 2)
-    path = save_model(model, tmp_path / "cnn.npz")
+        **params, input_shape=(1, 16, 16), classes=(0, 1), epochs=1, batch_size=20, random_state=0, device="cpu"
+    )
+    return str(save_model(model.fit(rng.standard_normal((40, 256)).astype(np.float32), np.arange(40) % 2), path))
+
+
+def test_without_torch_a_cnn_model_file_is_one_line_naming_the_extra(torch, tiny_images, tmp_path):
+    path = _tiny_cnn_file(tmp_path / "cnn.npz", epsilon=2.0)
     result = cli_without_torch("audit", "--one-run", "--model", str(path), "--dataset", tiny_images, "--offline")
     assert result.returncode == 2
     assert result.stderr == (
@@ -192,31 +171,13 @@ def test_help_lists_the_training_options(capsys):
 
 
 def test_a_cnn_file_set_by_its_noise_multiplier_is_audited_against_its_own_claim(torch, tiny_images, capsys, tmp_path):
-    import numpy as np
-
-    from privml.io import save_model
-    from privml.torch.classifier import TorchClassifier
-
-    rng = np.random.default_rng(0)
-    model = TorchClassifier(
-        epsilon=None,
-        noise_multiplier=1.5,
-        input_shape=(1, 16, 16),
-        classes=(0, 1),
-        epochs=1,
-        batch_size=20,
-        random_state=0,
-        device="cpu",
-    )
-    path = save_model(
-        model.fit(rng.standard_normal((40, 256)).astype(np.float32), np.arange(40) % 2), tmp_path / "sigma.npz"
-    )
+    path = _tiny_cnn_file(tmp_path / "sigma.npz", epsilon=None, noise_multiplier=1.5)
     r = run_json(
         capsys,
         "audit",
         "--one-run",
         "--model",
-        str(path),
+        path,
         "--dataset",
         tiny_images,
         "--canaries",
@@ -229,5 +190,5 @@ def test_a_cnn_file_set_by_its_noise_multiplier_is_audited_against_its_own_claim
         "0",
         "--no-progress",
     )
-    assert r["noise_multiplier"] == 1.5 and r["model_file"] == str(path) and r["steps"] == 6
+    assert r["noise_multiplier"] == 1.5 and r["model_file"] == path and r["steps"] == 6
     assert r["claimed_epsilon"] > 0 and not r["exceeds_claim"]
