@@ -10,6 +10,7 @@ import pytest
 from dp_accounting.gaussian_mechanism import get_epsilon_gaussian
 from dp_accounting.pld import pld_privacy_accountant
 from dp_accounting.rdp import rdp_privacy_accountant
+from scipy.optimize import brentq
 
 from privml.accounting.analytic_gaussian import gaussian_epsilon
 from privml.accounting.zcdp import zcdp_to_epsilon
@@ -119,10 +120,21 @@ def test_advanced_per_query_gaussian_against_dp_accounting():
 @pytest.mark.parametrize("budget", [10, 1000])
 def test_zcdp_vote_calibration_against_dp_accounting_rdp(budget):
     eps_q = vote_epsilon_zcdp(1.0, 1e-5, budget)
-    acc = rdp_privacy_accountant.RdpAccountant(orders=list(np.linspace(1.01, 200, 4000)))
+    orders = np.linspace(1.01, 200, 4000)
+    acc = rdp_privacy_accountant.RdpAccountant(orders=list(orders))
     acc.compose(dp_accounting.ZCDpEvent(eps_q**2 / 8), budget)
-    # dp_accounting optimises over a finite order grid with the same conversion: at least ours, close to it.
-    assert 1.0 - 1e-6 <= acc.get_epsilon(1e-5) <= 1.0 + 1e-3
+    rho, log_delta = budget * eps_q**2 / 8, math.log(1e-5)
+
+    def cks(alpha):  # Canonne, Kamath and Steinke (2020), Cor. 13 at one order, written out
+        return alpha * rho + np.log1p(-1 / alpha) - (log_delta + np.log(alpha)) / (alpha - 1)
+
+    # Its exact minimum, found independently of privml's search: the derivative rho + (log delta + log alpha) /
+    # (alpha - 1)^2 has one root above 1. The budget is met, and spent up to the bisection's 1e-9.
+    best = cks(brentq(lambda a: rho * (a - 1) ** 2 + log_delta + math.log(a), 1 + 1e-12, 1e6, xtol=1e-14))
+    assert best <= 1.0 and best == pytest.approx(1.0, rel=1e-8)
+    # dp_accounting applies the same conversion on its finite order grid: that grid's minimum, so never below it.
+    assert acc.get_epsilon(1e-5) == pytest.approx(float(np.min(cks(orders))), rel=1e-12)
+    assert acc.get_epsilon(1e-5) >= best
 
 
 # ------------------------------------------------------------------ orderings
