@@ -146,10 +146,8 @@ def test_the_noise_check_sees_a_planted_draw(tmp_path) -> None:
 
 # ----------------------------------------------------------------- imports inside functions, and cycles
 #: Why an import may sit inside a function: an optional extra (torch, matplotlib, FastAPI, ...), start-up time
-#: (a command that must not load what only some of its paths need), the platform (POSIX-only modules), or
-#: ``privml.data.fetch``, the module ``python -m`` runs (it must not be loaded before it runs, and loaded it
-#: would shadow the function ``privml.data.fetch``).
-LAZY_KINDS = ("extra", "startup", "platform", "main")
+#: (a command that must not load what only some of its paths need), or the platform (POSIX-only modules).
+LAZY_KINDS = ("extra", "startup", "platform")
 LAZY_MARK = re.compile(r"#\s*lazy\((\w+)\):\s*(\S.*)")
 
 

@@ -16,7 +16,7 @@ def test_datasets_json_reports_missing_and_bundled(capsys, tmp_path, monkeypatch
     assert {"mnist", "fashion-mnist", "adult", "digits", "breast_cancer"} <= set(entries)
     assert entries["digits"]["available"] is True  # bundled with scikit-learn
     assert entries["mnist"]["available"] is False  # empty cache
-    assert "privml.data.fetch mnist" in entries["mnist"]["how_to_get"]
+    assert "privml datasets --fetch mnist" in entries["mnist"]["how_to_get"]
 
 
 def test_datasets_human_output_says_how_to_get_missing(capsys, tmp_path, monkeypatch):
@@ -53,6 +53,23 @@ def test_fetch_of_an_unknown_dataset_is_bad_input(capsys, tmp_path, monkeypatch)
         "digits, breast_cancer, wine, iris, or csv:PATH / npz:PATH for your own data"
     ]
     assert not (tmp_path / "cache").exists()  # nothing fetched
+
+
+def test_apt_is_passed_to_the_fetch_of_fashion_mnist_and_refused_without_it(capsys, tmp_path, monkeypatch):
+    from privml.cli import datasets
+
+    monkeypatch.setenv("PRIVML_DATA", str(tmp_path / "cache"))
+    calls = []
+    monkeypatch.setattr(datasets, "fetch", lambda name, **kwargs: calls.append((name, kwargs)))
+    assert main(["datasets", "--fetch", "fashion-mnist", "--apt", "--json"]) == 0
+    assert calls == [("fashion-mnist", {"apt": True})]
+    capsys.readouterr()
+    for argv in (["--apt"], ["--fetch", "mnist", "--apt"]):
+        assert main(["datasets", *argv]) == 2
+        (line,) = capsys.readouterr().err.strip().splitlines()
+        assert line == ("privml datasets: error: --apt applies to --fetch fashion-mnist only (the one dataset a "
+                        "Debian package carries)")
+    assert len(calls) == 1  # refused before fetching anything
 
 
 def test_builtin_sets_are_fetched_on_first_use_by_every_data_command(capsys, tmp_path, monkeypatch):

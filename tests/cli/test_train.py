@@ -159,7 +159,7 @@ def test_missing_builtin_dataset_names_the_fix(capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("PRIVML_DATA", str(tmp_path))
     code, out, err = run(capsys, "train", "--method", "output", "--dataset", "mnist", "--epsilon", "1", "--json")
     assert code == 2 and out == ""
-    assert "privml.data.fetch mnist" in err
+    assert "privml datasets --fetch mnist" in err
 
 
 @pytest.mark.parametrize("classes", ["", ",", "no,", "no,no", "yes"])

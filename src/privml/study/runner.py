@@ -26,6 +26,7 @@ from typing import Any
 from privml import __version__
 from privml._progress import progress_bar
 from privml.data import load_dataset
+from privml.data.fetch import ensure_dataset
 from privml.data.registry import canonical_name, is_user_data
 from privml.exceptions import PrivacyLeakWarning
 from privml.linear.solvers import sharing_minimisers
@@ -333,8 +334,6 @@ def check_dataset(spec: StudySpec, *, local: bool = True) -> None:
     if not user:
         canonical_name(spec.dataset)
         if local:
-            from privml.data.fetch import ensure_dataset  # lazy(main): loaded, it would shadow privml.data.fetch
-
             ensure_dataset(spec.dataset)
             _check_points(spec)
     elif local:
