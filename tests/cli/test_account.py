@@ -111,6 +111,43 @@ def test_bad_arguments_exit_2_with_one_line(capsys, argv):
     assert "Traceback" not in err
 
 
+#: Values the accounting functions check, not the CLI (issue 33: one layer), and the one line each gives.
+CHECKED_BELOW = [
+    (("dpsgd", "--noise-multiplier", "1", "--sample-rate", "1.5", "--steps", "10", "--delta", "1e-5"),
+     "sample_rate must be in (0, 1], got 1.5"),
+    (("dpsgd", "--noise-multiplier", "1", "--sample-rate", "0.1", "--steps", "0", "--delta", "1e-5"),
+     "steps must be a positive int, got 0"),
+    (("dpsgd", "--noise-multiplier", "1", "--sample-rate", "0.1", "--steps", "2000000000", "--delta", "1e-5"),
+     "steps must be <= 1,000,000,000, got 2,000,000,000"),
+    (("dpsgd", "--noise-multiplier", "1", "--sample-rate", "0.1", "--steps", "10", "--delta", "0"),
+     "delta must be > 0 here (this mechanism is not pure DP), got 0"),
+    (("dpsgd", "--noise-multiplier", "1", "--sample-rate", "0.1", "--steps", "10", "--delta", "1"),
+     "delta must be in [0, 1), got 1.0"),
+    (("dpsgd", "--target-epsilon", "-1", "--sample-rate", "0.1", "--steps", "10", "--delta", "1e-5"),
+     "--target-epsilon must be between 1e-06 and 10000, got -1"),
+    (("dpsgd", "--noise-multiplier", "0", "--sample-rate", "0.1", "--steps", "10", "--delta", "1e-5"),
+     "--noise-multiplier must be between 0.001 and 1e+06, got 0"),
+    (("gaussian", "--epsilon", "1", "--delta", "0"), "delta must be > 0 here (this mechanism is not pure DP), got 0"),
+    (("gaussian", "--epsilon", "1", "--delta", "1"), "delta must be in [0, 1), got 1.0"),
+    (("gaussian", "--epsilon", "0", "--delta", "1e-5"), "--epsilon must be between 1e-06 and 10000, got 0"),
+    (("gaussian", "--epsilon", "1", "--delta", "1e-5", "--sensitivity", "-2"),
+     "--sensitivity must be between 1e-12 and 1e+12, got -2"),
+    (("compose", "--epsilon", "0.1", "--count", "10", "--delta", "1", "--delta-slack", "1e-5"),
+     "delta must be in [0, 1), got 1.0"),
+    (("compose", "--epsilon", "0.1", "--count", "10", "--delta-slack", "0"), "delta_slack must be > 0 here"),
+    (("compose", "--epsilon", "0.1", "--count", "10", "--delta-slack", "1"), "delta_slack must be in [0, 1), got 1.0"),
+    (("compose", "--epsilon", "0.1", "--delta", "0.2", "--count", "10", "--delta-slack", "1e-5"),
+     "total_delta must be in [0, 1), got 2.00001"),
+]
+
+
+@pytest.mark.parametrize(("argv", "message"), CHECKED_BELOW, ids=[" ".join(a) for a, _ in CHECKED_BELOW])
+def test_values_the_accounting_checks_are_one_line_errors(capsys, argv, message):
+    code, out, err = run(capsys, "account", *argv)
+    assert code == 2 and out == ""
+    assert err.startswith(f"privml account {argv[0]}: error: {message}") and err.count("\n") == 1
+
+
 def test_console_script_runs_in_a_subprocess():
     proc = subprocess.run(
         [sys.executable, "-m", "privml.cli.main", "account", "gaussian", "--epsilon", "1", "--delta", "1e-5", "--json"],

@@ -15,14 +15,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from privml._validation import (
-    MAX_COMPOSITIONS,
-    check_count,
-    check_delta,
-    check_epsilon,
-    check_positive,
-    check_probability,
-)
+from privml._validation import check_count
 from privml.accounting.analytic_gaussian import analytic_gaussian_sigma, classic_gaussian_sigma
 from privml.accounting.composition import advanced_composition, basic_composition, optimal_composition_epsilon
 from privml.accounting.dpsgd import DPSGD_ACCOUNTANTS, REPLACE_ONE_BOUNDS, SAMPLINGS, plan_dpsgd
@@ -125,7 +118,7 @@ def _sampling(args: argparse.Namespace) -> tuple[float, int | None]:
             return check_count(args.batch_size, "--batch-size") / check_count(args.population, "--population"), None
         if args.sample_rate is None:
             raise ValueError("--sample-rate is required")
-        return check_probability(args.sample_rate, "--sample-rate"), None
+        return args.sample_rate, None  # checked by plan_dpsgd
     if args.neighbouring != Neighbouring.REPLACE_ONE.value:
         raise ValueError("--sampling fixed-size is analysed under replace-one only: add --neighbouring replace-one")
     if args.population is None:
@@ -137,24 +130,21 @@ def _sampling(args: argparse.Namespace) -> tuple[float, int | None]:
         return check_count(args.batch_size, "--batch-size", maximum=n) / n, n
     if args.sample_rate is None:
         raise ValueError("--sampling fixed-size needs --batch-size (or --sample-rate with q n a whole number)")
-    return check_probability(args.sample_rate, "--sample-rate"), n
+    return args.sample_rate, n  # checked by plan_dpsgd
 
 
 def _dpsgd(args: argparse.Namespace) -> None:
-    steps = check_count(args.steps, "--steps", maximum=MAX_COMPOSITIONS)
-    if check_delta(args.delta, "--delta") == 0:
-        raise ValueError("--delta must be > 0 for DP-SGD (the Gaussian mechanism is not pure DP)")
     q, population = _sampling(args)
     target = None
     if args.target_epsilon is not None:
-        target = _bounded(check_epsilon(args.target_epsilon, "--target-epsilon"), "--target-epsilon", EPSILON_RANGE)
+        target = _bounded(args.target_epsilon, "--target-epsilon", EPSILON_RANGE)
     else:
-        _bounded(check_positive(args.noise_multiplier, "--noise-multiplier"), "--noise-multiplier",
-                 NOISE_MULTIPLIER_RANGE)
+        _bounded(args.noise_multiplier, "--noise-multiplier", NOISE_MULTIPLIER_RANGE)
     start = time.perf_counter()
-    # DP-SGD's rules and noise, as the trainers plan them (privml.accounting.dpsgd): one place for all three.
+    # DP-SGD's rules and noise, as the trainers plan them (privml.accounting.dpsgd): one place for all three, and
+    # for the checks of --steps, --delta and --sample-rate.
     plan = plan_dpsgd(
-        population, delta=args.delta, epsilon=target, sample_rate=q, steps=steps, accountant=args.accountant,
+        population, delta=args.delta, epsilon=target, sample_rate=q, steps=args.steps, accountant=args.accountant,
         neighbouring=args.neighbouring, sampling=args.sampling, replace_one_bound=args.replace_one_bound,
         noise_multiplier=args.noise_multiplier,
     )
@@ -164,7 +154,7 @@ def _dpsgd(args: argparse.Namespace) -> None:
         "delta": plan.delta,
         "noise_multiplier": plan.noise_multiplier,
         "sample_rate": q,
-        "steps": steps,
+        "steps": plan.steps,
         "accountant": plan.guarantee.accountant,
         "neighbouring": plan.neighbouring.value,
         "neighbouring_detail": plan.neighbouring.detail,
@@ -206,12 +196,10 @@ COMPOSE_RELATION = "the composed mechanisms' own, one relation for all of them (
 
 
 def _gaussian(args: argparse.Namespace) -> None:
-    epsilon = _bounded(check_epsilon(args.epsilon, "--epsilon"), "--epsilon", EPSILON_RANGE)
-    delta = check_delta(args.delta, "--delta")
-    if delta == 0:
-        raise ValueError("--delta must be > 0: the Gaussian mechanism is not pure DP")
-    sensitivity = _bounded(check_positive(args.sensitivity, "--sensitivity"), "--sensitivity", SENSITIVITY_RANGE)
-    sigma = analytic_gaussian_sigma(epsilon, delta, sensitivity)
+    epsilon = _bounded(args.epsilon, "--epsilon", EPSILON_RANGE)
+    sensitivity = _bounded(args.sensitivity, "--sensitivity", SENSITIVITY_RANGE)
+    delta = args.delta
+    sigma = analytic_gaussian_sigma(epsilon, delta, sensitivity)  # checks delta in (0, 1)
     # The classic bound is only a theorem for epsilon < 1 (Dwork & Roth Thm A.1).
     classic = classic_gaussian_sigma(epsilon, delta, sensitivity) if epsilon < 1 else None
     result = {"sigma": sigma, "classic_sigma": classic, "epsilon": epsilon, "delta": delta, "sensitivity": sensitivity,
@@ -234,16 +222,13 @@ def _render_gaussian(r: dict) -> str:
 
 
 def _compose(args: argparse.Namespace) -> None:
-    epsilon = _bounded(check_epsilon(args.epsilon, "--epsilon"), "--epsilon", EPSILON_RANGE)
-    delta = check_delta(args.delta, "--delta")
+    epsilon = _bounded(args.epsilon, "--epsilon", EPSILON_RANGE)
     count = check_count(args.count, "--count", maximum=MAX_COMPOSE_COUNT)
-    slack = check_delta(args.delta_slack, "--delta-slack")
-    if slack == 0:
-        raise ValueError("--delta-slack must be > 0 (advanced composition needs delta' > 0)")
+    delta, slack = args.delta, args.delta_slack
+    # advanced_composition checks delta in [0, 1) and delta_slack in (0, 1); optimal_composition_epsilon that
+    # their total count * delta + delta_slack is below 1.
     basic_eps, basic_delta = basic_composition([epsilon], [delta], counts=[count])
     adv_eps, adv_delta = advanced_composition(epsilon, delta, count, slack)
-    if adv_delta >= 1:
-        raise ValueError(f"total delta {adv_delta:.3g} = count * delta + delta-slack must be < 1")
     # Same total delta as advanced composition, so the three epsilons compare directly.
     opt_eps = optimal_composition_epsilon(epsilon, delta, count, adv_delta)
     result = {
