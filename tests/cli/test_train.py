@@ -155,6 +155,19 @@ def test_csv_without_the_label_column_is_a_clear_error(capsys, tmp_path):
     assert "label" in err and len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("value", ["0", "-3"])
+def test_a_bad_max_train_is_refused_by_the_loader_before_any_data_is_read(capsys, monkeypatch, value):
+    # One layer checks it: load_dataset, first thing (the CLI has no copy); nothing is read, fitted or printed.
+    from privml.data import loaders
+
+    read = []
+    monkeypatch.setattr(loaders, "_load_builtin", lambda *a, **k: read.append(a))
+    code, out, err = run(capsys, "train", "--method", "output", "--dataset", "iris", "--epsilon", "1",
+                         "--max-train", value)
+    assert code == 2 and out == "" and read == []
+    assert err == f"privml train: error: max_train must be >= 1, got {value}\n"
+
+
 def test_missing_builtin_dataset_names_the_fix(capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("PRIVML_DATA", str(tmp_path))
     code, out, err = run(capsys, "train", "--method", "output", "--dataset", "mnist", "--epsilon", "1", "--json")

@@ -364,8 +364,7 @@ def _check_linear_args(args: argparse.Namespace) -> tuple[tuple[str, ...], Any, 
         raise ValueError(f"--l2 does not apply to --method {args.method} (it has no l2 parameter)")
     if args.l2 is not None:
         check_positive(args.l2, "--l2")
-    if args.max_train is not None:
-        check_count(args.max_train, "--max-train")
+    # --max-train: load_dataset checks it first, before it reads (or fetches) anything.
     classes = parse_classes(args.classes)
     check_output_path(args.out, "--out", suffix=".npz")
     user = not held_out_is_public(args.dataset)
