@@ -38,14 +38,14 @@ import numpy as np
 from _common import machine, timed, write_json
 
 from privml.data import load_dataset
-from privml.linear.base import make_loss
-from privml.linear.output_perturbation import AUTO_SCORE_NOISE
-from privml.linear.sensitivity import auto_l2, erm_sensitivity, rms_noise_multiplier
-from privml.linear.solvers import minimise_objective
+from privml.linear._base import make_loss
+from privml.linear._output_perturbation import AUTO_SCORE_NOISE
+from privml.linear._sensitivity import auto_l2, erm_sensitivity, rms_noise_multiplier
+from privml.linear._solvers import minimise_objective
 from privml.losses import RegularisedObjective
 from privml.selection import apriori_epsilon_excess_risk, doubling_grid, epsilon_grid, select_output_perturbation
-from privml.selection.accuracy_first import reference_epsilon
-from privml.selection.queries import (
+from privml.selection._accuracy_first import reference_epsilon
+from privml.selection._queries import (
     accuracy_query,
     error_rate_sensitivity,
     excess_risk_query,

@@ -4,8 +4,8 @@ built-in Adult pipeline (issue 32, acceptance): train, serve and audit; and the 
     python benchmarks/adult_csv.py [--seeds 3]
 
 Writes benchmarks/results/adult_csv.json. The CSVs are written from the fetched Adult data
-(privml.data.adult.write_uci_csv: adult.data's text, with a header row) and read by the CLI exactly as a data
-owner's file; the schema is privml.data.adult.uci_schema() (adult.names' levels, the documented ranges). Test
+(privml.data._adult.write_uci_csv: adult.data's text, with a header row) and read by the CLI exactly as a data
+owner's file; the schema is privml.data._adult.uci_schema() (adult.names' levels, the documented ranges). Test
 accuracy on both is Adult's published test split (public), printed for the CSV with --show-nonprivate because
 the CLI cannot know the file's held-out rows are public.
 """
@@ -41,7 +41,7 @@ def accuracy(result: dict) -> float:
 
 def write_files(folder: Path) -> tuple[Path, Path, Path]:
     from privml.data import load_dataset
-    from privml.data.adult import uci_schema, write_uci_csv
+    from privml.data._adult import uci_schema, write_uci_csv
 
     raw = load_dataset("adult", preprocess=False)
     train = write_uci_csv(folder / "adult.csv", raw.X_train, raw.y_train)
@@ -53,8 +53,8 @@ def serve_check(model: Path, test: Path, n: int = 2000) -> dict:
     """Rows of cells from the raw test CSV (strings, '?' as null) answered by privml serve's service."""
     import numpy as np
 
-    from privml.serve.model import ModelSpec, open_served_model
-    from privml.serve.service import PredictionService
+    from privml.serve._model import ModelSpec, open_served_model
+    from privml.serve._service import PredictionService
 
     lines = test.read_text().splitlines()
     header = [h.strip() for h in lines[0].split(",")]
@@ -76,7 +76,7 @@ def serve_check(model: Path, test: Path, n: int = 2000) -> dict:
 
 def audit_check(train: Path, test: Path, schema: Path, *, n: int = 300, trials: int = 100) -> dict:
     """An empirical epsilon lower bound of objective perturbation on records read through the schema."""
-    from privml.audit.epsilon_lower_bound import audit_epsilon
+    from privml.audit._epsilon_lower_bound import audit_epsilon
     from privml.data import load_dataset
     from privml.linear import ObjectivePerturbationClassifier
 
@@ -156,7 +156,7 @@ def render(data: dict) -> str:
         f"Machine: {machine_line(m)}.",
         "",
         "The CSVs hold adult.data and adult.test as UCI writes them (categorical text, `?` for missing, a header "
-        "row added), read by `privml train --schema` with the schema of `privml.data.adult.uci_schema()` "
+        "row added), read by `privml train --schema` with the schema of `privml.data._adult.uci_schema()` "
         "(adult.names' levels, the documented ranges, fnlwgt dropped, an indicator for `?` in workclass, "
         "occupation and native-country); the built-in pipeline is `--dataset adult` (log1p of the money "
         "columns, missing as an all-zero block). Test accuracy on Adult's published test split (16281 "

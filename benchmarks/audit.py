@@ -51,7 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import machine, machine_line, write_json  # noqa: E402
 
 from privml.audit import audit_epsilon, likelihood_ratio_attack, loss_threshold_attack  # noqa: E402
-from privml.cli.train import build_estimator  # noqa: E402
+from privml.cli._train import build_estimator  # noqa: E402
 from privml.data import load_dataset  # noqa: E402
 from privml.testing.negative_controls import CONTROLS, audit_control, control_data  # noqa: E402
 

@@ -11,7 +11,7 @@ one global clip. This script measures the relative sub-optimality
 
 against epsilon (delta = 1/n^2, 5 seeds) for
 
-- DP-CD (:class:`privml.linear.dpcd.DPCDRegressor`), uniform and Lipschitz
+- DP-CD (:class:`privml.linear.DPCDRegressor`), uniform and Lipschitz
   clipping, replace-one neighbours, exact GDP accounting;
 - DP-SGD, a minimal numpy implementation for the squared loss written here
   (privml's DP-SGD estimator is a classifier): Poisson sampling at rate q,
@@ -71,7 +71,7 @@ from sklearn.datasets import load_diabetes
 
 from privml.accounting import calibrate_dpsgd
 from privml.data import project_to_unit_ball
-from privml.linear.dpcd import DPCDRegressor, gdp_noise_multiplier
+from privml.linear._dpcd import DPCDRegressor, gdp_noise_multiplier
 
 RESULTS = Path(__file__).resolve().parent / "results" / "dpcd_vs_dpsgd.json"
 
@@ -250,7 +250,7 @@ def dpgd_grid(X, y, *, epsilon, delta, clips, lrs, steps, seeds, lam):
     clipped to L2 norm ``C`` has sensitivity ``2 C / n``; ``steps`` Gaussian
     steps of multiplier ``s`` are exactly ``sqrt(steps)/s``-GDP (Dong, Roth
     and Su 2019, Cor. 3.3), so ``s`` comes from the same exact calibration as
-    DP-CD's (:func:`privml.linear.dpcd.gdp_noise_multiplier`).
+    DP-CD's (:func:`privml.linear._dpcd.gdp_noise_multiplier`).
     """
     n = X.shape[0]
     s = gdp_noise_multiplier(epsilon, delta, steps)

@@ -3,15 +3,15 @@ methods on full MNIST, one training run each.
 
 1. Idealised setting: an eps-DP mechanism whose guesses are each right with probability e^eps / (1 + e^eps),
    m = 1000 canaries, the correct count at its expectation (rounded down), best number of guesses r
-   (:func:`privml.audit.one_run.idealised_curve`); and the Gaussian mechanism simulated at (eps, 1e-5) with one
-   canary per coordinate (:func:`privml.audit.one_run.simulate_gaussian_audit`, median of 5 seeds).
+   (:func:`privml.audit._one_run.idealised_curve`); and the Gaussian mechanism simulated at (eps, 1e-5) with one
+   canary per coordinate (:func:`privml.audit._one_run.simulate_gaussian_audit`, median of 5 seeds).
 2. Each linear method (``privml audit --one-run`` settings) on the whole MNIST training set (60,000 records +
-   m = 1000 canary slots) at epsilon 1 and 8, delta 1e-5: black-box (:mod:`privml.audit.one_run_linear`) and,
-   for DP-SGD, white-box with Dirac canaries (:mod:`privml.audit.one_run_dpsgd`, ``--white-box``); each the one-run
+   m = 1000 canary slots) at epsilon 1 and 8, delta 1e-5: black-box (:mod:`privml.audit._one_run_linear`) and,
+   for DP-SGD, white-box with Dirac canaries (:mod:`privml.audit._one_run_dpsgd`, ``--white-box``); each the one-run
    95% lower bound, the f-DP test of the claimed curve, the time and the machine's load average around it.
 3. Accuracy First (output perturbation with noise reduction, defaults but the target and delta) on the same data:
    black-box, against the ex-post epsilon of the run when delta = 0 (Laplace chain) and the search's worst case
-   eps_AT + eps_max when delta > 0 (Gaussian chain; :mod:`privml.audit.one_run_claims` says why).
+   eps_AT + eps_max when delta > 0 (Gaussian chain; :mod:`privml.audit._one_run_claims` says why).
 
     python benchmarks/one_run_audit.py --out benchmarks/results/one_run_audit.json [--methods output,dpsgd]
 
@@ -31,13 +31,13 @@ from pathlib import Path
 import numpy as np
 from _common import machine
 
-from privml.audit.one_run import idealised_curve, simulate_gaussian_audit
-from privml.audit.one_run_dpsgd import dpsgd_white_box_audit
-from privml.audit.one_run_linear import linear_one_run_audit
+from privml.audit._one_run import idealised_curve, simulate_gaussian_audit
+from privml.audit._one_run_dpsgd import dpsgd_white_box_audit
+from privml.audit._one_run_linear import linear_one_run_audit
 from privml.cli._common import BIAS
-from privml.cli.train import build_estimator
+from privml.cli._train import build_estimator
 from privml.data import load_dataset
-from privml.selection.accuracy_first import AccuracyFirstClassifier, AccuracyFirstWarning
+from privml.selection._accuracy_first import AccuracyFirstClassifier, AccuracyFirstWarning
 
 HEADING = "## One-run audits (issue 29, item 3): Steinke, Nasr & Jagielski 2023, one training run each"
 #: What each part measured, written with its figures (the render prints the notes a file holds).
@@ -58,7 +58,7 @@ NOTES = {
               "DP-CD: mu-GDP; output and objective perturbation: their one (eps, delta) pair); 'mu': the largest "
               "mu-GDP the run refutes. Accuracy First: with delta = 0 the claim is the run's ex-post epsilon (sound for "
               "a pure ex-post guarantee, given the output), with delta > 0 the search's worst case eps_AT + eps_max "
-              "(privml.audit.one_run_claims says why); the method column says whether the search met its target.",
+              "(privml.audit._one_run_claims says why); the method column says whether the search met its target.",
 }
 
 

@@ -83,9 +83,9 @@ def controls(args: argparse.Namespace) -> None:
 def mnist(args: argparse.Namespace) -> None:
     import torch
 
-    from privml.audit.one_run_torch import torch_classifier_one_run_audit
+    from privml.audit._one_run_torch import torch_classifier_one_run_audit
     from privml.torch import TorchClassifier
-    from privml.torch.data import load_images
+    from privml.torch._data import load_images
 
     data = load_images("mnist", max_train=args.max_train, random_state=0)
     X, y = data.X_train.numpy(), data.y_train.numpy()

@@ -62,7 +62,7 @@ def write_files(folder: Path) -> tuple[Path, Path, list[tuple[str, float, float]
     """The raw-unit CSV (labels no/yes) and its schema of documented ranges."""
     from sklearn.datasets import load_breast_cancer
 
-    from privml.data.schema import Label, Numeric, Schema
+    from privml.data._schema import Label, Numeric, Schema
 
     bunch = load_breast_cancer()
     ranges = documented_ranges()

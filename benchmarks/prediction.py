@@ -37,7 +37,7 @@ from privml.data import load_dataset
 from privml.io import load_model, save_model
 from privml.linear import NonPrivateClassifier
 from privml.prediction import PredictionSensitivity, SubsampleAndAggregate, calibrate_vote_epsilon
-from privml.prediction.calibration import (
+from privml.prediction._calibration import (
     SENSITIVITY_ACCOUNTANTS,
     VOTE_ACCOUNTANTS,
     gaussian_noise_multiplier_advanced,

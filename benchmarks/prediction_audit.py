@@ -1,7 +1,7 @@
 """Black-box audit of the private prediction service: per-answer epsilon bounds and planted bugs (issue 29).
 
 For each dataset, per-answer epsilon in {1, 4}, and each private-prediction
-method, :func:`privml.audit.prediction_service.audit_prediction_service`
+method, :func:`privml.audit._prediction_service.audit_prediction_service`
 trains the correct predictor and its negative control
 (:mod:`privml.testing.prediction_controls`) on neighbouring datasets (ClipBKD
 canary replacing its mirror record, replace-one), saves and reopens each as
@@ -36,8 +36,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import machine, machine_line, write_json  # noqa: E402
 
-from privml.audit.canaries import clipbkd_canary  # noqa: E402
-from privml.audit.prediction_service import DEFAULT_TEACHERS, audit_prediction_service  # noqa: E402
+from privml.audit._canaries import clipbkd_canary  # noqa: E402
+from privml.audit._prediction_service import DEFAULT_TEACHERS, audit_prediction_service  # noqa: E402
 from privml.cli._common import BIAS  # noqa: E402
 from privml.data import load_dataset  # noqa: E402
 from privml.testing.prediction_controls import PREDICTION_CONTROLS  # noqa: E402
@@ -155,7 +155,7 @@ def render(data: dict) -> str:
         f"Machine: {machine_line(data['machine'])}. Total time {data['seconds'] / 60:.1f} min.",
         "",
         "`privml audit --prediction-service` in Python "
-        "(`privml.audit.prediction_service.audit_prediction_service`): the predictor is trained on D and on D' "
+        "(`privml.audit._prediction_service.audit_prediction_service`): the predictor is trained on D and on D' "
         "(ClipBKD canary replacing its mirror record, replace-one), configured for epsilon_q per answer (epsilon "
         "= epsilon_q N over a budget of N answers, delta = 0, basic composition), saved, reopened by "
         "`load_predictor` behind the `PredictionService` of `privml serve` with a ledger of exactly N answers, and "

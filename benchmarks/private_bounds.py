@@ -25,7 +25,7 @@ from _common import machine, machine_line
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULT = ROOT / "benchmarks" / "results" / "private_bounds.json"
-#: Adult's numeric columns with a documented range (privml.data.adult.NUMERIC_BOUNDS); fnlwgt has none.
+#: Adult's numeric columns with a documented range (privml.data._adult.NUMERIC_BOUNDS); fnlwgt has none.
 ADULT_NUMERIC = ("age", "education-num", "capital-gain", "capital-loss", "hours-per-week")
 
 
@@ -39,10 +39,10 @@ def tables(folder: Path) -> list[dict]:
     from sklearn.datasets import load_breast_cancer
 
     from privml.data import load_dataset
-    from privml.data.adult import CLASSES, COLUMNS, NUMERIC_BOUNDS
-    from privml.data.bundled import BREAST_CANCER_BOUNDS
-    from privml.data.schema import Label, Numeric, Schema
-    from privml.data.split import fixed_split
+    from privml.data._adult import CLASSES, COLUMNS, NUMERIC_BOUNDS
+    from privml.data._bundled import BREAST_CANCER_BOUNDS
+    from privml.data._schema import Label, Numeric, Schema
+    from privml.data._split import fixed_split
 
     bc = load_breast_cancer()
     names = [str(n) for n in bc.feature_names]

@@ -49,7 +49,7 @@ from _common import machine, machine_line, write_json  # noqa: E402
 from privml.data import load_dataset  # noqa: E402
 from privml.io import read_model_file, save_model  # noqa: E402
 from privml.linear import OutputPerturbationClassifier  # noqa: E402
-from privml.linear.solvers import minimise_objective  # noqa: E402
+from privml.linear._solvers import minimise_objective  # noqa: E402
 from privml.losses import LogisticLoss, RegularisedObjective  # noqa: E402
 from privml.prediction import PredictionSensitivity, SubsampleAndAggregate, load_predictor  # noqa: E402
 

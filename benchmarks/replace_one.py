@@ -40,8 +40,8 @@ from scipy.special import ndtr
 from scipy.stats import norm
 
 from privml.accounting import PLDAccountant, RDPAccountant, calibrate_dpsgd, dpsgd_event
-from privml.accounting.events import GaussianEvent, PoissonSampledEvent
-from privml.accounting.rdp_replace_one import rdp_poisson_gaussian_replace_one
+from privml.accounting._events import GaussianEvent, PoissonSampledEvent
+from privml.accounting._rdp_replace_one import rdp_poisson_gaussian_replace_one
 
 PLD_SETTINGS = [
     (1.1, 256 / 60000, 14040, 1e-5),

@@ -56,8 +56,8 @@ def _load_average() -> float:
 def features(args: argparse.Namespace) -> None:
     import torch
 
-    from privml.torch.data import load_images
-    from privml.torch.scatter import Scattering2D, cached_features
+    from privml.torch._data import load_images
+    from privml.torch._scatter import Scattering2D, cached_features
 
     torch.set_num_threads(args.threads)
     for dataset in args.datasets:
@@ -78,8 +78,8 @@ def features(args: argparse.Namespace) -> None:
 def accuracy(args: argparse.Namespace) -> None:
     import numpy as np
 
-    from privml.torch.data import load_images
-    from privml.torch.scatter_classifier import ScatterClassifier
+    from privml.torch._data import load_images
+    from privml.torch._scatter_classifier import ScatterClassifier
 
     for dataset in args.datasets:
         images = load_images(dataset)
@@ -114,7 +114,7 @@ def e2e(args: argparse.Namespace) -> None:
     import numpy as np
 
     from privml.torch import TorchClassifier
-    from privml.torch.data import load_images
+    from privml.torch._data import load_images
 
     for dataset in args.datasets:
         images = load_images(dataset)

@@ -223,7 +223,7 @@ def _run(workdir: str, *, clients: int, duration: float, warmup: float, rounds: 
 
     from privml.data import project_to_unit_ball
     from privml.io import save_model
-    from privml.linear.nonprivate import NonPrivateClassifier
+    from privml.linear._nonprivate import NonPrivateClassifier
 
     data = load_breast_cancer()
     X = project_to_unit_ball(data.data / data.data.max(axis=0))

@@ -15,7 +15,7 @@ of training records times the dimension of each run::
     .venv/bin/python benchmarks/study.py --out benchmarks/results/study.json [--parts quick paper]
 
 A part not run keeps its previous results in the JSON file. Parts are measured
-with the shared cache (``privml.study.cache``; ``--paper-no-cache`` measures
+with the shared cache (``privml.study._cache``; ``--paper-no-cache`` measures
 every run computing everything itself) and record the cache's hits and the
 seconds it saved per method, the wall time, the CPU time of the process and
 its workers (less sensitive than wall time to other load on a shared
@@ -46,8 +46,8 @@ from typing import Any
 from _common import machine, machine_line, write_json
 
 from privml.study import ResultStore, collect, load_preset, plan, run_study, spec_from_dict
-from privml.study.findings import findings
-from privml.study.methods import get_method
+from privml.study._findings import findings
+from privml.study._methods import get_method
 
 #: MNIST training records; records and features of runs with n or d unset (55,000 private after the public 5,000).
 MNIST_TRAIN = 60_000

@@ -46,7 +46,7 @@ def _study(preset: str, relation: str, out: Path, jobs: int, extra: list[str]) -
     )
     summary = json.loads(done.stdout)
     from privml.study import ResultStore, collect
-    from privml.study.findings import findings
+    from privml.study._findings import findings
 
     store = ResultStore(out / "results.sqlite")
     results = collect(store, summary["spec_hash"])

@@ -52,7 +52,7 @@ SIGMA = 1.0
 
 # ------------------------------------------------------------------ speed
 def _batch(torch):
-    from privml.torch.data import load_images
+    from privml.torch._data import load_images
 
     data = load_images("mnist", max_train=BATCH, random_state=0)
     return data.X_train, data.y_train
@@ -225,7 +225,7 @@ def run_accuracy(datasets: list[str], epsilons: list[float], seeds: list[int], e
     import numpy as np
 
     from privml.torch import TorchClassifier
-    from privml.torch.data import load_images
+    from privml.torch._data import load_images
 
     runs = list(existing)
     for dataset in datasets:

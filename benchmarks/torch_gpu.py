@@ -28,7 +28,7 @@ Two parts, in one process, written to ``benchmarks/results/torch_gpu.json``
 ``profile``
     Where a step's time goes, for deciding what to make faster: kernel time
     per step by privml phase (forward, norms, clipped sums, noise and
-    optimiser; :mod:`privml.torch.phases`) and by the kernels' arithmetic
+    optimiser; :mod:`privml.torch._phases`) and by the kernels' arithmetic
     (TF32 tensor cores or plain float32), for privml's ghost step in both
     clipping arithmetics (``clip_precision`` "fp32" and "tf32"), non-private
     training and Opacus (hooks); and the step times of diagnostic variants:
@@ -101,7 +101,7 @@ def build(model: str):  # noqa: ANN201 - torch is imported late
 
         return build_model("wide-resnet", in_channels=3, n_classes=10, image_size=32)
     if model == "transformer":
-        from privml.torch.models.transformer import TransformerClassifier
+        from privml.torch.models._transformer import TransformerClassifier
 
         return TransformerClassifier(vocab_size=VOCAB, n_classes=10, max_len=SEQ, d_model=256, n_heads=4, n_layers=2)
     raise ValueError(model)
@@ -172,14 +172,14 @@ def _during(step: Callable[[], None], patch: Any) -> Callable[[], None]:
 
 def _grouped_instantiation(step: Callable[[], None], device: str) -> Callable[[], None]:
     """``step`` with convolutions' per-example gradients formed by one grouped kernel on ``device`` (the CPU's way)."""
-    from privml.torch.ghost import conv
+    from privml.torch._ghost import conv
 
     return _during(step, mock.patch.dict(conv.GROUPED_INSTANTIATION, {device: True}))
 
 
 def _kernel_sums(step: Callable[[], None], device: str) -> Callable[[], None]:
     """``step`` with book-kept convolutions' fp32 sums from the framework's weight-gradient kernel (cuDNN on a GPU)."""
-    from privml.torch.ghost import conv
+    from privml.torch._ghost import conv
 
     return _during(step, mock.patch.dict(conv.KERNEL_SUMS, {device: True}))
 
@@ -413,9 +413,9 @@ def run_mnist(epochs: float, device: str, max_train: int | None) -> dict[str, An
     import torch.nn.functional as F
 
     from privml.torch import TorchClassifier
-    from privml.torch.data import load_images
+    from privml.torch._data import load_images
+    from privml.torch._sampling import PoissonSampler
     from privml.torch.models import TramerBonehCNN
-    from privml.torch.sampling import PoissonSampler
 
     data = load_images("mnist", max_train=max_train, random_state=0)
     X_train, y_train = data.X_train.to(device), data.y_train.to(device)
@@ -538,7 +538,7 @@ def render(data: dict) -> str:
             f"noise multiplier {SIGMA}, synthetic batch, same initial weights. `-tf32`: `clip_precision=\"tf32\"` "
             "(norms and clipped sums on TF32 tensor cores, operands rounded by privml, the rounding bounded inside "
             "C: a private step); `-graph`: replayed as a CUDA graph over the batch padded to the smallest rung "
-            "that holds it of a ladder of public capacities (`privml.torch.graphs`; TorchClassifier's default on a "
+            "that holds it of a ladder of public capacities (`privml.torch._graphs`; TorchClassifier's default on a "
             "GPU for small models). The synthetic batch has exactly b records, itself a rung, so it runs unpadded "
             "here; a Poisson batch pads about half a standard deviation of rows on average (the end-to-end run "
             "below pays that). Eager steps are bound by the host's launches, and their times spread between calls "

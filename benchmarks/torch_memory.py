@@ -57,8 +57,8 @@ def use_gpu_code_paths() -> None:
     """
     from torch import nn
 
-    from privml.torch.ghost import base, conv
-    from privml.torch.models import tramer_boneh
+    from privml.torch._ghost import base, conv
+    from privml.torch.models import _tramer_boneh as tramer_boneh
 
     if hasattr(tramer_boneh, "ChannelsLastMaxPool2d"):
         tramer_boneh.ChannelsLastMaxPool2d.forward = nn.MaxPool2d.forward  # type: ignore[method-assign]

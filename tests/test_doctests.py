@@ -12,7 +12,7 @@ import pytest
 import privml
 
 #: modules that need an extra, and the package that tells whether it is installed
-OPTIONAL = {"privml.torch": "torch", "privml.serve.asgi": "fastapi", "privml.serve.asgi_server": "uvicorn"}
+OPTIONAL = {"privml.torch": "torch", "privml.serve._asgi": "fastapi", "privml.serve._asgi_server": "uvicorn"}
 
 
 def _modules() -> list[str]:
@@ -29,7 +29,7 @@ MODULES = _modules()
 
 
 def test_the_walk_finds_the_package() -> None:
-    assert "privml.accounting.pld" in MODULES and "privml.release" in MODULES and len(MODULES) > 100
+    assert "privml.accounting._pld" in MODULES and "privml.release" in MODULES and len(MODULES) > 100
 
 
 @pytest.mark.parametrize("name", MODULES)

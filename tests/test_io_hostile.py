@@ -14,7 +14,7 @@ import pytest
 from privml.io import load_model, read_model_file, save_model
 from privml.linear import NonPrivateClassifier, OutputPerturbationClassifier
 from privml.prediction import PredictionSensitivity, load_predictor
-from privml.serve.model import ModelSpec, open_served_model
+from privml.serve._model import ModelSpec, open_served_model
 from tests.cli_runner import run
 
 
@@ -88,7 +88,7 @@ LIES = {
     "metadata a list": lambda m: [m],
     "params classes not the classes array": _set(["params", "classes"], [0, 5]),
 }
-#: metadata read by predict and serve beside the model (privml.serve.model.model_pipeline)
+#: metadata read by predict and serve beside the model (privml.serve._model.model_pipeline)
 PIPELINE_LIES = {
     "dataset a number": _set(["extra", "dataset"], 5),
     "dataset a list": _set(["extra", "dataset"], ["mnist"]),

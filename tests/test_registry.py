@@ -9,7 +9,7 @@ import pytest
 
 from privml import registry
 from privml.io import MODEL_CLASSES, load_model, save_model
-from privml.prediction.loading import PREDICTION_METHODS, PRIVATE_TRAINING_METHODS
+from privml.prediction._loading import PREDICTION_METHODS, PRIVATE_TRAINING_METHODS
 from tests.test_release_invariance import _data_for, _make
 
 
@@ -49,9 +49,9 @@ def test_every_method_saves_and_loads(name: str, tmp_path) -> None:
 
 
 def test_the_cli_and_the_study_use_registered_methods() -> None:
+    from privml.cli._train import TRAIN_METHODS
     from privml.cli.main import _subparser, build_parser
-    from privml.cli.train import TRAIN_METHODS
-    from privml.study.methods import METHODS as STUDY
+    from privml.study._methods import METHODS as STUDY
 
     assert set(TRAIN_METHODS) <= set(registry.METHODS)
     parser = build_parser(["predict", "serve"])

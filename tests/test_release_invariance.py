@@ -108,7 +108,7 @@ def _make(name: str, seed: Any) -> Any:
         return TorchClassifier(epsilon=float("inf"), input_shape=(1, 16, 16), classes=classes, epochs=2,
                                batch_size=20, learning_rate=0.5, random_state=seed)
     if name in ("scatter-linear", "scatter-cnn"):
-        from privml.torch.scatter_classifier import ScatterClassifier
+        from privml.torch._scatter_classifier import ScatterClassifier
 
         return ScatterClassifier(epsilon=8.0, head=name.removeprefix("scatter-"), input_shape=(1, 16, 16),
                                  classes=classes, epochs=2, batch_size=20, learning_rate=1.0, clip_norm=1.0,
@@ -263,7 +263,7 @@ def test_accuracy_first_trace_releases_only_what_was_published() -> None:
 
 
 def _study_row(selected: Any) -> dict[str, str]:
-    """The fields the study store keeps for one run (privml.study.runner), as text."""
+    """The fields the study store keeps for one run (privml.study._runner), as text."""
     r = selected.result
     fields = {"accuracy": r.accuracy, "epsilon": r.epsilon, "delta": r.delta, "mode": selected.mode,
               "chosen": selected.chosen, "candidates": selected.candidates, "leaky": selected.leaky,
@@ -281,11 +281,11 @@ def _study_rows(method: str, mode: str, neighbours: tuple[np.ndarray, ...], test
                 grids: dict[str, tuple[Any, ...]], params: dict[str, Any],
                 image_shape: tuple[int, ...] | None = None) -> list[dict[str, str]]:
     """The study rows of ``method`` run on D and D' with one seed and one study (so one secret key)."""
-    from privml.study.cache import StudyCache
-    from privml.study.methods import get_method
-    from privml.study.prepare import StudyData
-    from privml.study.selection import PointSelection, select_and_run
-    from privml.study.spec_parts import Selection
+    from privml.study._cache import StudyCache
+    from privml.study._methods import get_method
+    from privml.study._prepare import StudyData
+    from privml.study._selection import PointSelection, select_and_run
+    from privml.study._spec_parts import Selection
 
     # The same randomness for both: one study, so one secret key of private selection (StudyCache.selection_key).
     point = PointSelection(seed=SEED, key="point", cache=StudyCache(None))
@@ -378,7 +378,7 @@ def test_cli_train(capsys, tmp_path: Path, method: str) -> None:
 @pytest.mark.parametrize("method", ["objective", "nonprivate"])
 def test_cli_train_with_a_schema(capsys, tmp_path: Path, method: str) -> None:
     # The schema is a public input: the same file for both datasets, and the model file carries it unchanged.
-    from privml.data.schema import Label, Numeric, Schema
+    from privml.data._schema import Label, Numeric, Schema
 
     pair = _csv_pair(tmp_path)
     schema = Schema(columns=tuple(Numeric(name=f"x{i}", lower=-3, upper=3) for i in range(4)),
@@ -393,7 +393,7 @@ def test_cli_train_with_a_schema(capsys, tmp_path: Path, method: str) -> None:
 
 @pytest.mark.parametrize("method", ["objective", "dpsgd"])
 def test_cli_train_with_private_bounds(capsys, tmp_path: Path, method: str) -> None:
-    # The released ranges are the DP output of the quantile selections (privml.data.private_bounds): they, the
+    # The released ranges are the DP output of the quantile selections (privml.data._private_bounds): they, the
     # model's weights and the schema the file keeps of them may differ; the split, the total and stderr (the
     # rank-error warning reads n, d and epsilon only) may not.
     pair = _csv_pair(tmp_path)
@@ -435,8 +435,8 @@ N_IMAGES = 60
 
 def _mnist_caches(tmp_path: Path, name: str = "mnist", shape: tuple[int, ...] = (28, 28)) -> tuple[Path, Path]:
     """Two ``$PRIVML_DATA`` folders whose ``name`` differs in training record 0 (pixels inverted, label moved)."""
-    from privml.data.cache import cache_file, write_cache
-    from privml.data.dataset import RawSplits
+    from privml.data._cache import cache_file, write_cache
+    from privml.data._dataset import RawSplits
 
     rng = np.random.default_rng(4)
     X = rng.integers(0, 256, size=(N_IMAGES, *shape), dtype=np.uint8)
@@ -538,8 +538,8 @@ def test_cli_predict(capsys, tmp_path: Path, method: str) -> None:
 @pytest.mark.parametrize("method", ["prediction-sensitivity", "subsample-aggregate", "output", "dpsgd-cnn",
                                     "scatter-linear"])
 def test_http_answers(tmp_path: Path, method: str) -> None:
-    from privml.serve.model import ModelSpec, open_served_model
-    from privml.serve.service import PredictionService
+    from privml.serve._model import ModelSpec, open_served_model
+    from privml.serve._service import PredictionService
 
     pair = _model_pair(tmp_path, method)
     queries = _images(seed=2)[0] if method in IMAGE_FILES else _neighbours(seed=2)[0]

@@ -13,11 +13,11 @@ from sklearn.exceptions import DataConversionWarning
 
 from privml import registry
 from privml._validation import check_X, check_y
-from privml.data.labels import fit_classes, label_codes
+from privml.data._labels import fit_classes, label_codes
 from privml.exceptions import PrivacyLeakWarning
 from privml.io import _METADATA_KEY, load_model, read_model_file, save_model
-from privml.linear.dpcd import DPCDClassifier
-from privml.linear.nonprivate import NonPrivateClassifier
+from privml.linear._dpcd import DPCDClassifier
+from privml.linear._nonprivate import NonPrivateClassifier
 from privml.prediction import PredictionSensitivity, SubsampleAndAggregate
 from tests.test_sklearn_checks import NOT_APPLICABLE
 

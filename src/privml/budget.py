@@ -34,7 +34,7 @@ accountant of :mod:`privml.accounting` over their events is tighter.
 Like for like: the budget is stated under one neighbouring relation
 (replace-one by default, that of most of privml's methods). An add/remove-one
 charge is converted to replace-one by group privacy, (eps, delta) ->
-(2 eps, (1 + e^eps) delta) (:func:`~privml.accounting.group.replace_one_from_add_remove`);
+(2 eps, (1 + e^eps) delta) (:func:`~privml.accounting._group.replace_one_from_add_remove`);
 a replace-one charge cannot be converted to add/remove-one, so a budget
 under add/remove-one refuses it.
 """
@@ -49,7 +49,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from privml._validation import check_delta, check_epsilon
-from privml.accounting.group import replace_one_from_add_remove
+from privml.accounting._group import replace_one_from_add_remove
 from privml.exceptions import BudgetExhausted
 from privml.guarantee import PrivacyGuarantee
 from privml.neighbouring import Neighbouring

@@ -42,10 +42,10 @@ class ConvergenceError(PrivmlError, RuntimeError):
     """An optimiser did not reach its tolerance.
 
     Whether a solver converges depends on the data, so a refusal would
-    release a bit no guarantee covers: :func:`privml.linear.solvers.minimise_objective`
+    release a bit no guarantee covers: :func:`privml.linear._solvers.minimise_objective`
     finishes with a certified phase whose step count is bounded by public
     quantities, and ``tol`` is at least
-    :data:`~privml.linear.solvers.MIN_TOL`, within float64's reach. Raised
+    :data:`~privml.linear._solvers.MIN_TOL`, within float64's reach. Raised
     only if that phase still falls short (floating point): a model whose
     sensitivity's slack was not certified is never handed to be released.
 

@@ -71,40 +71,40 @@ _ZERO_OUT = Neighbouring.ADD_REMOVE_ONE
 METHODS: dict[str, MethodSpec] = {
     spec.name: spec
     for spec in (
-        MethodSpec("nonprivate", "privml.linear.nonprivate:NonPrivateClassifier", Kind.BASELINE, None,
+        MethodSpec("nonprivate", "privml.linear._nonprivate:NonPrivateClassifier", Kind.BASELINE, None,
                    secret_fields=_WEIGHTS),
-        MethodSpec("output", "privml.linear.output_perturbation:OutputPerturbationClassifier",
+        MethodSpec("output", "privml.linear._output_perturbation:OutputPerturbationClassifier",
                    Kind.PRIVATE_TRAINING, Neighbouring.REPLACE_ONE, dp_fields=_WEIGHTS),
-        MethodSpec("objective", "privml.linear.objective_perturbation:ObjectivePerturbationClassifier",
+        MethodSpec("objective", "privml.linear._objective_perturbation:ObjectivePerturbationClassifier",
                    Kind.PRIVATE_TRAINING, Neighbouring.REPLACE_ONE, dp_fields=_WEIGHTS),
-        MethodSpec("dpsgd", "privml.linear.dpsgd:DPSGDClassifier", Kind.PRIVATE_TRAINING, _ZERO_OUT,
+        MethodSpec("dpsgd", "privml.linear._dpsgd:DPSGDClassifier", Kind.PRIVATE_TRAINING, _ZERO_OUT,
                    dp_fields=_WEIGHTS),
-        MethodSpec("dpcd", "privml.linear.dpcd:DPCDClassifier", Kind.PRIVATE_TRAINING, Neighbouring.REPLACE_ONE,
+        MethodSpec("dpcd", "privml.linear._dpcd:DPCDClassifier", Kind.PRIVATE_TRAINING, Neighbouring.REPLACE_ONE,
                    dp_fields=_WEIGHTS),
-        MethodSpec("dpcd-regressor", "privml.linear.dpcd:DPCDRegressor", Kind.PRIVATE_TRAINING,
+        MethodSpec("dpcd-regressor", "privml.linear._dpcd:DPCDRegressor", Kind.PRIVATE_TRAINING,
                    Neighbouring.REPLACE_ONE, dp_fields=_WEIGHTS),
         # The search publishes every model up to the one AboveThreshold stops at; where it
         # stops (and so the ex-post epsilon) is itself part of the DP output.
-        MethodSpec("accuracy-first", "privml.selection.accuracy_first:AccuracyFirstClassifier", Kind.SELECTION,
+        MethodSpec("accuracy-first", "privml.selection._accuracy_first:AccuracyFirstClassifier", Kind.SELECTION,
                    Neighbouring.REPLACE_ONE,
                    dp_fields=_WEIGHTS | {"fit_info/stopped_at", "fit_info/met_target", "privacy/epsilon",
                                          "privacy/delta"}),
-        MethodSpec("prediction-sensitivity", "privml.prediction.sensitivity:PredictionSensitivity",
+        MethodSpec("prediction-sensitivity", "privml.prediction._sensitivity:PredictionSensitivity",
                    Kind.PRIVATE_PREDICTION, Neighbouring.REPLACE_ONE, secret_fields=_WEIGHTS),
-        MethodSpec("subsample-aggregate", "privml.prediction.aggregate:SubsampleAndAggregate",
+        MethodSpec("subsample-aggregate", "privml.prediction._aggregate:SubsampleAndAggregate",
                    Kind.PRIVATE_PREDICTION, Neighbouring.REPLACE_ONE,
                    secret_fields=frozenset({"arrays/teacher_weights"})),
         # state_dict arrays + the architecture name in the JSON params; torch is imported only to load one
-        MethodSpec("dpsgd-cnn", "privml.torch.classifier:TorchClassifier", Kind.PRIVATE_TRAINING, _ZERO_OUT,
+        MethodSpec("dpsgd-cnn", "privml.torch._classifier:TorchClassifier", Kind.PRIVATE_TRAINING, _ZERO_OUT,
                    dp_fields=frozenset({"arrays/state.*"})),
         # TorchClassifier(epsilon=inf): the same class, trained without clipping or noise; its weights are secret
-        MethodSpec("nonprivate-cnn", "privml.torch.classifier:TorchClassifier", Kind.BASELINE, None,
+        MethodSpec("nonprivate-cnn", "privml.torch._classifier:TorchClassifier", Kind.BASELINE, None,
                    secret_fields=frozenset({"arrays/state.*"})),
         # DP-SGD on ScatterNet features (Tramer & Boneh 2021): the head's state_dict; the features are
         # recomputed from the settings (J, L, groups, input_shape), a public transform of each record alone
-        MethodSpec("scatter-linear", "privml.torch.scatter_classifier:ScatterClassifier", Kind.PRIVATE_TRAINING,
+        MethodSpec("scatter-linear", "privml.torch._scatter_classifier:ScatterClassifier", Kind.PRIVATE_TRAINING,
                    _ZERO_OUT, dp_fields=frozenset({"arrays/state.*"})),
-        MethodSpec("scatter-cnn", "privml.torch.scatter_classifier:ScatterClassifier", Kind.PRIVATE_TRAINING,
+        MethodSpec("scatter-cnn", "privml.torch._scatter_classifier:ScatterClassifier", Kind.PRIVATE_TRAINING,
                    _ZERO_OUT, dp_fields=frozenset({"arrays/state.*"})),
     )
 }

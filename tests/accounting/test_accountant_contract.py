@@ -164,7 +164,7 @@ def test_laplace_is_pure_where_supported():
 def test_an_empty_composition_constrains_no_relation():
     # It releases nothing: neither a ComposedEvent nor an accountant holds it to add/remove-one.
     from privml.accounting import RDPAccountant
-    from privml.accounting.events import ComposedEvent, GaussianEvent
+    from privml.accounting._events import ComposedEvent, GaussianEvent
 
     replace = GaussianEvent(1.0, neighbouring="replace-one")
     assert ComposedEvent((ComposedEvent(()), replace)).neighbouring.value == "replace-one"

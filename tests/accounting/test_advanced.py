@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from privml.accounting.advanced import AdvancedCompositionAccountant
-from privml.accounting.basic import BasicAccountant
-from privml.accounting.composition import (
+from privml.accounting._advanced import AdvancedCompositionAccountant
+from privml.accounting._basic import BasicAccountant
+from privml.accounting._composition import (
     OPTIMAL_COMPOSITION_MAX_COUNT,
     advanced_composition,
     advanced_composition_heterogeneous,
@@ -19,7 +19,7 @@ from privml.accounting.composition import (
     optimal_composition_epsilon,
     poisson_amplification,
 )
-from privml.accounting.events import (
+from privml.accounting._events import (
     ComposedEvent,
     EpsilonDeltaEvent,
     ExponentialEvent,

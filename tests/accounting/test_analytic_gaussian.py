@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import integrate, stats
 
-from privml.accounting.analytic_gaussian import (
+from privml.accounting._analytic_gaussian import (
     analytic_gaussian_sigma,
     classic_gaussian_sigma,
     gaussian_delta,

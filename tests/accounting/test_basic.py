@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from privml.accounting.basic import BasicAccountant, event_epsilon_delta
-from privml.accounting.composition import poisson_amplification
-from privml.accounting.events import (
+from privml.accounting._basic import BasicAccountant, event_epsilon_delta
+from privml.accounting._composition import poisson_amplification
+from privml.accounting._events import (
     ComposedEvent,
     EpsilonDeltaEvent,
     ExponentialEvent,

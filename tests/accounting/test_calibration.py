@@ -8,13 +8,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from privml.accounting import calibration
-from privml.accounting.accountant import PrivacyAccountant, flatten
-from privml.accounting.advanced import AdvancedCompositionAccountant
-from privml.accounting.basic import BasicAccountant
-from privml.accounting.calibration import ACCOUNTANTS, NoiseCalibration, calibrate_noise_multiplier, make_accountant
-from privml.accounting.dpsgd import calibrate_dpsgd, dpsgd_event
-from privml.accounting.events import (
+from privml.accounting import _calibration as calibration
+from privml.accounting._accountant import PrivacyAccountant, flatten
+from privml.accounting._advanced import AdvancedCompositionAccountant
+from privml.accounting._basic import BasicAccountant
+from privml.accounting._calibration import ACCOUNTANTS, NoiseCalibration, calibrate_noise_multiplier, make_accountant
+from privml.accounting._dpsgd import calibrate_dpsgd, dpsgd_event
+from privml.accounting._events import (
     DpEvent,
     EpsilonDeltaEvent,
     GaussianEvent,
@@ -22,7 +22,7 @@ from privml.accounting.events import (
     PoissonSampledEvent,
     SelfComposedEvent,
 )
-from privml.accounting.parameter_search import ParameterCalibration, calibrate_parameter
+from privml.accounting._parameter_search import ParameterCalibration, calibrate_parameter
 from privml.exceptions import UnsupportedEventError
 
 
@@ -96,10 +96,10 @@ def test_every_name_builds_an_empty_accountant_reporting_that_name(name):
 
 
 def test_make_accountant_classes_of_the_numerical_accountants():
-    from privml.accounting.gdp import GaussianDPAccountant
-    from privml.accounting.pld import PLDAccountant
-    from privml.accounting.rdp import RDPAccountant
-    from privml.accounting.zcdp import ZCDPAccountant
+    from privml.accounting._gdp import GaussianDPAccountant
+    from privml.accounting._pld import PLDAccountant
+    from privml.accounting._rdp import RDPAccountant
+    from privml.accounting._zcdp import ZCDPAccountant
 
     assert type(make_accountant("rdp")) is RDPAccountant
     assert type(make_accountant("zcdp")) is ZCDPAccountant

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import norm
 
-from privml.accounting.composition import (
+from privml.accounting._composition import (
     OPTIMAL_COMPOSITION_MAX_COUNT,
     EpsilonDelta,
     advanced_composition,

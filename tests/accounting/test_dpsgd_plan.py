@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from privml.accounting.dpsgd import check_dpsgd_options, plan_dpsgd
+from privml.accounting._dpsgd import check_dpsgd_options, plan_dpsgd
 from privml.linear import DPSGDClassifier
 
 CASES = [

@@ -1,4 +1,4 @@
-"""Tests of the Gaussian-DP accountant (privml.accounting.gdp).
+"""Tests of the Gaussian-DP accountant (privml.accounting._gdp).
 
 Oracles: the analytic Gaussian curve (Balle and Wang 2018), dp_accounting
 0.6's exact Gaussian privacy loss (test-only), the published calibration
@@ -15,8 +15,8 @@ from dp_accounting.pld import privacy_loss_mechanism
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from privml.accounting.analytic_gaussian import gaussian_delta, gaussian_epsilon
-from privml.accounting.events import (
+from privml.accounting._analytic_gaussian import gaussian_delta, gaussian_epsilon
+from privml.accounting._events import (
     ComposedEvent,
     EpsilonDeltaEvent,
     ExponentialEvent,
@@ -25,9 +25,9 @@ from privml.accounting.events import (
     PoissonSampledEvent,
     SelfComposedEvent,
 )
-from privml.accounting.gdp import GaussianDPAccountant
-from privml.accounting.rdp import RDPAccountant
-from privml.accounting.zcdp import ZCDPAccountant
+from privml.accounting._gdp import GaussianDPAccountant
+from privml.accounting._rdp import RDPAccountant
+from privml.accounting._zcdp import ZCDPAccountant
 from privml.exceptions import UnsupportedEventError
 
 DELTA = 1e-5

@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 from scipy.optimize import brentq
 from scipy.special import expit, gammaln, log_ndtr, ndtr
 
-from privml.accounting.dpsgd import dpsgd_event
-from privml.accounting.events import (
+from privml.accounting._dpsgd import dpsgd_event
+from privml.accounting._events import (
     ComposedEvent,
     EpsilonDeltaEvent,
     ExponentialEvent,
@@ -28,7 +28,7 @@ from privml.accounting.events import (
     PoissonSampledEvent,
     SelfComposedEvent,
 )
-from privml.accounting.pld import PLDAccountant
+from privml.accounting._pld import PLDAccountant
 from privml.exceptions import UnsupportedEventError
 from privml.neighbouring import Neighbouring
 
@@ -437,7 +437,7 @@ def test_the_fft_size_is_scipys_fast_real_length():
     # pld_convolution picks its FFT size without importing scipy.fft (start-up): the same 5-smooth lengths.
     from scipy.fft import next_fast_len as scipy_next_fast_len
 
-    from privml.accounting.pld_convolution import next_fast_len
+    from privml.accounting._pld_convolution import next_fast_len
 
     rng = np.random.default_rng(0)
     sizes = [*range(1, 3000), *(int(n) for n in rng.integers(3000, 10**9, 2000))]

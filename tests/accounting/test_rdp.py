@@ -1,4 +1,4 @@
-"""Tests of the RDP curves, conversions and accountant (privml.accounting.rdp).
+"""Tests of the RDP curves, conversions and accountant (privml.accounting._rdp).
 
 Oracles: published values (SPEC.md), Google dp_accounting 0.6 (test-only),
 direct numerical integration of the Rényi divergence, closed forms at small
@@ -20,9 +20,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import integrate, stats
 
-from privml.accounting.analytic_gaussian import gaussian_delta, gaussian_epsilon
-from privml.accounting.dpsgd import dpsgd_event
-from privml.accounting.events import (
+from privml.accounting._analytic_gaussian import gaussian_delta, gaussian_epsilon
+from privml.accounting._dpsgd import dpsgd_event
+from privml.accounting._events import (
     ComposedEvent,
     EpsilonDeltaEvent,
     ExponentialEvent,
@@ -31,15 +31,15 @@ from privml.accounting.events import (
     PoissonSampledEvent,
     SelfComposedEvent,
 )
-from privml.accounting.rdp import RDPAccountant, _event_curve
-from privml.accounting.rdp_conversion import (
+from privml.accounting._rdp import RDPAccountant, _event_curve
+from privml.accounting._rdp_conversion import (
     moments_accountant_delta,
     moments_accountant_epsilon,
     rdp_to_delta,
     rdp_to_epsilon,
 )
-from privml.accounting.rdp_curves import DEFAULT_ORDERS, rdp_exponential, rdp_gaussian, rdp_laplace, rdp_pure
-from privml.accounting.rdp_poisson_gaussian import rdp_sampled_gaussian
+from privml.accounting._rdp_curves import DEFAULT_ORDERS, rdp_exponential, rdp_gaussian, rdp_laplace, rdp_pure
+from privml.accounting._rdp_poisson_gaussian import rdp_sampled_gaussian
 from privml.exceptions import UnsupportedEventError
 from privml.neighbouring import Neighbouring
 

@@ -37,9 +37,9 @@ from privml.accounting import (
     dpsgd_event,
     make_accountant,
 )
-from privml.accounting.pld_pairs import _ReplaceOnePoissonGaussianPair
-from privml.accounting.rdp_curves import DEFAULT_ORDERS
-from privml.accounting.rdp_replace_one import (
+from privml.accounting._pld_pairs import _ReplaceOnePoissonGaussianPair
+from privml.accounting._rdp_curves import DEFAULT_ORDERS
+from privml.accounting._rdp_replace_one import (
     rdp_poisson_gaussian_replace_one,
     rdp_sampled_without_replacement_gaussian,
 )
@@ -382,7 +382,7 @@ def test_poisson_replace_one_rdp_matches_the_exact_divergence(q, s, alpha):
 
 
 def test_poisson_replace_one_rdp_sits_between_add_remove_and_the_unsampled_gaussian():
-    from privml.accounting.rdp_poisson_gaussian import rdp_sampled_gaussian
+    from privml.accounting._rdp_poisson_gaussian import rdp_sampled_gaussian
 
     for q, s in [(0.01, 1.0), (0.2, 0.6), (256 / 60000, 4.0)]:
         ro = rdp_poisson_gaussian_replace_one(q, s, DEFAULT_ORDERS)

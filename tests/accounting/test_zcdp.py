@@ -1,4 +1,4 @@
-"""Tests of the zCDP accountant (privml.accounting.zcdp).
+"""Tests of the zCDP accountant (privml.accounting._zcdp).
 
 Oracles: hand-computed rho, Bun and Steinke's closed-form conversion (which
 ours must beat), a brute-force search over a dense order grid, dp_accounting
@@ -17,8 +17,8 @@ from dp_accounting.rdp import rdp_privacy_accountant as dp_rdp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from privml.accounting.analytic_gaussian import gaussian_delta, gaussian_epsilon
-from privml.accounting.events import (
+from privml.accounting._analytic_gaussian import gaussian_delta, gaussian_epsilon
+from privml.accounting._events import (
     ComposedEvent,
     EpsilonDeltaEvent,
     ExponentialEvent,
@@ -27,8 +27,8 @@ from privml.accounting.events import (
     PoissonSampledEvent,
     SelfComposedEvent,
 )
-from privml.accounting.rdp_conversion import rdp_to_epsilon
-from privml.accounting.zcdp import (
+from privml.accounting._rdp_conversion import rdp_to_epsilon
+from privml.accounting._zcdp import (
     ZCDPAccountant,
     zcdp_exponential,
     zcdp_gaussian,

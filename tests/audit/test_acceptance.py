@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from privml.audit.epsilon_lower_bound import audit_epsilon
-from privml.cli.train import build_estimator
+from privml.audit._epsilon_lower_bound import audit_epsilon
+from privml.cli._train import build_estimator
 from privml.data import load_dataset
 from privml.testing.negative_controls import control_data
 

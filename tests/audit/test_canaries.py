@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from privml.audit.canaries import clipbkd_canary, make_canary, neighbouring_pair, random_canary, record_canary
+from privml.audit._canaries import clipbkd_canary, make_canary, neighbouring_pair, random_canary, record_canary
 from privml.neighbouring import Neighbouring
 
 

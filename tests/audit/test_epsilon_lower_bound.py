@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from privml.audit.epsilon_lower_bound import audit_mechanism
-from privml.audit.threshold_test import epsilon_from_rates, epsilon_lower_bound
-from privml.audit.trials import run_trials, trial_seeds, white_box_statistic
+from privml.audit._epsilon_lower_bound import audit_mechanism
+from privml.audit._threshold_test import epsilon_from_rates, epsilon_lower_bound
+from privml.audit._trials import run_trials, trial_seeds, white_box_statistic
 from privml.guarantee import PrivacyGuarantee
 from privml.neighbouring import Neighbouring
 
@@ -138,7 +138,7 @@ def test_vector_trials_need_a_statistic():
 def test_audit_epsilon_needs_a_stated_guarantee():
     from sklearn.linear_model import LogisticRegression
 
-    from privml.audit.epsilon_lower_bound import audit_epsilon
+    from privml.audit._epsilon_lower_bound import audit_epsilon
 
     X = np.column_stack([np.linspace(-1, 1, 10), np.zeros(10)])
     y = (X[:, 0] > 0).astype(int)

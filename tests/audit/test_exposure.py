@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from privml.audit.exposure import (
+from privml.audit._exposure import (
     LabelCanary,
     exposure_from_scores,
     insert_label_canary,

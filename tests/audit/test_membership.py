@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from sklearn.metrics import roc_auc_score
 
-from privml.audit.membership import (
+from privml.audit._membership import (
     example_losses,
     likelihood_ratio_attack,
     logit_confidence,

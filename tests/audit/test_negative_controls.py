@@ -7,7 +7,7 @@ import pytest
 
 import privml.audit
 from privml.linear import DPSGDClassifier, OutputPerturbationClassifier
-from privml.linear.dpsgd_steps import clipped_gradient_sum
+from privml.linear._dpsgd_steps import clipped_gradient_sum
 from privml.losses import LogisticLoss
 from privml.mechanisms import AboveThreshold
 from privml.prediction import SubsampleAndAggregate

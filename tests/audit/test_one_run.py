@@ -11,7 +11,7 @@ import pytest
 from scipy import stats
 from scipy.special import expit, logit
 
-from privml.audit.one_run import (
+from privml.audit._one_run import (
     OneRunAudit,
     audit_from_scores,
     default_guess_counts,

@@ -8,15 +8,15 @@ import numpy as np
 import pytest
 from scipy.stats import norm
 
-from privml.audit.one_run_claims import linear_claim
-from privml.audit.one_run_fdp import epsilon_delta_inverse, gaussian_inverse
-from privml.audit.one_run_linear import linear_one_run_audit
+from privml.audit._one_run_claims import linear_claim
+from privml.audit._one_run_fdp import epsilon_delta_inverse, gaussian_inverse
+from privml.audit._one_run_linear import linear_one_run_audit
 from privml.cli._common import BIAS
-from privml.cli.train import build_estimator
+from privml.cli._train import build_estimator
 from privml.data import load_dataset
-from privml.linear.dpsgd import DPSGDClassifier
+from privml.linear._dpsgd import DPSGDClassifier
 from privml.neighbouring import Neighbouring
-from privml.selection.accuracy_first import AccuracyFirstClassifier
+from privml.selection._accuracy_first import AccuracyFirstClassifier
 
 Y = np.linspace(0.0, 1.0, 41)
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from privml.audit.one_run import default_guess_counts
-from privml.audit.one_run_dpsgd import _StepReader, dirac_coordinates, dpsgd_white_box_audit
-from privml.linear.dpsgd import DPSGDClassifier
-from privml.linear.output_perturbation import OutputPerturbationClassifier
+from privml.audit._one_run import default_guess_counts
+from privml.audit._one_run_dpsgd import _StepReader, dirac_coordinates, dpsgd_white_box_audit
+from privml.linear._dpsgd import DPSGDClassifier
+from privml.linear._output_perturbation import OutputPerturbationClassifier
 from privml.testing.negative_controls import UnclippedDPSGD
 
 

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from scipy.stats import norm
 
-from privml.accounting.analytic_gaussian import gaussian_delta
-from privml.audit.one_run import audit_from_scores, one_run_epsilon_lower_bound
-from privml.audit.one_run_fdp import (
+from privml.accounting._analytic_gaussian import gaussian_delta
+from privml.audit._one_run import audit_from_scores, one_run_epsilon_lower_bound
+from privml.audit._one_run_fdp import (
     accountant_profile,
     epsilon_delta_inverse,
     fdp_count_rejected,

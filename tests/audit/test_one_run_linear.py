@@ -5,16 +5,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from privml.audit.one_run_linear import (
+from privml.audit._one_run_linear import (
     linear_one_run_audit,
     make_one_run_canaries,
     one_run_training_set,
     quiet_basis,
 )
 from privml.cli._common import BIAS
-from privml.cli.train import build_estimator
+from privml.cli._train import build_estimator
 from privml.data import load_dataset
-from privml.linear.dpsgd import DPSGDClassifier
+from privml.linear._dpsgd import DPSGDClassifier
 from privml.neighbouring import Neighbouring
 from privml.testing.negative_controls import UnclippedDPSGD
 

@@ -1,8 +1,8 @@
 import numpy as np
 
-from privml.audit.one_run import audit_from_scores
-from privml.audit.one_run_linear import LinearOneRunResult
-from privml.audit.one_run_result import OneRunFitResult
+from privml.audit._one_run import audit_from_scores
+from privml.audit._one_run_linear import LinearOneRunResult
+from privml.audit._one_run_result import OneRunFitResult
 
 
 def _audit():

@@ -9,8 +9,8 @@ import pytest
 import torch
 from torch import nn
 
-from privml.audit import one_run_torch as ort
-from privml.audit.one_run import _guess_pairs
+from privml.audit import _one_run_torch as ort
+from privml.audit._one_run import _guess_pairs
 from privml.testing.torch_controls import ControlNet, control_setting
 from privml.torch import DPSGD, TorchClassifier
 

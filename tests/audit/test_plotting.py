@@ -7,7 +7,7 @@ import sys
 import numpy as np
 import pytest
 
-from privml.audit.plotting import plot_roc, require_matplotlib
+from privml.audit._plotting import plot_roc, require_matplotlib
 from privml.cli.main import main
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from privml.audit.canaries import clipbkd_canary
-from privml.audit.prediction_service import PREDICTION_AUDIT_METHODS, audit_prediction_service, split_vote_query
-from privml.prediction.sensitivity import PredictionSensitivity
+from privml.audit._canaries import clipbkd_canary
+from privml.audit._prediction_service import PREDICTION_AUDIT_METHODS, audit_prediction_service, split_vote_query
+from privml.prediction._sensitivity import PredictionSensitivity
 from privml.testing.prediction_controls import PREDICTION_CONTROLS, HalfSensitivityPredictionSensitivity
 
 QUERIES = 2000
@@ -85,7 +85,7 @@ def test_params_reach_the_predictor():
 
 def test_split_vote_query_needs_exactly_one_changed_teacher():
     X, y = _data()
-    from privml.prediction.aggregate import SubsampleAndAggregate
+    from privml.prediction._aggregate import SubsampleAndAggregate
 
     model = SubsampleAndAggregate(n_models=4, epsilon=1.0, budget=10, classes=(0, 1), random_state=0).fit(X, y)
     canary = clipbkd_canary(X, label=1, classes=(0, 1))
@@ -133,7 +133,7 @@ def test_bad_settings_are_one_line_errors(kwargs, error, message):
 
 def test_half_sensitivity_control_keeps_its_bug_through_the_model_file(tmp_path):
     from privml.io import save_model
-    from privml.prediction.loading import load_predictor
+    from privml.prediction._loading import load_predictor
 
     X, y = _data(50)
     model = HalfSensitivityPredictionSensitivity(epsilon=1.0, budget=5, classes=(0, 1), loss="huber").fit(X, y)

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import pytest
 
-from privml.audit.canaries import make_canary, neighbouring_pair
-from privml.audit.epsilon_lower_bound import audit_epsilon
+from privml.audit._canaries import make_canary, neighbouring_pair
+from privml.audit._epsilon_lower_bound import audit_epsilon
 from privml.linear import DPSGDClassifier
 from privml.neighbouring import Neighbouring
 from privml.testing.negative_controls import control_data

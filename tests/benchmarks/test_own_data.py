@@ -70,7 +70,7 @@ def test_the_stored_results_render():
 
 
 def test_the_ranges_are_the_descr_table_the_bundled_data_uses():
-    from privml.data.bundled import BREAST_CANCER_BOUNDS
+    from privml.data._bundled import BREAST_CANCER_BOUNDS
 
     ranges = own_data.documented_ranges()
     assert [(lo, hi) for _, lo, hi in ranges] == list(BREAST_CANCER_BOUNDS)

@@ -14,8 +14,8 @@ from tests.cli_runner import TrainedFile, train
 def small_mnist(tmp_path_factory, monkeypatch):
     """A ``$PRIVML_DATA`` holding a small MNIST-shaped cache (random uint8 images, labels 0..9; 200 train,
     50 test), so the CNN commands run end to end without the real dataset, which CI may lack."""
-    from privml.data.cache import cache_file, write_cache
-    from privml.data.dataset import RawSplits
+    from privml.data._cache import cache_file, write_cache
+    from privml.data._dataset import RawSplits
 
     root = tmp_path_factory.mktemp("mnist-cache")
     rng = np.random.default_rng(0)

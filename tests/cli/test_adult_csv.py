@@ -1,5 +1,5 @@
 """Adult as the raw UCI CSV (categorical text, '?' for missing) through its public schema (issue 32, acceptance):
-the file and schema privml.data.adult writes, training within a point of the built-in pipeline, serving raw rows,
+the file and schema privml.data._adult writes, training within a point of the built-in pipeline, serving raw rows,
 auditing, and the one-line refusals without a schema."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from privml.data import load_dataset
-from privml.data.adult import CATEGORIES, COLUMNS, LABEL_COLUMN, uci_schema, write_uci_csv
-from privml.data.cache import offline_requested
-from privml.data.errors import DatasetNotAvailable
+from privml.data._adult import CATEGORIES, COLUMNS, LABEL_COLUMN, uci_schema, write_uci_csv
+from privml.data._cache import offline_requested
+from privml.data._errors import DatasetNotAvailable
 from tests.cli_runner import run, run_json
 
 #: Three records in the cache's codes: a '?' (code -1) in workclass, occupation and native-country of the second.
@@ -86,8 +86,8 @@ def test_the_raw_csv_trains_within_a_point_of_the_builtin_pipeline_serves_and_au
     assert abs(np.mean(figures["csv"]) - np.mean(figures["builtin"])) <= 0.01
     assert np.mean(figures["csv"]) > 0.8  # the majority class is 76.4%
 
-    from privml.serve.model import ModelSpec, open_served_model
-    from privml.serve.service import PredictionService
+    from privml.serve._model import ModelSpec, open_served_model
+    from privml.serve._service import PredictionService
 
     served = open_served_model(ModelSpec(model))
     service = PredictionService(served.predictor, preprocess=served.preprocess, class_names=served.class_names)
@@ -99,7 +99,7 @@ def test_the_raw_csv_trains_within_a_point_of_the_builtin_pipeline_serves_and_au
     accuracy = np.mean(np.array(answer["labels"]) == np.array([row[14] for row in rows]))
     assert accuracy > 0.75
 
-    from privml.audit.epsilon_lower_bound import audit_epsilon
+    from privml.audit._epsilon_lower_bound import audit_epsilon
     from privml.linear import ObjectivePerturbationClassifier
 
     data = load_dataset(f"csv:{train}", schema=schema, test_path=test, bias=0.5, max_train=150, random_state=0)

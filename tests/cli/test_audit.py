@@ -87,7 +87,7 @@ def test_privacy_options_for_the_nonprivate_baseline_are_refused(capsys):
 
 def test_an_unwritable_plot_format_is_refused_before_any_training(capsys, monkeypatch, tmp_path):
     # From a review: --plot x.txt was refused by savefig only after all 2 x trials models were trained.
-    import privml.cli.audit as audit_cli
+    import privml.cli._audit as audit_cli
 
     def no_training(*args, **kwargs):
         raise AssertionError("the audit ran before --plot was checked")
@@ -104,7 +104,7 @@ def test_an_unwritable_plot_format_is_refused_before_any_training(capsys, monkey
 def test_plot_formats_without_matplotlib_is_a_fixed_list(monkeypatch):
     import importlib.util
 
-    from privml.audit import plotting
+    from privml.audit import _plotting as plotting
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real(name, *a))

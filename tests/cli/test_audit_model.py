@@ -27,8 +27,10 @@ def plain(params: dict) -> dict:
 @pytest.fixture
 def spy(monkeypatch):
     """Records the estimator and data each audit is given (linear one-run, multi-run, torch one-run), then runs it."""
-    from privml.audit import one_run_linear, one_run_torch
-    from privml.cli import audit, audit_torch
+    from privml.audit import _one_run_linear as one_run_linear
+    from privml.audit import _one_run_torch as one_run_torch
+    from privml.cli import _audit as audit
+    from privml.cli import _audit_torch as audit_torch
 
     calls: list[dict] = []
 
@@ -69,7 +71,7 @@ def test_a_dpsgd_file_is_audited_with_its_settings_relation_and_schema(capsys, s
     assert r["claimed_epsilon"] == pytest.approx(trained["epsilon"], rel=1e-2)
     assert r["model_file"] == trained["model"]
     # The rows went through the file's schema and bias, as training's did.
-    from privml.data.loaders import load_dataset
+    from privml.data._loaders import load_dataset
 
     expected = load_dataset(f"csv:{csv}", schema=str(schema), bias=BIAS).X_train
     np.testing.assert_array_equal(spy[0]["X"], expected)
@@ -235,7 +237,7 @@ def test_a_one_run_audit_reads_a_raw_csv_through_its_schema(capsys, spy, patient
         "--seed",
         "0",
     )
-    from privml.data.loaders import load_dataset
+    from privml.data._loaders import load_dataset
 
     expected = load_dataset(f"csv:{csv}", schema=str(schema), bias=BIAS)
     np.testing.assert_array_equal(spy[0]["X"], expected.X_train)  # the rows train would fit on

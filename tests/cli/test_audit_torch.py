@@ -20,8 +20,8 @@ def torch():
 @pytest.fixture
 def spy(monkeypatch):
     """Records the estimator and arguments each torch one-run audit is given, then runs it."""
-    from privml.audit import one_run_torch
-    from privml.cli import audit_torch
+    from privml.audit import _one_run_torch as one_run_torch
+    from privml.cli import _audit_torch as audit_torch
 
     calls: list[dict] = []
     real = one_run_torch.torch_classifier_one_run_audit
@@ -145,7 +145,7 @@ def _tiny_cnn_file(path, **params) -> str:
     import numpy as np
 
     from privml.io import save_model
-    from privml.torch.classifier import TorchClassifier
+    from privml.torch._classifier import TorchClassifier
 
     rng = np.random.default_rng(0)
     model = TorchClassifier(

@@ -56,7 +56,7 @@ def test_fetch_of_an_unknown_dataset_is_bad_input(capsys, tmp_path, monkeypatch)
 
 
 def test_apt_is_passed_to_the_fetch_of_fashion_mnist_and_refused_without_it(capsys, tmp_path, monkeypatch):
-    from privml.cli import datasets
+    from privml.cli import _datasets as datasets
 
     monkeypatch.setenv("PRIVML_DATA", str(tmp_path / "cache"))
     calls = []

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-import privml.cli.audit_model
-import privml.cli.select
-import privml.cli.train
+import privml.cli._audit_model
+import privml.cli._select
+import privml.cli._train
 from tests.cli_runner import run
 
 
@@ -16,7 +16,7 @@ def no_data(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("data read before the options were checked")
 
-    for module in (privml.cli.train, privml.cli.select, privml.cli.audit_model):  # audit_model loads the audit's data
+    for module in (privml.cli._train, privml.cli._select, privml.cli._audit_model):  # audit_model loads the audit's data
         monkeypatch.setattr(module, "load_dataset", refuse)
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from privml.study import ResultStore, collect, load_spec, run_study
-from privml.study.recommend import most_common_choice
+from privml.study._recommend import most_common_choice
 from tests.cli_runner import run, run_json
 from tests.data.raw_tables import breast_cancer_schema, write_raw_breast_cancer
 

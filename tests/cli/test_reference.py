@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from privml.cli._reference import _text, cli_reference, commands
 from privml.cli.main import COMMANDS
-from privml.cli.reference import _text, cli_reference, commands
 
 
 def test_every_command_and_option_is_documented_with_its_help() -> None:

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from privml.io import read_model_file
-from privml.serve.model import ModelSpec, open_served_model
-from privml.serve.requests import RequestError
-from privml.serve.service import PredictionService
+from privml.serve._model import ModelSpec, open_served_model
+from privml.serve._requests import RequestError
+from privml.serve._service import PredictionService
 from tests.cli_runner import run, run_json
 from tests.data.raw_tables import breast_cancer_schema, write_raw_breast_cancer
 

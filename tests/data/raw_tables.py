@@ -11,8 +11,8 @@ from pathlib import Path
 
 from sklearn.datasets import load_breast_cancer
 
-from privml.data.bundled import BREAST_CANCER_BOUNDS
-from privml.data.schema import Categorical, Label, Numeric, Schema
+from privml.data._bundled import BREAST_CANCER_BOUNDS
+from privml.data._schema import Categorical, Label, Numeric, Schema
 
 SITES = ("north", "south")
 

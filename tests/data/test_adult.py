@@ -6,7 +6,8 @@ import math
 import numpy as np
 import pytest
 
-from privml.data import adult, load_dataset
+from privml.data import _adult as adult
+from privml.data import load_dataset
 from tests.data.builders import ADULT_TEST, ADULT_TRAIN, ADULT_WHEEL, write_adult_wheel
 
 

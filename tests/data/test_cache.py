@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from privml.data import list_datasets, load_dataset
-from privml.data.cache import CACHE_FORMAT, read_cache, resolve_cache_dir, write_cache
-from privml.data.dataset import RawSplits
+from privml.data._cache import CACHE_FORMAT, read_cache, resolve_cache_dir, write_cache
+from privml.data._dataset import RawSplits
 from tests.data.builders import ADULT_WHEEL, write_adult_wheel
 
 
@@ -81,7 +81,7 @@ def test_list_datasets_reports_the_cache(cache_dir):
 
 def test_a_damaged_cache_file_is_not_current_and_reads_as_one_line(tmp_path):
     # A bad block inside an array: the zip's CRC catches it (a review saw "already cached" and failing loads).
-    from privml.data.cache import is_current
+    from privml.data._cache import is_current
 
     path = tmp_path / "set.npz"
     raw = _raw(2000)

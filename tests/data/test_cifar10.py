@@ -8,7 +8,8 @@ import tarfile
 import numpy as np
 import pytest
 
-from privml.data import DatasetNotAvailable, cifar10, load_dataset
+from privml.data import DatasetNotAvailable, load_dataset
+from privml.data import _cifar10 as cifar10
 from tests.data.builders import cifar_batches, py2_batch_pickle, write_cifar_archive
 
 
@@ -122,7 +123,7 @@ def test_a_garbage_archive_is_one_line_saying_how_to_replace_it(cache_dir):
 
 def test_fetch_reports_a_garbage_archive_as_a_fetch_error(cache_dir):
     from privml.data import DatasetFetchError
-    from privml.data.fetch import fetch
+    from privml.data._fetch import fetch
 
     cache_dir.mkdir()
     (cache_dir / "cifar-10-python.tar.gz").write_bytes(b"garbage" * 100)

@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 from privml.cli.main import main
-from privml.data.user import load_csv, load_npz
+from privml.data._user import load_csv, load_npz
 
 _DECIMAL = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 

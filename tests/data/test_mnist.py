@@ -5,7 +5,8 @@ import sys
 import numpy as np
 import pytest
 
-from privml.data import DatasetNotAvailable, load_dataset, mnist
+from privml.data import DatasetNotAvailable, load_dataset
+from privml.data import _mnist as mnist
 from tests.data.builders import MNIST_WHEEL, mnist_arrays, write_idx_dir, write_zarr_wheel
 
 

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from privml.data.preprocessing import (
+from privml.data._preprocessing import (
     DEFAULT_BIAS,
     add_bias_feature,
     flatten_images,

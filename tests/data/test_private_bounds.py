@@ -1,4 +1,4 @@
-"""Private bounds (privml.data.private_bounds): the quantile selection's guarantee, checked exactly on enumerated
+"""Private bounds (privml.data._private_bounds): the quantile selection's guarantee, checked exactly on enumerated
 neighbours of each relation, and the ranges, their warning and their composition with a model."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from privml.data import load_dataset
-from privml.data.private_bounds import (
+from privml.data._private_bounds import (
     DEFAULT_GRID,
     PrivateRanges,
     WeakBoundsWarning,
@@ -19,7 +19,7 @@ from privml.data.private_bounds import (
     dp_quantile,
     rank_utilities,
 )
-from privml.data.schema import Label
+from privml.data._schema import Label
 from privml.guarantee import PrivacyGuarantee
 from privml.mechanisms import ExponentialMechanism
 

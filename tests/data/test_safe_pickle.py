@@ -6,7 +6,7 @@ import pickle
 import numpy as np
 import pytest
 
-from privml.data.safe_pickle import MalformedPickleError, UnsafePickleError, load_restricted
+from privml.data._safe_pickle import MalformedPickleError, UnsafePickleError, load_restricted
 from tests.data.builders import py2_batch_pickle
 
 

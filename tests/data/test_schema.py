@@ -1,4 +1,4 @@
-"""privml.data.schema: encoding, files, validation, and breast_cancer in raw units read through a public schema."""
+"""privml.data._schema: encoding, files, validation, and breast_cancer in raw units read through a public schema."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from privml.data import load_dataset
-from privml.data.preprocessing import project_to_unit_ball
-from privml.data.schema import Categorical, Label, Numeric, Schema, load_schema
-from privml.data.schema_draft import suggest_schema
+from privml.data._preprocessing import project_to_unit_ball
+from privml.data._schema import Categorical, Label, Numeric, Schema, load_schema
+from privml.data._schema_draft import suggest_schema
 from privml.exceptions import PrivacyLeakWarning
 from privml.registry import estimator_class
 from tests.data.raw_tables import breast_cancer_schema, write_raw_breast_cancer

@@ -10,7 +10,7 @@ import psycopg
 import pytest
 
 from privml.ledger import PostgresLedger
-from privml.ledger.postgres import _redact
+from privml.ledger._postgres import _redact
 
 
 def test_a_dropped_connection_fails_one_spend_then_reconnects(postgres_url):

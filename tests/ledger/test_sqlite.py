@@ -211,7 +211,7 @@ def test_uri_characters_in_a_file_name_are_not_parameters(tmp_path):
 def test_a_database_without_wal_is_refused(tmp_path, monkeypatch):
     # From a review: journal_mode=WAL was set without checking that SQLite kept it (an in-memory database answers
     # "memory"); a ledger whose journal is not WAL is refused.
-    import privml.ledger.sqlite as module
+    import privml.ledger._sqlite as module
 
     real = module.sqlite3.connect
 

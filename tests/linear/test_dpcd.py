@@ -1,4 +1,4 @@
-"""Tests of DP coordinate descent (privml.linear.dpcd).
+"""Tests of DP coordinate descent (privml.linear._dpcd).
 
 Oracles: the exact Gaussian-DP composition recomputed with the library's
 ``"gdp"`` accountant; closed forms of the proximal operators and of the noise
@@ -20,15 +20,15 @@ from sklearn.datasets import load_diabetes
 from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import ElasticNet, Lasso, LogisticRegression, Ridge
 
-import privml.linear.dpcd.cache as dpcd_cache
-import privml.linear.dpcd.solver as dpcd_solver
+import privml.linear._dpcd.cache as dpcd_cache
+import privml.linear._dpcd.solver as dpcd_solver
 from privml.accounting import GaussianEvent, SelfComposedEvent, make_accountant
-from privml.accounting.analytic_gaussian import gaussian_delta, gaussian_epsilon, gaussian_mu
+from privml.accounting._analytic_gaussian import gaussian_delta, gaussian_epsilon, gaussian_mu
 from privml.audit import neighbour_distribution_test
 from privml.data import add_bias_feature, load_dataset, project_to_unit_ball
 from privml.exceptions import PrivacyLeakWarning
 from privml.io import load_model, save_model
-from privml.linear.dpcd import (
+from privml.linear._dpcd import (
     DPCDClassifier,
     DPCDRegressor,
     block_smoothness,
@@ -41,7 +41,7 @@ from privml.linear.dpcd import (
     gdp_noise_multiplier,
     prox,
 )
-from privml.linear.dpcd.steps import AVERAGE_STEP, SCORE_NOISE
+from privml.linear._dpcd.steps import AVERAGE_STEP, SCORE_NOISE
 from privml.losses import LogisticLoss, MultinomialLogisticLoss, SquaredLoss
 from privml.neighbouring import Neighbouring
 

@@ -1,6 +1,6 @@
 """The fast row step of DP-CD's softmax cache against the straightforward computation.
 
-:class:`privml.linear.dpcd.cache._SoftmaxRows` computes the clipped mean block
+:class:`privml.linear._dpcd.cache._SoftmaxRows` computes the clipped mean block
 gradient from unshifted exponentials, ``E - t e_y`` and row-wise BLAS sums, and
 moves by a sparse rank-one update in place; here every gradient is checked
 against the direct float64 formula (max-shifted softmax, per-record L2 norm,
@@ -14,9 +14,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from privml.linear import dpcd
-from privml.linear.dpcd import DPCDClassifier
-from privml.linear.dpcd import cache as dpcd_cache
+from privml.linear import _dpcd as dpcd
+from privml.linear._dpcd import DPCDClassifier
+from privml.linear._dpcd import cache as dpcd_cache
 
 
 def _data(seed: int, n: int = 60, d: int = 6, k: int = 4) -> tuple[np.ndarray, np.ndarray]:

@@ -15,15 +15,15 @@ import pytest
 from scipy import stats
 from sklearn.base import clone
 
-from privml.accounting.analytic_gaussian import gaussian_epsilon
-from privml.accounting.calibration import make_accountant
-from privml.accounting.events import GaussianEvent, PoissonSampledEvent, SelfComposedEvent
+from privml.accounting._analytic_gaussian import gaussian_epsilon
+from privml.accounting._calibration import make_accountant
+from privml.accounting._events import GaussianEvent, PoissonSampledEvent, SelfComposedEvent
 from privml.audit import neighbour_distribution_test
 from privml.data import load_dataset
 from privml.exceptions import PrivacyLeakWarning
 from privml.io import load_model, save_model
-from privml.linear.dpsgd import DPSGDClassifier
-from privml.linear.dpsgd_steps import _Averager, clipped_gradient_sum, learning_rate_schedule, poisson_sample
+from privml.linear._dpsgd import DPSGDClassifier
+from privml.linear._dpsgd_steps import _Averager, clipped_gradient_sum, learning_rate_schedule, poisson_sample
 from privml.losses import LogisticLoss, MultinomialLogisticLoss
 from privml.neighbouring import Neighbouring
 

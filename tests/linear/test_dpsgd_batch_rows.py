@@ -11,11 +11,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import privml.linear.dpsgd as dpsgd_module
+import privml.linear._dpsgd as dpsgd_module
 from privml.linear import _batch_rows
 from privml.linear._batch_rows import BatchRows, csr_copy
-from privml.linear.dpsgd import DPSGDClassifier
-from privml.linear.dpsgd_steps import clipped_gradient_sum, poisson_sample
+from privml.linear._dpsgd import DPSGDClassifier
+from privml.linear._dpsgd_steps import clipped_gradient_sum, poisson_sample
 from privml.losses import LogisticLoss, MultinomialLogisticLoss
 from privml.testing.negative_controls import UnclippedDPSGD
 

@@ -11,8 +11,8 @@ from scipy import stats
 from privml.accounting import GroupPrivacyAccountant, calibrate_dpsgd, dpsgd_event, make_accountant
 from privml.data import load_dataset
 from privml.io import load_model, save_model
-from privml.linear.dpsgd import DPSGDClassifier
-from privml.linear.dpsgd_steps import fixed_size_sample
+from privml.linear._dpsgd import DPSGDClassifier
+from privml.linear._dpsgd_steps import fixed_size_sample
 from privml.neighbouring import Neighbouring
 
 RO = Neighbouring.REPLACE_ONE

@@ -7,12 +7,12 @@ import inspect
 import numpy as np
 import pytest
 
-from privml.linear.dpcd import DPCDClassifier, DPCDRegressor
-from privml.linear.dpsgd import DPSGDClassifier
-from privml.linear.dpsgd_steps import DEFAULT_EMA_DECAY, DEFAULT_TAIL_FRACTION
-from privml.linear.objective_perturbation import ObjectivePerturbationClassifier
-from privml.linear.output_perturbation import OutputPerturbationClassifier
-from privml.prediction.sensitivity import PredictionSensitivity
+from privml.linear._dpcd import DPCDClassifier, DPCDRegressor
+from privml.linear._dpsgd import DPSGDClassifier
+from privml.linear._dpsgd_steps import DEFAULT_EMA_DECAY, DEFAULT_TAIL_FRACTION
+from privml.linear._objective_perturbation import ObjectivePerturbationClassifier
+from privml.linear._output_perturbation import OutputPerturbationClassifier
+from privml.prediction._sensitivity import PredictionSensitivity
 
 X = np.random.default_rng(1).normal(size=(200, 3)) / 3
 Y = (X[:, 0] > 0).astype(int)
@@ -78,7 +78,7 @@ def test_dpcd_predicts_on_rows_clipped_as_its_training_rows_were(tmp_path):
     # model file round trip (a review measured 0.33 against 0.92 accuracy on iris when they did not).
     from sklearn.datasets import load_iris
 
-    from privml.data.preprocessing import project_to_unit_ball
+    from privml.data._preprocessing import project_to_unit_ball
     from privml.io import load_model, save_model
 
     X, y = load_iris(return_X_y=True)

@@ -13,9 +13,9 @@ import pytest
 from sklearn.exceptions import NotFittedError
 
 from privml.io import load_model, read_model_file, save_model
-from privml.linear.nonprivate import NonPrivateClassifier
-from privml.linear.objective_perturbation import ObjectivePerturbationClassifier
-from privml.linear.output_perturbation import OutputPerturbationClassifier
+from privml.linear._nonprivate import NonPrivateClassifier
+from privml.linear._objective_perturbation import ObjectivePerturbationClassifier
+from privml.linear._output_perturbation import OutputPerturbationClassifier
 
 
 def _data(k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -10,8 +10,8 @@ from sklearn.base import clone
 from sklearn.linear_model import LogisticRegression
 
 from privml.exceptions import ConvergenceError, PrivacyLeakWarning
-from privml.linear.nonprivate import NonPrivateClassifier
-from privml.linear.solvers import DEFAULT_TOL
+from privml.linear._nonprivate import NonPrivateClassifier
+from privml.linear._solvers import DEFAULT_TOL
 from privml.neighbouring import Neighbouring
 
 

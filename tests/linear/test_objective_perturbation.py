@@ -9,17 +9,17 @@ import numpy as np
 import pytest
 from scipy import stats
 
-import privml.linear.objective_perturbation as objective_module
+import privml.linear._objective_perturbation as objective_module
 from privml.audit import neighbour_distribution_test
 from privml.data import load_dataset
 from privml.exceptions import ConvergenceError, PrivacyLeakWarning
-from privml.linear.objective_perturbation import (
+from privml.linear._objective_perturbation import (
     AUTO_FLAT_NOISE,
     ObjectivePerturbationClassifier,
     objective_constants,
 )
-from privml.linear.objective_perturbation_constants import cms11_constants, kst12_constants, objective_gaussian_sigma
-from privml.linear.solvers import DEFAULT_TOL
+from privml.linear._objective_perturbation_constants import cms11_constants, kst12_constants, objective_gaussian_sigma
+from privml.linear._solvers import DEFAULT_TOL
 from privml.losses import HuberHingeLoss, LogisticLoss, MultinomialLogisticLoss
 from privml.neighbouring import Neighbouring
 

@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 from scipy import stats
 
-import privml.linear.output_perturbation as output_module
-from privml.accounting.analytic_gaussian import analytic_gaussian_sigma
+import privml.linear._output_perturbation as output_module
+from privml.accounting._analytic_gaussian import analytic_gaussian_sigma
 from privml.audit import neighbour_distribution_test
 from privml.data import load_dataset
 from privml.exceptions import ConvergenceError, PrivacyLeakWarning
-from privml.linear.output_perturbation import AUTO_SCORE_NOISE, OutputPerturbationClassifier
-from privml.linear.sensitivity import auto_l2, erm_sensitivity, rms_noise_multiplier
-from privml.linear.solvers import DEFAULT_TOL, minimise_objective
+from privml.linear._output_perturbation import AUTO_SCORE_NOISE, OutputPerturbationClassifier
+from privml.linear._sensitivity import auto_l2, erm_sensitivity, rms_noise_multiplier
+from privml.linear._solvers import DEFAULT_TOL, minimise_objective
 from privml.losses import LogisticLoss, MultinomialLogisticLoss, RegularisedObjective
 from privml.neighbouring import Neighbouring
 

@@ -8,8 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from privml.accounting.analytic_gaussian import analytic_gaussian_sigma
-from privml.linear.objective_perturbation_constants import (
+from privml.accounting._analytic_gaussian import analytic_gaussian_sigma
+from privml.linear._objective_perturbation_constants import (
     cms11_constants,
     gradient_directions,
     hessian_trace_bound,
@@ -18,8 +18,8 @@ from privml.linear.objective_perturbation_constants import (
     kst12_constants,
     objective_gaussian_sigma,
 )
-from privml.linear.sensitivity import auto_l2, erm_sensitivity, l2_for_noise
-from privml.linear.solvers import minimise_objective
+from privml.linear._sensitivity import auto_l2, erm_sensitivity, l2_for_noise
+from privml.linear._solvers import minimise_objective
 from privml.losses import HuberHingeLoss, LogisticLoss, MultinomialLogisticLoss, RegularisedObjective, SquaredLoss
 
 

@@ -7,8 +7,8 @@ import pytest
 from sklearn.linear_model import LogisticRegression
 
 from privml.exceptions import ConvergenceError
-from privml.linear import solvers
-from privml.linear.solvers import SolverResult, check_l2_setting, check_solver_settings, minimise_objective
+from privml.linear import _solvers as solvers
+from privml.linear._solvers import SolverResult, check_l2_setting, check_solver_settings, minimise_objective
 from privml.losses import HuberHingeLoss, LogisticLoss, MultinomialLogisticLoss, RegularisedObjective
 
 
@@ -158,7 +158,7 @@ def test_setting_checks() -> None:
 
 def test_a_tol_below_what_float64_can_certify_is_refused_before_any_solve():
     # A review released a model at tol = 1e-20 whose gradient was 1.3e-17: the sensitivity's slack understated.
-    from privml.linear.solvers import MIN_TOL, check_solver_settings
+    from privml.linear._solvers import MIN_TOL, check_solver_settings
 
     assert check_solver_settings(MIN_TOL, 10) == (MIN_TOL, 10)
     with pytest.raises(ValueError, match="tol must be at least"):

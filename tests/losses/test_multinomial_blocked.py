@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from privml.linear.solvers import minimise_objective
-from privml.losses import MultinomialLogisticLoss, RegularisedObjective, multinomial
-from privml.losses.base import Loss
+from privml.linear._solvers import minimise_objective
+from privml.losses import MultinomialLogisticLoss, RegularisedObjective
+from privml.losses import _multinomial as multinomial
+from privml.losses._base import Loss
 
 
 def large(n: int = 12_000, d: int = 100, k: int = 4, seed: int = 0):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from privml.accounting.events import EpsilonDeltaEvent
+from privml.accounting._events import EpsilonDeltaEvent
 from privml.audit import neighbour_distribution_test
 from privml.mechanisms import AboveThreshold, MechanismHalted
 from privml.neighbouring import Neighbouring

@@ -21,12 +21,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from privml.accounting.events import EpsilonDeltaEvent
+from privml.accounting._events import EpsilonDeltaEvent
 from privml.audit import neighbour_distribution_test
-from privml.mechanisms import discrete, discrete_gaussian_privacy, discrete_samplers
-from privml.mechanisms.discrete import DiscreteGaussianMechanism, DiscreteLaplaceMechanism
-from privml.mechanisms.discrete_gaussian_privacy import calibrate_discrete_gaussian, discrete_gaussian_delta
-from privml.mechanisms.discrete_samplers import sample_bernoulli_exp, sample_discrete_gaussian, sample_discrete_laplace
+from privml.mechanisms import _discrete as discrete
+from privml.mechanisms import _discrete_gaussian_privacy as discrete_gaussian_privacy
+from privml.mechanisms import _discrete_samplers as discrete_samplers
+from privml.mechanisms._discrete import DiscreteGaussianMechanism, DiscreteLaplaceMechanism
+from privml.mechanisms._discrete_gaussian_privacy import calibrate_discrete_gaussian, discrete_gaussian_delta
+from privml.mechanisms._discrete_samplers import sample_bernoulli_exp, sample_discrete_gaussian, sample_discrete_laplace
 from privml.neighbouring import Neighbouring
 
 N = 200_000

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from privml.accounting.events import ExponentialEvent
+from privml.accounting._events import ExponentialEvent
 from privml.audit import neighbour_distribution_test
 from privml.mechanisms import ExponentialMechanism
 from privml.neighbouring import Neighbouring

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from privml.accounting.analytic_gaussian import gaussian_delta
-from privml.accounting.events import GaussianEvent
+from privml.accounting._analytic_gaussian import gaussian_delta
+from privml.accounting._events import GaussianEvent
 from privml.audit import neighbour_distribution_test
 from privml.mechanisms import GaussianMechanism
 from privml.neighbouring import Neighbouring

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import integrate, special, stats
 
-from privml.accounting.events import EpsilonDeltaEvent
+from privml.accounting._events import EpsilonDeltaEvent
 from privml.audit import neighbour_distribution_test
 from privml.mechanisms import L2LaplaceMechanism, sample_l2_laplace
 from privml.neighbouring import Neighbouring

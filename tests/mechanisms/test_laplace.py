@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from privml.accounting.events import LaplaceEvent
+from privml.accounting._events import LaplaceEvent
 from privml.audit import neighbour_distribution_test
 from privml.mechanisms import LaplaceMechanism
 from privml.neighbouring import Neighbouring

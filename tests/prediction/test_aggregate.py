@@ -15,9 +15,9 @@ from sklearn.neighbors import KNeighborsClassifier
 from privml.audit import neighbour_distribution_test
 from privml.exceptions import BudgetExhausted, PrivacyLeakWarning
 from privml.linear import NonPrivateClassifier
-from privml.mechanisms.exponential import ExponentialMechanism
+from privml.mechanisms._exponential import ExponentialMechanism
 from privml.prediction import SubsampleAndAggregate
-from privml.prediction.aggregate import random_partition
+from privml.prediction._aggregate import random_partition
 
 from .conftest import binary_problem
 
@@ -203,7 +203,7 @@ def test_a_teacher_that_cannot_fit_one_class_is_refused_before_the_partition(mon
     # its neighbour (one part left holding a single class), naming the class. Now refused from public inputs.
     from sklearn.linear_model import LogisticRegression
 
-    import privml.prediction.aggregate as module
+    import privml.prediction._aggregate as module
 
     X, y = binary_problem(200)
     monkeypatch.setattr(module, "random_partition", lambda *a, **k: pytest.fail("partitioned before the check"))

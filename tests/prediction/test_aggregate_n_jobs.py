@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from privml.prediction.aggregate import SubsampleAndAggregate
+from privml.prediction._aggregate import SubsampleAndAggregate
 
 
 @pytest.mark.parametrize(("n_jobs", "error"), [(0, ValueError), (-100_000, ValueError), ("x", TypeError),

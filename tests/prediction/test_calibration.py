@@ -12,9 +12,9 @@ from dp_accounting.pld import pld_privacy_accountant
 from dp_accounting.rdp import rdp_privacy_accountant
 from scipy.optimize import brentq
 
-from privml.accounting.analytic_gaussian import gaussian_epsilon
-from privml.accounting.zcdp import zcdp_to_epsilon
-from privml.prediction.calibration import (
+from privml.accounting._analytic_gaussian import gaussian_epsilon
+from privml.accounting._zcdp import zcdp_to_epsilon
+from privml.prediction._calibration import (
     calibrate_prediction_noise,
     calibrate_vote_epsilon,
     gaussian_noise_multiplier_advanced,

@@ -7,14 +7,14 @@ import threading
 import numpy as np
 import pytest
 
-import privml.prediction.sensitivity as sensitivity_module
-from privml.accounting.analytic_gaussian import gaussian_delta, gaussian_epsilon
+import privml.prediction._sensitivity as sensitivity_module
+from privml.accounting._analytic_gaussian import gaussian_delta, gaussian_epsilon
 from privml.audit import neighbour_distribution_test
 from privml.exceptions import BudgetExhausted, PrivacyLeakWarning
 from privml.ledger import MemoryLedger
-from privml.ledger.base import key_label
+from privml.ledger._base import key_label
 from privml.linear import NonPrivateClassifier
-from privml.linear.solvers import DEFAULT_TOL
+from privml.linear._solvers import DEFAULT_TOL
 from privml.prediction import PredictionSensitivity, logit_sensitivity
 
 from .conftest import binary_problem, unit_rows

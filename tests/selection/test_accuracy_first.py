@@ -9,18 +9,18 @@ import warnings
 import numpy as np
 import pytest
 
-from privml.linear.nonprivate import NonPrivateClassifier
-from privml.linear.sensitivity import erm_sensitivity
-from privml.selection import accuracy_first as af_module
-from privml.selection.accuracy_first import (
+from privml.linear._nonprivate import NonPrivateClassifier
+from privml.linear._sensitivity import erm_sensitivity
+from privml.selection import _accuracy_first as af_module
+from privml.selection._accuracy_first import (
     AccuracyFirstClassifier,
     AccuracyFirstWarning,
     epsilon_grid,
     reference_epsilon,
     select_output_perturbation,
 )
-from privml.selection.doubling import doubling_grid
-from privml.selection.queries import minimiser_radius
+from privml.selection._doubling import doubling_grid
+from privml.selection._queries import minimiser_radius
 
 from ._data import blobs
 

@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from privml.accounting.analytic_gaussian import analytic_gaussian_sigma
-from privml.linear.sensitivity import erm_sensitivity
-from privml.linear.solvers import minimise_objective
+from privml.accounting._analytic_gaussian import analytic_gaussian_sigma
+from privml.linear._sensitivity import erm_sensitivity
+from privml.linear._solvers import minimise_objective
 from privml.losses import LogisticLoss, RegularisedObjective
-from privml.selection.doubling import doubling_grid, independent_releases
-from privml.selection.utility_bound import apriori_epsilon_excess_risk
+from privml.selection._doubling import doubling_grid, independent_releases
+from privml.selection._utility_bound import apriori_epsilon_excess_risk
 
 from ._data import blobs
 

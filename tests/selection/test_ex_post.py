@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from privml.neighbouring import Neighbouring
-from privml.selection.ex_post import ExPostCost, independent_prefix_costs, noise_reduction_prefix_costs
+from privml.selection._ex_post import ExPostCost, independent_prefix_costs, noise_reduction_prefix_costs
 
 
 def test_noise_reduction_prefix_costs_only_the_last_level() -> None:

@@ -9,8 +9,8 @@ import pytest
 
 from privml.audit import neighbour_distribution_test
 from privml.mechanisms import AboveThreshold, MechanismHalted
-from privml.selection import interactive_above_threshold as iat_module
-from privml.selection.interactive_above_threshold import InteractiveAboveThreshold, Release
+from privml.selection import _interactive_above_threshold as iat_module
+from privml.selection._interactive_above_threshold import InteractiveAboveThreshold, Release
 
 
 class RedrawnThreshold(AboveThreshold):

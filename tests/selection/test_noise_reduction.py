@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from privml.accounting.analytic_gaussian import analytic_gaussian_sigma
+from privml.accounting._analytic_gaussian import analytic_gaussian_sigma
 from privml.audit import neighbour_distribution_test
 from privml.neighbouring import Neighbouring
-from privml.selection import noise_reduction
-from privml.selection.noise_reduction import (
+from privml.selection import _noise_reduction as noise_reduction
+from privml.selection._noise_reduction import (
     NoiseReductionChain,
     check_epsilon_grid,
     gaussian_noise_reduction,

@@ -8,15 +8,15 @@ import importlib
 import numpy as np
 import pytest
 
-from privml.selection.accuracy_first import select_output_perturbation
-from privml.selection.plotting import plot_trace
+from privml.selection._accuracy_first import select_output_perturbation
+from privml.selection._plotting import plot_trace
 
 MODULES = [
-    "privml.selection.noise_reduction",
-    "privml.selection.interactive_above_threshold",
-    "privml.selection.doubling",
-    "privml.selection.accuracy_first",
-    "privml.selection.utility_bound",
+    "privml.selection._noise_reduction",
+    "privml.selection._interactive_above_threshold",
+    "privml.selection._doubling",
+    "privml.selection._accuracy_first",
+    "privml.selection._utility_bound",
 ]
 
 

@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from privml.linear.solvers import minimise_objective
+from privml.linear._solvers import minimise_objective
 from privml.losses import HuberHingeLoss, LogisticLoss, MultinomialLogisticLoss, RegularisedObjective
-from privml.selection.queries import (
+from privml.selection._queries import (
     accuracy_query,
     error_rate_sensitivity,
     excess_risk_query,

@@ -156,7 +156,7 @@ def test_a_bad_candidate_is_refused() -> None:
 
 def test_the_run_count_is_documented_as_not_covered():
     # Publishing it with the output voids Liu-Talwar's bound (a review measured a log-ratio of 2.0 against 1.0).
-    from privml.selection import random_stopping
+    from privml.selection import _random_stopping as random_stopping
 
     doc = random_stopping.RandomStoppingOutcome.__doc__ or ""
     assert "not covered by the guarantee" in doc and "may be published" not in doc

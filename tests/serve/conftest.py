@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from privml.linear.output_perturbation import OutputPerturbationClassifier
+from privml.linear._output_perturbation import OutputPerturbationClassifier
 from tests.ledger.conftest import postgres_url  # noqa: F401 - the shared PostgreSQL fixture
 from tests.serve.helpers import breast_cancer_rows
 

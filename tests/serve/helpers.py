@@ -20,7 +20,7 @@ from privml.data import project_to_unit_ball
 from privml.guarantee import PrivacyGuarantee
 from privml.ledger import BudgetLedger
 from privml.serve import PredictionService, ServeLimits
-from privml.serve.server import PredictionServer
+from privml.serve._server import PredictionServer
 
 
 def breast_cancer_rows() -> tuple[np.ndarray, np.ndarray]:
@@ -70,7 +70,7 @@ TRANSPORTS = ("asgi", "stdlib")
 def running(service: PredictionService, transport: str = "asgi") -> Iterator[Any]:
     """``service`` served on a free loopback port in a background thread."""
     if transport == "asgi":
-        from privml.serve.asgi_server import AsgiPredictionServer
+        from privml.serve._asgi_server import AsgiPredictionServer
 
         asgi = AsgiPredictionServer(service, host="127.0.0.1", port=0)
         asgi.start()

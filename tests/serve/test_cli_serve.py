@@ -12,7 +12,7 @@ from privml.cli.main import main
 from privml.io import save_model
 from privml.prediction import SubsampleAndAggregate
 from privml.serve import PredictionService
-from privml.serve.model import ModelSpec, open_served_model
+from privml.serve._model import ModelSpec, open_served_model
 from tests.cli_runner import run
 from tests.serve.cli_process import start_server, stop
 from tests.serve.helpers import breast_cancer_rows, check_response, request, running, small_limits
@@ -193,7 +193,7 @@ def test_a_busy_port_binds_no_budget(tmp_path, trained, capsys):
 
 
 def test_the_socket_bound_first_is_closed_when_the_service_is_refused(trained, capsys, monkeypatch):
-    import privml.serve.asgi_server as asgi_server
+    import privml.serve._asgi_server as asgi_server
 
     bound = []
     bind = asgi_server.bind_socket

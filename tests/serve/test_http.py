@@ -16,8 +16,8 @@ import pytest
 
 from privml.ledger import MemoryLedger
 from privml.serve import PredictionService
-from privml.serve.asgi import ROUTES
-from privml.serve.server import PredictionHandler
+from privml.serve._asgi import ROUTES
+from privml.serve._server import PredictionHandler
 from tests.serve.helpers import (
     TRANSPORTS,
     BudgetedDouble,

@@ -49,7 +49,7 @@ def test_missing_file(tmp_path):
 
 def test_a_ledger_with_quotas_is_not_served_anonymously(tmp_path) -> None:
     from privml.ledger import MemoryLedger
-    from privml.serve.service import PredictionService
+    from privml.serve._service import PredictionService
 
     class Answers:
         classes_ = np.array([0, 1])
@@ -64,7 +64,7 @@ def test_a_ledger_with_quotas_is_not_served_anonymously(tmp_path) -> None:
 
 def test_quotas_beyond_the_budget_are_refused() -> None:
     from privml.ledger import MemoryLedger
-    from privml.serve.service import PredictionService
+    from privml.serve._service import PredictionService
 
     class Answers:
         classes_ = np.array([0, 1])

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from privml.ledger import MemoryLedger
 from privml.serve import PredictionService, RequestError
-from privml.serve.asgi import Budget, Health, openapi_document, service_models
+from privml.serve._asgi import Budget, Health, openapi_document, service_models
 from tests.serve.helpers import BudgetedDouble, small_limits
 from tests.serve.test_hostile import json_values, near_valid
 

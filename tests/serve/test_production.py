@@ -24,7 +24,7 @@ import pytest
 
 from privml.io import save_model
 from privml.ledger import MemoryLedger, PostgresLedger, SQLiteLedger
-from privml.linear.nonprivate import NonPrivateClassifier
+from privml.linear._nonprivate import NonPrivateClassifier
 from privml.serve import PredictionService
 from tests.serve import helpers
 from tests.serve.cli_process import run_cli, start_server, stop

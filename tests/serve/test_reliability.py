@@ -13,7 +13,7 @@ import pytest
 
 from privml.io import save_model
 from privml.ledger import PostgresLedger, SQLiteLedger
-from privml.linear.nonprivate import NonPrivateClassifier
+from privml.linear._nonprivate import NonPrivateClassifier
 from privml.serve import PredictionService
 from tests.serve.cli_process import start_server, stop
 from tests.serve.helpers import BudgetedDouble, breast_cancer_rows, request, running, small_limits

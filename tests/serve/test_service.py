@@ -195,10 +195,10 @@ def test_only_classifiers_are_served():
 def test_the_docs_say_the_ledger_is_bound_to_the_calibration_only():
     # From a review: these still said the ledger was bound to the model file's SHA-256 (and refused a worker whose
     # model differs); since the hash was dropped (LEGACY_CONTEXT_KEYS) it records the calibration only.
-    import privml.ledger.base
-    import privml.serve.workers
-    from privml.serve.model import ModelSpec
+    import privml.ledger._base
+    import privml.serve._workers
+    from privml.serve._model import ModelSpec
 
-    for doc in (ModelSpec.__doc__, privml.serve.workers.__doc__, privml.ledger.base.LedgerMismatch.__doc__):
+    for doc in (ModelSpec.__doc__, privml.serve._workers.__doc__, privml.ledger._base.LedgerMismatch.__doc__):
         assert "SHA-256" not in doc and "model or calibration" not in doc and "model differs" not in doc
         assert "calibration" in doc

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from privml.study.aggregate import StudyResults
-from privml.study.cells import Cell, Curve
-from privml.study.findings import findings
-from privml.study.recommend import recommend, recommendations
-from privml.study.spec import spec_from_dict
-from privml.study.summary import tradeoff_table, trend
+from privml.study._aggregate import StudyResults
+from privml.study._cells import Cell, Curve
+from privml.study._findings import findings
+from privml.study._recommend import recommend, recommendations
+from privml.study._spec import spec_from_dict
+from privml.study._summary import tradeoff_table, trend
 
 BASE = {"epsilon": 1.0, "delta": 0.0, "budget": 100, "n": 1000, "d": 10, "k": 10}
 

@@ -7,16 +7,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from privml.linear.base import make_loss
-from privml.linear.solvers import SolverResult, minimise_objective, minimiser_key, sharing_minimisers, solve_nonprivate
+from privml.linear._base import make_loss
+from privml.linear._solvers import SolverResult, minimise_objective, minimiser_key, sharing_minimisers, solve_nonprivate
 from privml.losses import RegularisedObjective
-from privml.mechanisms.exponential import ExponentialMechanism
+from privml.mechanisms._exponential import ExponentialMechanism
 from privml.study import ResultStore, plan, run_study, spec_from_dict
-from privml.study import cache as cache_module
-from privml.study.cache import CACHE_DIR, StudyCache
-from privml.study.runner import RUNNING_DIR, folder_lock
-from privml.study.scheduling import ProgressTracker, dispatch_batches, leading_keys, share_group
-from privml.study.status import study_status
+from privml.study import _cache as cache_module
+from privml.study._cache import CACHE_DIR, StudyCache
+from privml.study._runner import RUNNING_DIR, folder_lock
+from privml.study._scheduling import ProgressTracker, dispatch_batches, leading_keys, share_group
+from privml.study._status import study_status
 from tests.cli_runner import run, run_json
 
 from .conftest import tiny_spec_dict
@@ -403,7 +403,7 @@ def test_the_cache_folder_and_its_secret_key_are_the_owners_alone(tmp_path):
     # A review: with umask 0022 the secret .selection-key was 0644 in a 0755 folder, readable by every local user.
     import stat
 
-    from privml.study.cache import StudyCache, cache_ident
+    from privml.study._cache import StudyCache, cache_ident
 
     root = tmp_path / "cache"
     cache_ident(root)

@@ -85,7 +85,7 @@ def test_run_on_a_user_csv(capsys, tmp_path):
     assert "PrivacyLeakWarning" in err and "do not publish" in err
     # No public class set: read from the private labels, said once on stderr and noted in the report.
     assert "warning: PrivacyLeakWarning" in err and "class" in err.split("do not publish")[0]
-    from privml.study.store import ResultStore
+    from privml.study._store import ResultStore
 
     notes = ResultStore(tmp_path / "o" / "results.sqlite").notes(json.loads(out)["spec_hash"])
     assert any("read from its private labels" in note for note in notes)
@@ -139,8 +139,8 @@ def test_the_readmes_own_data_command_runs_on_a_csv(capsys, tmp_path):
     # Its earlier form with quick failed every run (quick's k = 10 is MNIST's); it is now refused in one line.
     from sklearn.datasets import load_breast_cancer
 
-    from privml.data.bundled import BREAST_CANCER_BOUNDS
-    from privml.data.schema import Label, Numeric, Schema
+    from privml.data._bundled import BREAST_CANCER_BOUNDS
+    from privml.data._schema import Label, Numeric, Schema
 
     data = load_breast_cancer()
     schema = Schema(columns=tuple(Numeric(name=f"f{i}", lower=lo, upper=hi)

@@ -6,10 +6,10 @@ import math
 
 import pytest
 
-from privml.study.methods import get_method
-from privml.study.prepare import prepare
-from privml.study.selection import select_and_run
-from privml.study.spec_parts import Selection
+from privml.study._methods import get_method
+from privml.study._prepare import prepare
+from privml.study._selection import select_and_run
+from privml.study._spec_parts import Selection
 
 pytestmark = pytest.mark.slow
 

@@ -10,7 +10,7 @@ import pytest
 
 from privml.data import DatasetFetchError, DatasetNotAvailable
 from privml.study import run_study, spec_from_dict
-from privml.study.runner import check_dataset
+from privml.study._runner import check_dataset
 from tests.cli_runner import run
 from tests.data.builders import install_fake_pip
 
@@ -51,7 +51,7 @@ D_ERROR = "ValueError: d = 100 dimensions requested, PCA on 200 public records o
 def failing_spec(tmp_path, monkeypatch):
     # These tests are about runs that fail; a built-in set's n and d are now refused before any run
     # (runner._check_points, tested in test_spec.py), so that check is switched off to let them fail.
-    monkeypatch.setattr("privml.study.runner._check_points", lambda spec: None)
+    monkeypatch.setattr("privml.study._runner._check_points", lambda spec: None)
     path = tmp_path / "fails.toml"
     path.write_text(FAILING)
     return path
@@ -208,7 +208,7 @@ def _die(item):
 
 def test_a_killed_worker_is_one_line_not_a_traceback():
     from privml.exceptions import WorkerLost
-    from privml.study.executors import JoblibExecutor
+    from privml.study._executors import JoblibExecutor
 
     with pytest.raises(WorkerLost, match="worker process died"):
         list(JoblibExecutor(2).map_unordered(_die, [0, 1, 2, 3]))

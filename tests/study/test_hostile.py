@@ -6,9 +6,9 @@ import time
 
 import pytest
 
-from privml.study.executors import DaskExecutor
-from privml.study.runner import LOCK_FILE, folder_lock
-from privml.study.store import ResultStore
+from privml.study._executors import DaskExecutor
+from privml.study._runner import LOCK_FILE, folder_lock
+from privml.study._store import ResultStore
 from tests.cli_runner import run
 
 
@@ -40,7 +40,7 @@ def test_a_second_study_process_on_one_folder_exits_2(capsys, tmp_path) -> None:
 
     holder = subprocess.Popen(
         [sys.executable, "-c",
-         "import sys, time; from pathlib import Path; from privml.study.runner import folder_lock\n"
+         "import sys, time; from pathlib import Path; from privml.study._runner import folder_lock\n"
          f"with folder_lock(Path({str(tmp_path)!r})):\n    print('held', flush=True); time.sleep(30)"],
         stdout=subprocess.PIPE, text=True)
     try:
@@ -54,7 +54,7 @@ def test_a_second_study_process_on_one_folder_exits_2(capsys, tmp_path) -> None:
 
 
 def test_an_unreachable_scheduler_is_refused_quickly(monkeypatch) -> None:
-    monkeypatch.setattr("privml.study.executors.CONNECT_TIMEOUT", 1)
+    monkeypatch.setattr("privml.study._executors.CONNECT_TIMEOUT", 1)
     start = time.perf_counter()
     with pytest.raises(ValueError, match="cannot reach the Dask scheduler at dask://127.0.0.1:9"):
         DaskExecutor("dask://127.0.0.1:9").check_reachable()

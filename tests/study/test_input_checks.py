@@ -7,7 +7,7 @@ import sqlite3
 import pytest
 
 from privml.study import ResultStore, spec_from_dict
-from privml.study.runner import check_dataset
+from privml.study._runner import check_dataset
 from tests.cli_runner import run
 
 from .conftest import tiny_spec_dict

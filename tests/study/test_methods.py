@@ -6,8 +6,8 @@ import math
 import numpy as np
 import pytest
 
-from privml.study.methods import METHODS, Method, MethodUnavailable, _answer_in_budget_blocks, get_method
-from privml.study.prepare import prepare
+from privml.study._methods import METHODS, Method, MethodUnavailable, _answer_in_budget_blocks, get_method
+from privml.study._prepare import prepare
 
 
 @pytest.fixture(scope="module")

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from privml.study import load_preset, spec_from_dict
-from privml.study.points import plan
-from privml.study.runner import size_study
-from privml.study.sizing import check_sizing, choose, resolvable
-from privml.study.spec_file import load_spec
+from privml.study._points import plan
+from privml.study._runner import size_study
+from privml.study._sizing import check_sizing, choose, resolvable
+from privml.study._spec_file import load_spec
 from tests.cli_runner import run, run_json
 from tests.data.raw_tables import breast_cancer_schema, generous_breast_cancer_schema, write_raw_breast_cancer
 
@@ -83,8 +83,8 @@ def test_a_spec_files_schema_is_read_beside_it(patients, tmp_path):
 
 
 def test_resolvable_difference_matches_the_evidence_intervals():
-    from privml.study.cells import Cell
-    from privml.study.evidence import difference
+    from privml.study._cells import Cell
+    from privml.study._evidence import difference
 
     # Issue 32's report: 2 repeats on 114 test rows could call no difference below 41 points.
     assert resolvable(114, 2) == pytest.approx(0.414, abs=1e-3)

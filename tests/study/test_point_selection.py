@@ -7,13 +7,13 @@ import json
 import pytest
 
 from privml.study import ResultStore, plan, run_study, spec_from_dict
-from privml.study import cache as cache_module
-from privml.study.methods import get_method
-from privml.study.prepare import prepare
-from privml.study.scheduling import dispatch_batches, share_group
-from privml.study.selection import select_and_run
-from privml.study.spec import job_key, selection_seed
-from privml.study.spec_parts import Selection
+from privml.study import _cache as cache_module
+from privml.study._methods import get_method
+from privml.study._prepare import prepare
+from privml.study._scheduling import dispatch_batches, share_group
+from privml.study._selection import select_and_run
+from privml.study._spec import job_key, selection_seed
+from privml.study._spec_parts import Selection
 
 from .conftest import tiny_spec_dict
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from privml.study.prepare import prepare
+from privml.study._prepare import prepare
 
 
 def test_pca_is_fit_on_public_records_only():

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from privml.study import ResultStore
-from privml.study.spec import spec_from_dict
+from privml.study._spec import spec_from_dict
 from tests.cli_runner import run
 
 SPEC = {

@@ -8,7 +8,7 @@ import subprocess
 import pytest
 
 from privml.study import ResultStore, collect, write_report
-from privml.study.report import render_html
+from privml.study._report import render_html
 
 
 def test_report_has_a_figure_per_sweep_and_the_tables(tiny_study, tmp_path):
@@ -38,7 +38,7 @@ def test_each_figure_is_also_a_png_file_identical_to_the_inlined_one(tiny_study)
 
 
 def test_sweep_names_become_safe_file_names():
-    from privml.study.report import _file_name
+    from privml.study._report import _file_name
 
     assert _file_name("budget-pure") == "budget-pure"
     assert _file_name("../etc/passwd") == "_etc_passwd"

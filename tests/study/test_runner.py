@@ -6,7 +6,7 @@ import pytest
 
 from privml import __version__
 from privml.study import ResultStore, make_executor, plan, run_study, spec_from_dict
-from privml.study.executors import DaskExecutor, JoblibExecutor, SerialExecutor
+from privml.study._executors import DaskExecutor, JoblibExecutor, SerialExecutor
 
 from .conftest import tiny_spec_dict
 
@@ -114,7 +114,7 @@ def test_make_executor():
 
 
 def test_plan_of_a_study_with_an_unavailable_method_notes_it(monkeypatch):
-    from privml.study import methods
+    from privml.study import _methods as methods
 
     ghost = methods.Method("ghost", "a future method", "prediction", "privml.not_there:Ghost",
                            ("epsilon", "delta", "budget"), {}, True, lambda p, k, s, shape: {})
@@ -165,7 +165,7 @@ def test_run_study_itself_warns_that_a_study_of_user_data_is_not_for_publication
 def test_private_selection_does_not_count_its_candidates_in_the_cache_statistics(tmp_path):
     # The minimiser lookups of random stopping's candidates would print the number of runs (study run's cache
     # lines), which Liu-Talwar's bound needs hidden; only the selection's own lookups are counted.
-    from privml.study import cache as cache_module
+    from privml.study import _cache as cache_module
 
     cache_module._CACHES.clear()
     spec = spec_from_dict(tiny_spec_dict(
@@ -184,8 +184,8 @@ def test_private_selection_stores_no_time_that_counts_its_candidates(tmp_path, m
     # was read off them (a review). Every fit here reports 1 s: a stored time above that counts candidates.
     import dataclasses
 
-    from privml.study.methods import Method
-    from privml.study.store import ResultStore
+    from privml.study._methods import Method
+    from privml.study._store import ResultStore
 
     fits = []
     original = Method.fit
@@ -215,7 +215,7 @@ def test_private_selection_stores_no_time_that_counts_its_candidates(tmp_path, m
 
 def test_a_point_searchs_key_covers_the_class_set():
     # A review: a study into the same folder with another class set read the first study's validation search.
-    from privml.study.runner import _point_selection
+    from privml.study._runner import _point_selection
 
     context = {"privml_version": "x", "dataset": "digits", "label_column": "label", "public_size": 100,
                "data_seed": 0, "selection": {"mode": "validation"}}

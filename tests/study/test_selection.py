@@ -3,10 +3,10 @@ from __future__ import annotations
 import pytest
 
 from privml.selection import RandomStopping
-from privml.study.methods import Method, get_method
-from privml.study.prepare import prepare
-from privml.study.selection import grid_for, select_and_run
-from privml.study.spec_parts import Selection
+from privml.study._methods import Method, get_method
+from privml.study._prepare import prepare
+from privml.study._selection import grid_for, select_and_run
+from privml.study._spec_parts import Selection
 
 
 @pytest.fixture(scope="module")
@@ -86,8 +86,8 @@ def test_private_selection_is_stated_under_the_candidates_relation(digits, relat
 
 def test_private_selection_noise_cannot_be_replayed_from_the_stored_seed(digits, tmp_path):
     # Same seed, same secret key (one cache folder): the same outcome; a new key (a cleared cache): new noise.
-    from privml.study.cache import StudyCache
-    from privml.study.selection import PointSelection
+    from privml.study._cache import StudyCache
+    from privml.study._selection import PointSelection
 
     selection = Selection(mode="private", stop_probability=1.0, grids={"output": {"l2": (1e-3, 1e-1)}})
 
@@ -105,7 +105,7 @@ def test_private_selection_noise_cannot_be_replayed_from_the_stored_seed(digits,
 
 def test_a_damaged_selection_key_is_refused_not_used(tmp_path):
     # An empty key would leave private selection's noise a function of the public seeds alone (a review).
-    from privml.study.cache import StudyCache
+    from privml.study._cache import StudyCache
 
     (tmp_path / ".selection-key").write_text("")
     with pytest.raises(ValueError, match="selection-key is damaged"):

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from privml.study import load_preset, load_spec, plan, preset_names, spec_from_dict
-from privml.study.spec import job_key, seed_of
+from privml.study._spec import job_key, seed_of
 
 from .conftest import tiny_spec_dict
 

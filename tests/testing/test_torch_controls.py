@@ -68,7 +68,7 @@ def test_row_order_fault_moves_the_sum_past_c_where_vmap_stays_within():
 def test_shuffled_branches_are_refused_by_ghost_and_moved_past_c_without_the_check():
     """The audited row-order model: exact per example (vmap within C), several C under unchecked ghost clipping,
     and the engine's own row check refuses it under mode="ghost" (auto trains it on the vmap path)."""
-    from privml.torch.ghost.row_probe import RowOrderError
+    from privml.torch._ghost.row_probe import RowOrderError
 
     torch.manual_seed(0)
     m, n = 4, 40

@@ -7,7 +7,7 @@ import torch
 import torch.distributed as dist
 
 from privml.torch import DPSGD
-from privml.torch.distributed import shard_bounds
+from privml.torch._distributed import shard_bounds
 
 
 def make_problem() -> tuple[torch.nn.Module, torch.Tensor, torch.Tensor]:

@@ -25,8 +25,8 @@ def image_cache(tmp_path_factory, monkeypatch):
     """
     import numpy as np
 
-    from privml.data.cache import cache_file, write_cache
-    from privml.data.dataset import RawSplits
+    from privml.data._cache import cache_file, write_cache
+    from privml.data._dataset import RawSplits
 
     root = tmp_path_factory.mktemp("image-cache")
     rng = np.random.default_rng(0)

@@ -111,7 +111,7 @@ def test_model_file_round_trip_without_pickle(fitted, tmp_path):
 
 
 def test_cnn_teachers_in_subsample_and_aggregate():
-    aggregate = pytest.importorskip("privml.prediction.aggregate")
+    aggregate = pytest.importorskip("privml.prediction._aggregate")
     X, y = blobs(160)
     teacher = TorchClassifier(epsilon=float("inf"), input_shape=(1, 16, 16), epochs=3, batch_size=20,
                               learning_rate=0.1, random_state=0)
@@ -131,7 +131,7 @@ def test_cnn_teachers_in_subsample_and_aggregate():
      ({"epochs": 1e300}, "accountants compose")],  # an IndexError in the PLD convolution
 )
 def test_batch_and_steps_are_refused_before_the_model_is_built(kwargs, match, monkeypatch):
-    import privml.torch.classifier as module
+    import privml.torch._classifier as module
 
     X, y = blobs(n=40)
     monkeypatch.setattr(module, "build_model", lambda *a, **k: pytest.fail("model built before the check"))

@@ -65,12 +65,12 @@ def test_cnn_options_are_refused_for_linear_methods(capsys):
     [(["--label-column", "y"], "--label-column and --classes do not apply"), (["--delta", "0"], "--delta")],
 )
 def test_cnn_options_it_cannot_use_are_refused_before_any_data_is_read(extra, message, capsys, monkeypatch):
-    import privml.torch.data
+    import privml.torch._data
 
     def no_read(*args, **kwargs):
         raise AssertionError("data read before the options were checked")
 
-    monkeypatch.setattr(privml.torch.data, "load_images", no_read)
+    monkeypatch.setattr(privml.torch._data, "load_images", no_read)
     argv = ["train", "--method", "dpsgd-cnn", "--dataset", "mnist", "--epsilon", "1", *extra]
     assert main(argv) == 2
     err = capsys.readouterr().err
@@ -95,7 +95,7 @@ def test_train_dpsgd_cnn_with_tf32_clipping(image_cache, capsys, tmp_path):
 
 def test_fashion_mnist_images_have_coded_labels(image_cache):
     from privml.data import load_dataset
-    from privml.torch.data import NORMALISATION, load_images
+    from privml.torch._data import NORMALISATION, load_images
 
     data = load_images("fashion-mnist", max_train=50, random_state=0)
     assert data.classes == tuple(range(10)) and data.class_names[9] == "Ankle boot"
@@ -142,7 +142,7 @@ def test_predict_with_a_cnn_model_file_reproduces_the_test_accuracy(image_cache,
 
 
 def test_device_and_precision_are_checked_before_any_data(capsys, monkeypatch):
-    import privml.torch.data as image_data
+    import privml.torch._data as image_data
 
     monkeypatch.setattr(image_data, "load_images", lambda *a, **k: pytest.fail("data read before the device check"))
     if not torch.cuda.is_available():
@@ -168,7 +168,7 @@ def test_train_on_an_explicit_device_in_bf16(image_cache, capsys):
 
 
 def test_cli_architectures_are_the_image_models():
-    from privml.cli.train import CNN_ARCHITECTURES
+    from privml.cli._train import CNN_ARCHITECTURES
     from privml.torch.models import IMAGE_ARCHITECTURES
 
     assert CNN_ARCHITECTURES == IMAGE_ARCHITECTURES

@@ -11,7 +11,7 @@ torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
 
 from privml.torch import DPSGD, TramerBonehCNN  # noqa: E402
-from privml.torch.clipping import clip_factors, drop_rows  # noqa: E402
+from privml.torch._clipping import clip_factors, drop_rows  # noqa: E402
 
 
 def test_clip_factors_drop_non_finite_norms():

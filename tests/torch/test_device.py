@@ -20,10 +20,10 @@ from torch import nn  # noqa: E402
 from torch.overrides import TorchFunctionMode  # noqa: E402
 
 from privml.torch import DPSGD, TorchClassifier, TramerBonehCNN  # noqa: E402
-from privml.torch.classifier import resolve_device  # noqa: E402
-from privml.torch.dpsgd_setup import module_device
-from privml.torch.noise import RandomSource  # noqa: E402
-from privml.torch.sampling import PoissonSampler  # noqa: E402
+from privml.torch._classifier import resolve_device  # noqa: E402
+from privml.torch._dpsgd_setup import module_device
+from privml.torch._noise import RandomSource  # noqa: E402
+from privml.torch._sampling import PoissonSampler  # noqa: E402
 
 _FACTORIES = {
     torch.zeros, torch.ones, torch.empty, torch.full, torch.arange, torch.rand, torch.randn, torch.randint,
@@ -183,7 +183,7 @@ def test_cuda_training_runs_on_the_device(secure):
 
 
 def test_clipping_arithmetic_never_uses_tf32():
-    from privml.torch.ghost.precision import exact_float32
+    from privml.torch._ghost.precision import exact_float32
 
     matmul, conv = torch.backends.cuda.matmul, torch.backends.cudnn.conv
     saved = matmul.fp32_precision, conv.fp32_precision
@@ -203,7 +203,7 @@ def test_the_float32_context_works_after_a_user_set_either_tf32_api(setting):
     import subprocess
     import sys
 
-    code = (f"import torch\n{setting}\nfrom privml.torch.ghost.engine import exact_float32\n"
+    code = (f"import torch\n{setting}\nfrom privml.torch._ghost.engine import exact_float32\n"
             "with exact_float32():\n    assert torch.backends.cuda.matmul.fp32_precision == 'ieee'\n"
             "assert torch.backends.cuda.matmul.fp32_precision == 'tf32'\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

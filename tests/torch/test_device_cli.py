@@ -11,7 +11,7 @@ import torch
 
 from privml.cli.main import main
 from privml.io import load_model, read_model_file, save_model
-from privml.serve.model import ModelSpec, open_served_model
+from privml.serve._model import ModelSpec, open_served_model
 
 NO_CUDA = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error where no CUDA device exists")
 
@@ -93,7 +93,7 @@ def _jobs(**changes):
 
 
 def test_a_cnn_run_key_holds_its_device_and_a_linear_run_key_never_does():
-    from privml.study.methods import get_method
+    from privml.study._methods import get_method
 
     by_device = {device: _jobs(device=device) for device in ("auto", "cpu", "cuda", "cuda:1")}
     for device, jobs in by_device.items():
@@ -114,7 +114,7 @@ def test_a_cnn_run_key_holds_its_device_and_a_linear_run_key_never_does():
 
 
 def test_the_cnn_adapters_pass_the_device_to_every_torch_classifier():
-    from privml.study.methods import get_method
+    from privml.study._methods import get_method
 
     for name in ("nonprivate-cnn", "dpsgd-cnn"):
         method = get_method(name)
@@ -128,7 +128,7 @@ def test_the_cnn_adapters_pass_the_device_to_every_torch_classifier():
 
 def test_study_run_resolves_and_checks_the_device_before_any_run(tmp_path, capsys):
     from privml.study import load_preset
-    from privml.study.runner import place_study
+    from privml.study._runner import place_study
 
     spec = load_preset("paper-cnn")
     placed = place_study(spec)

@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch")
 import torch.multiprocessing as mp  # noqa: E402
 
 from privml.torch import DPSGD  # noqa: E402
-from privml.torch.distributed import shard_bounds  # noqa: E402
+from privml.torch._distributed import shard_bounds  # noqa: E402
 from tests.torch import _ddp_worker  # noqa: E402
 
 DRAWS = 300

@@ -15,7 +15,7 @@ from torch import nn  # noqa: E402
 from privml.accounting import DPSGDPlan, calibrate_dpsgd, dpsgd_event, make_accountant  # noqa: E402
 from privml.exceptions import BudgetExhausted  # noqa: E402
 from privml.torch import DPSGD, PoissonSampler, TramerBonehCNN, micro_batches  # noqa: E402
-from privml.torch.noise import secure_standard_normal  # noqa: E402
+from privml.torch._noise import secure_standard_normal  # noqa: E402
 from tests.torch._models import single_layer  # noqa: E402
 
 
@@ -230,7 +230,7 @@ def test_auto_mode_falls_back_to_vmap_for_unsupported_layers():
 def test_docstring_example_runs():
     import doctest
 
-    import privml.torch.dpsgd as module
+    import privml.torch._dpsgd as module
 
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
     assert result.attempted >= 5 and result.failed == 0

@@ -17,8 +17,8 @@ from privml.torch import (  # noqa: E402
     per_example_gradients,
     vmap_clipped_sum,
 )
-from privml.torch.ghost.base import outer_product_norms  # noqa: E402
-from privml.torch.per_sample import flat_norms  # noqa: E402
+from privml.torch._ghost.base import outer_product_norms  # noqa: E402
+from privml.torch._per_sample import flat_norms  # noqa: E402
 from tests.torch._models import LAYER_KINDS, single_layer  # noqa: E402
 
 
@@ -42,8 +42,8 @@ def assert_exact_where_the_clip_binds_for_all_and_for_some(model, x, y):
 
 def force(monkeypatch, **helpers):
     """Replace the rules' cost decisions by name, in every rule module that imported them."""
-    import privml.torch.ghost.base as base
-    import privml.torch.ghost.conv as conv
+    import privml.torch._ghost.base as base
+    import privml.torch._ghost.conv as conv
 
     for name, value in helpers.items():
         for module in (base, conv):
@@ -78,7 +78,7 @@ def test_kept_per_example_gradients_and_book_keeping_give_the_same_sums(kind, ke
 @pytest.mark.parametrize(("gram", "grouped"), [(True, False), (False, False), (False, True)])
 def test_norms_by_chunks_of_one_example_are_exact(kind, gram, grouped, monkeypatch):
     # The transient bound splits the batch into chunks; the smallest chunks must give the same norms and sums.
-    import privml.torch.ghost.conv as conv
+    import privml.torch._ghost.conv as conv
 
     monkeypatch.setitem(conv.GROUPED_INSTANTIATION, "cpu", grouped)
     force(monkeypatch, ghost_norm_is_cheaper=lambda *shape: gram, rows_per_chunk=lambda *sizes: 1)
@@ -91,7 +91,7 @@ def test_norms_by_chunks_of_one_example_are_exact(kind, gram, grouped, monkeypat
 def test_both_instantiations_of_convolution_gradients_are_exact(kind, grouped, keep, monkeypatch):
     # Per-example weight gradients come from one grouped weight-gradient kernel or from patches and batched
     # products (by device); each, kept or not, on every convolution kind (1-3 D, dilated, grouped, depthwise).
-    import privml.torch.ghost.conv as conv
+    import privml.torch._ghost.conv as conv
 
     calls = []
     real = conv.per_example_weight_grads
@@ -104,7 +104,7 @@ def test_both_instantiations_of_convolution_gradients_are_exact(kind, grouped, k
 
 
 def test_the_grouped_instantiation_is_the_cpu_default_and_gives_each_examples_gradient():
-    import privml.torch.ghost.conv as conv
+    import privml.torch._ghost.conv as conv
 
     assert conv.GROUPED_INSTANTIATION.get("cpu") is True
     torch.manual_seed(0)
@@ -121,7 +121,7 @@ def test_the_grouped_instantiation_is_the_cpu_default_and_gives_each_examples_gr
 
 def test_early_convolutions_keep_their_per_example_gradients():
     # 32 x 32 inputs, 16 channels, 3 x 3: 16 x 144 numbers per example against 2 x 16 x 1024 for input and gradient.
-    from privml.torch.ghost.base import instantiation_is_kept
+    from privml.torch._ghost.base import instantiation_is_kept
 
     assert instantiation_is_kept(steps=1024, d=144, p=16, given=2 * 16 * 1024)
     assert not instantiation_is_kept(steps=64, d=1152, p=128, given=2 * 128 * 64)  # late: Gram, keep a and g
@@ -228,7 +228,7 @@ def test_in_place_activation_after_a_layer_is_refused():
 def test_every_layer_rule_is_in_the_table():
     import inspect
 
-    from privml.torch.ghost import base, conv, embedding, linear, norm, rules
+    from privml.torch._ghost import base, conv, embedding, linear, norm, rules
 
     defined = {cls for module in (conv, embedding, linear, norm) for _, cls in inspect.getmembers(module, inspect.isclass)
                if issubclass(cls, base.LayerRule) and not inspect.isabstract(cls) and cls.__module__ == module.__name__}
@@ -239,7 +239,7 @@ def test_every_layer_rule_is_in_the_table():
 def test_a_transient_over_budget_is_split_into_equal_chunks_once(monkeypatch):
     # 2 T^2 = 800 numbers of Gram matrices per example against a and g's T (p + d) = 140: chunks of 8 examples
     # of 48 (140 x 48 / 800 = 8), formed once, not halved again inside each chunk.
-    import privml.torch.ghost.base as base
+    import privml.torch._ghost.base as base
 
     calls = []
     real = torch.bmm
@@ -254,7 +254,7 @@ def test_a_transient_over_budget_is_split_into_equal_chunks_once(monkeypatch):
 def test_a_devices_chunk_floor_lets_a_small_transient_be_one_chunk(monkeypatch):
     # The same Gram transient as above: with the device's floor (CHUNK_FLOOR, 2^25 numbers on a GPU) above it,
     # the 48 examples are one chunk; the norms are the same.
-    import privml.torch.ghost.base as base
+    import privml.torch._ghost.base as base
 
     calls = []
     real = torch.bmm
@@ -271,8 +271,8 @@ def test_a_devices_chunk_floor_lets_a_small_transient_be_one_chunk(monkeypatch):
 def test_a_convolutions_norms_and_sum_use_the_devices_chunk_floor(tf32, monkeypatch):
     # Every chunked pass of a convolution (patches for the norms and for the products-of-patches sum) takes the
     # device's floor: one chunk each when the floor holds the whole batch's transient, and the same results.
-    import privml.torch.ghost.base as base
-    import privml.torch.ghost.conv as conv
+    import privml.torch._ghost.base as base
+    import privml.torch._ghost.conv as conv
 
     monkeypatch.setitem(conv.KERNEL_SUMS, "cpu", False)  # the GPU's products of patches ...
     monkeypatch.setitem(conv.GROUPED_INSTANTIATION, "cpu", False)  # ... and patches for the norms
@@ -343,7 +343,7 @@ def test_the_clipped_sums_hold_no_graph():
 def test_a_grouped_convolution_keeps_its_gradients_only_if_all_groups_take_less_room(side, kept):
     # Conv2d(32, 32, 3, groups=2): 2 x 16 x 144 = 4,608 numbers of per-example gradients against 2 x 32 x side^2
     # of input and output gradient: 4,096 at 8 x 8 (keep a and g), 16,384 at 16 x 16 (keep the gradients).
-    from privml.torch.ghost.rules import rule_for
+    from privml.torch._ghost.rules import rule_for
 
     layer = nn.Conv2d(32, 32, 3, groups=2, padding=1)
     a, g = torch.randn(2, 32, side, side), torch.randn(2, 32, side, side)
@@ -355,7 +355,7 @@ def test_a_grouped_convolution_keeps_its_gradients_only_if_all_groups_take_less_
 def test_under_bf16_a_layer_keeps_per_example_gradients_only_if_they_take_fewer_bytes(monkeypatch):
     # Conv2d(16, 32, 3, padding=1) on 12 x 12: 32 x 144 = 4,608 numbers of gradients per example against 6,912 of
     # input and output gradient, so fewer numbers, but 18,432 float32 bytes against 13,824 in bfloat16.
-    import privml.torch.ghost.engine as engine
+    import privml.torch._ghost.engine as engine
 
     kept = []
     real = engine._GhostPass.receive
@@ -382,7 +382,7 @@ def test_under_bf16_a_layer_keeps_per_example_gradients_only_if_they_take_fewer_
 @pytest.mark.parametrize(("channels", "grouped"), [(1, False), (2, True)])
 def test_a_single_channel_convolution_instantiates_from_patches(channels, grouped, monkeypatch):
     # A grayscale first layer's patches are cheap and the grouped kernel was slower there: it keeps the patches.
-    import privml.torch.ghost.conv as conv
+    import privml.torch._ghost.conv as conv
 
     calls = []
     real = conv.per_example_weight_grads
@@ -401,8 +401,8 @@ def test_a_ghost_step_on_the_gpus_code_path_issues_few_operations_per_non_privat
     # products-of-patches sums, the chunk floor): 5.3 times non-private with the floor, 11.4 without.
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    import privml.torch.ghost.base as base
-    import privml.torch.ghost.conv as conv
+    import privml.torch._ghost.base as base
+    import privml.torch._ghost.conv as conv
 
     monkeypatch.setitem(conv.KERNEL_SUMS, "cpu", False)
     monkeypatch.setitem(conv.GROUPED_INSTANTIATION, "cpu", False)

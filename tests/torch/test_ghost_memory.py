@@ -18,7 +18,7 @@ torch = pytest.importorskip("torch")
 mem_tracker = pytest.importorskip("torch.distributed._tools.mem_tracker")
 
 from privml.torch import GroupNormResNet, cross_entropy_per_example, ghost_clipped_sum  # noqa: E402
-from privml.torch.models.transformer import TransformerClassifier  # noqa: E402
+from privml.torch.models._transformer import TransformerClassifier  # noqa: E402
 
 
 def peak_bytes(step) -> int:
@@ -32,7 +32,7 @@ def peak_bytes(step) -> int:
 def _the_gpus_code_path(monkeypatch):
     # These ratios stand for GPU memory: run the GPU's way of instantiating convolution gradients (the CPU's own,
     # a grouped kernel whose buffers MemTracker cannot see, is measured below with every allocation counted).
-    from privml.torch.ghost import conv
+    from privml.torch._ghost import conv
 
     monkeypatch.setitem(conv.GROUPED_INSTANTIATION, "cpu", conv.GROUPED_INSTANTIATION.get("cuda", False))
     # The GPU's floor under a layer's chunks (base.CHUNK_FLOOR, 128 MiB) is not applied: these models are small
@@ -89,7 +89,7 @@ def test_the_cpus_grouped_instantiation_stays_near_the_layers_input_and_gradient
     # took 3.9 times its input and gradient.
     from torch import nn
 
-    from privml.torch.ghost import conv
+    from privml.torch._ghost import conv
 
     monkeypatch.setitem(conv.GROUPED_INSTANTIATION, "cpu", True)
     torch.manual_seed(0)

@@ -13,8 +13,8 @@ from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from privml.torch import DPSGD, TramerBonehCNN, cross_entropy_per_example, ghost_clipped_sum
-from privml.torch.ghost import base, conv
-from privml.torch.ghost.precision import (
+from privml.torch._ghost import base, conv
+from privml.torch._ghost.precision import (
     ROUNDING_BOUND,
     TF32_MAX,
     exact_float32,
@@ -223,7 +223,7 @@ def test_every_product_of_the_tf32_arithmetic_multiplies_rounded_operands(name, 
     # On a GPU, TF32 is on for products while the norms and sums are formed: a product of unrounded operands
     # would round them in hardware, outside every bound. Watched here at the operator level (norm layers' weighted
     # sums, kept gradients, biases, Gram matrices, patches, Embedding, under bf16 autocast too).
-    from privml.torch.ghost import engine
+    from privml.torch._ghost import engine
 
     model, x, y = _setup(name)
     watch = _ProductOperands()
@@ -354,7 +354,7 @@ def test_on_a_gpu_tf32_clipping_does_not_depend_on_the_tf32_setting():
     model, x, y = model.cuda(), x.cuda(), y.cuda()
     results = []
     for allowed in ("tf32", "ieee"):
-        with mock.patch("privml.torch.ghost.engine.tf32_products",
+        with mock.patch("privml.torch._ghost.engine.tf32_products",
                         lambda allowed=allowed: _fixed_products(allowed)):
             results.append(ghost_clipped_sum(model, cross_entropy_per_example, x, y, 0.05, clip_precision="tf32")[0])
     names = sorted(results[0])
@@ -363,7 +363,7 @@ def test_on_a_gpu_tf32_clipping_does_not_depend_on_the_tf32_setting():
 
 
 def _fixed_products(setting):
-    from privml.torch.ghost import precision
+    from privml.torch._ghost import precision
 
     return precision._products(matmul_tf32=setting == "tf32")
 
@@ -393,7 +393,7 @@ def _twin_weight_grad(layer: nn.Module, x: torch.Tensor, g: torch.Tensor) -> tor
 def test_the_tf32_sum_is_the_documented_arithmetic(layer, shape):
     # The proof bounds sum_k sum_t round(c_k round(g_kt)) round(a_kt)^T against c_k times the gradient of the rounded
     # operands: the rule must compute exactly that (up to float32 accumulation), here against float64.
-    from privml.torch.ghost.rules import rule_for
+    from privml.torch._ghost.rules import rule_for
 
     torch.manual_seed(3)
     x = torch.randn(*shape)
@@ -413,7 +413,7 @@ def test_the_tf32_sum_is_the_documented_arithmetic(layer, shape):
 def test_the_tf32_norms_are_those_of_the_rounded_operands_gradients(layer, shape):
     # The weight's per-example gradient of the rounded input and output gradient; a convolution's bias's of the
     # gradient as it is (a sum without products, the same in its norms and sum), a Linear layer's of the rounded one.
-    from privml.torch.ghost.rules import rule_for
+    from privml.torch._ghost.rules import rule_for
 
     torch.manual_seed(4)
     x = torch.randn(*shape)
@@ -484,7 +484,7 @@ def test_a_convolutions_bias_is_summed_from_the_values_its_norms_were_taken_of()
     # One example's output gradient cancels (2^40 and -2^40) around a smaller value: summed over positions one way
     # it is 0, another way 1e4. The norm saw the first; the backward kernel's own reduction over the batch can give
     # the second, which would then pass unclipped (a review found the kernel adding 1e4 where the norm saw 0).
-    from privml.torch.ghost.rules import rule_for
+    from privml.torch._ghost.rules import rule_for
 
     layer = nn.Conv1d(2, 1, 1)
     x = torch.zeros(8, 2, 64)

@@ -12,7 +12,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from privml.torch import DPSGD, TramerBonehCNN  # noqa: E402
-from privml.torch.graphs import WARMUP_STEPS, GraphedStep, capacity_ladder  # noqa: E402
+from privml.torch._graphs import WARMUP_STEPS, GraphedStep, capacity_ladder  # noqa: E402
 
 
 def _engines(

@@ -13,7 +13,7 @@ torch = pytest.importorskip("torch")
 from privml.guarantee import PrivacyGuarantee  # noqa: E402
 from privml.io import load_model, read_model_file, save_model  # noqa: E402
 from privml.neighbouring import Neighbouring  # noqa: E402
-from privml.serve.model import ModelSpec, open_served_model  # noqa: E402
+from privml.serve._model import ModelSpec, open_served_model  # noqa: E402
 from privml.torch import TorchClassifier  # noqa: E402
 from privml.torch.models import build_model  # noqa: E402
 
@@ -69,7 +69,7 @@ def test_shapes_are_checked_before_a_model_is_built(tmp_path: Path, monkeypatch)
                     arrays={"classes": np.zeros(10_000_000, np.int8)})
     built = []
     real_build = build_model
-    monkeypatch.setattr("privml.torch.classifier.build_model",
+    monkeypatch.setattr("privml.torch._classifier.build_model",
                         lambda *a, **k: built.append(torch.empty(0).device.type) or real_build(*a, **k))
     _refused(path, "10000000 classes make it")
     assert built in ([], ["meta"])  # never a real model

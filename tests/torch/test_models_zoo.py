@@ -145,7 +145,7 @@ def test_build_model_knows_the_new_architectures():
 def test_channels_last_max_pool_equals_the_framework_pool(ties, options):
     # The Tramer-Boneh CNN's pool takes a faster CPU route; values, indices and gradients must be the framework's,
     # ties included (saturated tanh outputs are exactly 1.0), and the output in the framework's memory format.
-    from privml.torch.models.tramer_boneh import ChannelsLastMaxPool2d
+    from privml.torch.models._tramer_boneh import ChannelsLastMaxPool2d
 
     generator = torch.Generator().manual_seed(0)
     x = (torch.randint(0, 3, (6, 16, 14, 14), generator=generator).double() if ties

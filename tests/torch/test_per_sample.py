@@ -9,7 +9,7 @@ torch = pytest.importorskip("torch")
 import torch.nn.functional as F  # noqa: E402
 
 from privml.torch import GroupNormResNet, TramerBonehCNN, cross_entropy_per_example, per_example_gradients  # noqa: E402
-from privml.torch.per_sample import flat_norms  # noqa: E402
+from privml.torch._per_sample import flat_norms  # noqa: E402
 from tests.torch._models import LAYER_KINDS, single_layer  # noqa: E402
 
 

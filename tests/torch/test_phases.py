@@ -11,7 +11,7 @@ from torch import nn  # noqa: E402
 from torch.profiler import ProfilerActivity, profile, record_function  # noqa: E402
 
 from privml.torch import DPSGD  # noqa: E402
-from privml.torch.phases import PHASES, phase  # noqa: E402
+from privml.torch._phases import PHASES, phase  # noqa: E402
 
 
 def _engine() -> tuple[DPSGD, torch.Tensor, torch.Tensor]:

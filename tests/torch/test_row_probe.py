@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 from torch import nn
 
 from privml.torch import DPSGD, DPMultiheadAttention, cross_entropy_per_example
-from privml.torch.ghost import row_probe
-from privml.torch.ghost.engine import ghost_modules
-from privml.torch.ghost.row_probe import PROBE_SIZES, RowOrderError, check_rows_are_examples
+from privml.torch._ghost import row_probe
+from privml.torch._ghost.engine import ghost_modules
+from privml.torch._ghost.row_probe import PROBE_SIZES, RowOrderError, check_rows_are_examples
 
 C = 1.0
 
@@ -142,7 +142,7 @@ def test_a_batch_flipping_model_is_refused_under_ghost_and_runs_per_example_unde
 def test_without_the_probe_the_flipping_model_breaks_the_bound(monkeypatch):
     # The planted fault: the same model on the unchecked ghost path moves the sum by more than C. This is what
     # the probe prevents, and it shows the bound tests above can fail.
-    monkeypatch.setattr("privml.torch.dpsgd.ghost_rows_hold", lambda *a, **k: True)
+    monkeypatch.setattr("privml.torch._dpsgd.ghost_rows_hold", lambda *a, **k: True)
     torch.manual_seed(1)
     x, y = 30 * torch.randn(9, 5, dtype=torch.float64), torch.randint(0, 3, (9,))
     engine = _engine(Flipped().double(), "ghost", n=90, batch=9)

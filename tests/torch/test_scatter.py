@@ -1,4 +1,4 @@
-"""ScatterNet features (privml.torch.scatter) against a direct float64 computation, and their cache."""
+"""ScatterNet features (privml.torch._scatter) against a direct float64 computation, and their cache."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from privml.torch.scatter import (  # noqa: E402
+from privml.torch._scatter import (  # noqa: E402
     Scattering2D,
     cached_features,
     low_pass,

@@ -8,8 +8,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from privml.io import load_model, read_model_file, save_model  # noqa: E402
-from privml.torch.scatter import Scattering2D  # noqa: E402
-from privml.torch.scatter_classifier import ScatterClassifier, build_head  # noqa: E402
+from privml.torch._scatter import Scattering2D  # noqa: E402
+from privml.torch._scatter_classifier import ScatterClassifier, build_head  # noqa: E402
 
 
 def blobs(n: int = 200, seed: int = 0, channels: int = 1, side: int = 16) -> tuple[np.ndarray, np.ndarray]:
@@ -107,7 +107,7 @@ def test_feature_cache_is_used(tmp_path, monkeypatch):
 
 
 def test_weight_averaging_is_the_warmed_up_ema_of_the_iterates():
-    from privml.torch.scatter_classifier import _WeightAverage
+    from privml.torch._scatter_classifier import _WeightAverage
 
     torch.manual_seed(0)
     module = torch.nn.Linear(3, 2)

@@ -34,36 +34,36 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 _WHERE: dict[str, str] = {
-    "ACCOUNTANTS": "privml.accounting.calibration",
-    "AdvancedCompositionAccountant": "privml.accounting.advanced",
-    "BasicAccountant": "privml.accounting.basic",
-    "ComposedEvent": "privml.accounting.events",
-    "DPSGDPlan": "privml.accounting.dpsgd",
-    "DPSGD_ACCOUNTANTS": "privml.accounting.dpsgd",
-    "DpEvent": "privml.accounting.events",
-    "EpsilonDeltaEvent": "privml.accounting.events",
-    "ExponentialEvent": "privml.accounting.events",
-    "GaussianDPAccountant": "privml.accounting.gdp",
-    "GaussianEvent": "privml.accounting.events",
-    "GroupPrivacyAccountant": "privml.accounting.group",
-    "LaplaceEvent": "privml.accounting.events",
-    "PLDAccountant": "privml.accounting.pld",
-    "PoissonSampledEvent": "privml.accounting.events",
-    "PrivacyAccountant": "privml.accounting.accountant",
-    "RDPAccountant": "privml.accounting.rdp",
-    "SampledWithoutReplacementEvent": "privml.accounting.events",
-    "SelfComposedEvent": "privml.accounting.events",
-    "ZCDPAccountant": "privml.accounting.zcdp",
-    "add_remove_twin": "privml.accounting.events",
-    "REPLACE_ONE_BOUNDS": "privml.accounting.dpsgd",
-    "SAMPLINGS": "privml.accounting.dpsgd",
-    "calibrate_dpsgd": "privml.accounting.dpsgd",
-    "check_dpsgd_options": "privml.accounting.dpsgd",
-    "calibrate_noise_multiplier": "privml.accounting.calibration",
-    "dpsgd_accountant": "privml.accounting.dpsgd",
-    "dpsgd_event": "privml.accounting.dpsgd",
-    "make_accountant": "privml.accounting.calibration",
-    "plan_dpsgd": "privml.accounting.dpsgd",
+    "ACCOUNTANTS": "privml.accounting._calibration",
+    "AdvancedCompositionAccountant": "privml.accounting._advanced",
+    "BasicAccountant": "privml.accounting._basic",
+    "ComposedEvent": "privml.accounting._events",
+    "DPSGDPlan": "privml.accounting._dpsgd",
+    "DPSGD_ACCOUNTANTS": "privml.accounting._dpsgd",
+    "DpEvent": "privml.accounting._events",
+    "EpsilonDeltaEvent": "privml.accounting._events",
+    "ExponentialEvent": "privml.accounting._events",
+    "GaussianDPAccountant": "privml.accounting._gdp",
+    "GaussianEvent": "privml.accounting._events",
+    "GroupPrivacyAccountant": "privml.accounting._group",
+    "LaplaceEvent": "privml.accounting._events",
+    "PLDAccountant": "privml.accounting._pld",
+    "PoissonSampledEvent": "privml.accounting._events",
+    "PrivacyAccountant": "privml.accounting._accountant",
+    "RDPAccountant": "privml.accounting._rdp",
+    "SampledWithoutReplacementEvent": "privml.accounting._events",
+    "SelfComposedEvent": "privml.accounting._events",
+    "ZCDPAccountant": "privml.accounting._zcdp",
+    "add_remove_twin": "privml.accounting._events",
+    "REPLACE_ONE_BOUNDS": "privml.accounting._dpsgd",
+    "SAMPLINGS": "privml.accounting._dpsgd",
+    "calibrate_dpsgd": "privml.accounting._dpsgd",
+    "check_dpsgd_options": "privml.accounting._dpsgd",
+    "calibrate_noise_multiplier": "privml.accounting._calibration",
+    "dpsgd_accountant": "privml.accounting._dpsgd",
+    "dpsgd_event": "privml.accounting._dpsgd",
+    "make_accountant": "privml.accounting._calibration",
+    "plan_dpsgd": "privml.accounting._dpsgd",
 }
 
 
@@ -80,11 +80,11 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # for type checkers and IDEs: the same names, imported eagerly
-    from privml.accounting.accountant import PrivacyAccountant
-    from privml.accounting.advanced import AdvancedCompositionAccountant
-    from privml.accounting.basic import BasicAccountant
-    from privml.accounting.calibration import ACCOUNTANTS, calibrate_noise_multiplier, make_accountant
-    from privml.accounting.dpsgd import (
+    from privml.accounting._accountant import PrivacyAccountant
+    from privml.accounting._advanced import AdvancedCompositionAccountant
+    from privml.accounting._basic import BasicAccountant
+    from privml.accounting._calibration import ACCOUNTANTS, calibrate_noise_multiplier, make_accountant
+    from privml.accounting._dpsgd import (
         DPSGD_ACCOUNTANTS,
         REPLACE_ONE_BOUNDS,
         SAMPLINGS,
@@ -95,7 +95,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, imported eagerl
         dpsgd_event,
         plan_dpsgd,
     )
-    from privml.accounting.events import (
+    from privml.accounting._events import (
         ComposedEvent,
         DpEvent,
         EpsilonDeltaEvent,
@@ -107,11 +107,11 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, imported eagerl
         SelfComposedEvent,
         add_remove_twin,
     )
-    from privml.accounting.gdp import GaussianDPAccountant
-    from privml.accounting.group import GroupPrivacyAccountant
-    from privml.accounting.pld import PLDAccountant
-    from privml.accounting.rdp import RDPAccountant
-    from privml.accounting.zcdp import ZCDPAccountant
+    from privml.accounting._gdp import GaussianDPAccountant
+    from privml.accounting._group import GroupPrivacyAccountant
+    from privml.accounting._pld import PLDAccountant
+    from privml.accounting._rdp import RDPAccountant
+    from privml.accounting._zcdp import ZCDPAccountant
 
 __all__ = [
     "ACCOUNTANTS",

@@ -1,37 +1,37 @@
 """Empirical privacy checks: measure what a mechanism or model leaks.
 
-- :mod:`~privml.audit.neighbour_test`: statistical test of (epsilon, delta) on
+- :mod:`~privml.audit._neighbour_test`: statistical test of (epsilon, delta) on
   one pair of neighbouring inputs of a mechanism.
-- :mod:`~privml.audit.membership`: membership inference attacks (loss
+- :mod:`~privml.audit._membership`: membership inference attacks (loss
   threshold, shadow-free likelihood ratio) and their ROC metrics.
-- :mod:`~privml.audit.epsilon_lower_bound`: train with and without a canary,
+- :mod:`~privml.audit._epsilon_lower_bound`: train with and without a canary,
   lower-bound epsilon with Clopper-Pearson intervals.
-- :mod:`~privml.audit.canaries`: canary records and neighbouring datasets.
-- :mod:`~privml.audit.one_run`: one-run auditing (Steinke, Nasr and Jagielski
+- :mod:`~privml.audit._canaries`: canary records and neighbouring datasets.
+- :mod:`~privml.audit._one_run`: one-run auditing (Steinke, Nasr and Jagielski
   2023): m canaries each in with probability 1/2, one training run, an epsilon
   lower bound from the count of correct membership guesses;
-  :mod:`~privml.audit.one_run_torch` runs it on torch DP-SGD (white-box
+  :mod:`~privml.audit._one_run_torch` runs it on torch DP-SGD (white-box
   gradient canaries, black-box input canaries; imports torch when called),
-  :mod:`~privml.audit.one_run_linear` on privml's linear methods (black-box)
-  and :mod:`~privml.audit.one_run_dpsgd` on linear DP-SGD (white-box), each
-  against the claim :mod:`~privml.audit.one_run_claims` reads from the fit.
-- :mod:`~privml.audit.exposure`: canary exposure (Carlini et al. 2019).
-- :mod:`~privml.audit.prediction_service`: black-box audit of the private
+  :mod:`~privml.audit._one_run_linear` on privml's linear methods (black-box)
+  and :mod:`~privml.audit._one_run_dpsgd` on linear DP-SGD (white-box), each
+  against the claim :mod:`~privml.audit._one_run_claims` reads from the fit.
+- :mod:`~privml.audit._exposure`: canary exposure (Carlini et al. 2019).
+- :mod:`~privml.audit._prediction_service`: black-box audit of the private
   prediction service, a lower bound on the epsilon of one served answer.
 - :mod:`~privml.testing.negative_controls`: deliberately broken implementations
   that an audit must catch. Never train with them; they are not exported here.
 """
 
-from privml.audit.canaries import Canary, NeighbouringPair, clipbkd_canary, make_canary, neighbouring_pair
-from privml.audit.epsilon_lower_bound import AuditResult, audit_epsilon, audit_mechanism, canary_log_odds
-from privml.audit.exposure import (
+from privml.audit._canaries import Canary, NeighbouringPair, clipbkd_canary, make_canary, neighbouring_pair
+from privml.audit._epsilon_lower_bound import AuditResult, audit_epsilon, audit_mechanism, canary_log_odds
+from privml.audit._exposure import (
     ExposureResult,
     LabelCanary,
     exposure_from_scores,
     insert_label_canary,
     label_sequence_exposure,
 )
-from privml.audit.membership import (
+from privml.audit._membership import (
     MembershipResult,
     likelihood_ratio_attack,
     loss_threshold_attack,
@@ -39,9 +39,9 @@ from privml.audit.membership import (
     roc_auc,
     roc_curve,
 )
-from privml.audit.neighbour_test import NeighbourTestResult, neighbour_distribution_test
-from privml.audit.one_run import OneRunAudit, audit_from_scores, one_run_epsilon_lower_bound
-from privml.audit.threshold_test import EpsilonLowerBound, epsilon_from_rates, epsilon_lower_bound
+from privml.audit._neighbour_test import NeighbourTestResult, neighbour_distribution_test
+from privml.audit._one_run import OneRunAudit, audit_from_scores, one_run_epsilon_lower_bound
+from privml.audit._threshold_test import EpsilonLowerBound, epsilon_from_rates, epsilon_lower_bound
 
 __all__ = [
     "AuditResult",

@@ -243,7 +243,7 @@ def parse_classes(text: str | None) -> list[str] | None:
 def held_out_is_public(dataset: str) -> bool:
     """Whether a dataset's test split is public: a built-in set's published (or bundled) test
     split is; the held-out rows of the user's csv:/npz: data are private records."""
-    from privml.data.registry import is_user_data  # lazy(startup): the data layer (numpy), for commands with data
+    from privml.data._registry import is_user_data  # lazy(startup): the data layer (numpy), for commands with data
 
     return not is_user_data(dataset)
 
@@ -350,7 +350,7 @@ def check_schema_options(args: argparse.Namespace) -> Any:
         raise CliError("--schema applies to csv: datasets only")
     if args.bounds is not None:
         raise CliError("give --schema or --bounds, not both: the schema states each column's bounds")
-    from privml.data.schema import load_schema  # lazy(startup): the data layer (numpy), for commands with data
+    from privml.data._schema import load_schema  # lazy(startup): the data layer (numpy), for commands with data
 
     schema = load_schema(args.schema)
     schema.check_final(args.schema)

@@ -1,6 +1,6 @@
 """The options of ``privml predict`` and ``privml serve`` that set a served model's guarantee and ledger.
 
-They are what :meth:`privml.serve.model.ModelSpec.from_args` reads, with ``--model``, ``--seed`` and
+They are what :meth:`privml.serve.ModelSpec.from_args` reads, with ``--model``, ``--seed`` and
 ``--device``, which each command adds with its own help.
 """
 
@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from privml.cli._common import add_accountant_option, finite_float, integer
-from privml.prediction.calibration import PREDICTION_ACCOUNTANTS
-from privml.prediction.loading import PREDICTION_METHODS
+from privml.prediction._calibration import PREDICTION_ACCOUNTANTS
+from privml.prediction._loading import PREDICTION_METHODS
 
 __all__ = ["add_privacy_options"]
 

@@ -1,6 +1,6 @@
 """``privml train --bounds private[:FRACTION]``: the DP ranges of a CSV's numeric columns and their part of epsilon.
 
-The ranges are estimated by :mod:`privml.data.private_bounds` from the
+The ranges are estimated by :mod:`privml.data._private_bounds` from the
 training rows (DP quantiles), spending FRACTION of ``--epsilon``; the model
 gets the rest, and the guarantee printed and saved is the total (basic
 composition under the model's relation), with the split stated beside it.
@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 
 from privml.cli._common import CliError, bounds_fraction
-from privml.data.private_bounds import PrivateRanges, compose_with_model
-from privml.data.schema import Label
-from privml.data.user import csv_feature_names
+from privml.data._private_bounds import PrivateRanges, compose_with_model
+from privml.data._schema import Label
+from privml.data._user import csv_feature_names
 
 __all__ = ["charge_ranges", "private_ranges"]
 

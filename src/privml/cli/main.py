@@ -22,7 +22,7 @@ from privml.exceptions import ConvergenceError, WorkerLost
 #: the command with add_command (its one-line help is COMMAND_HELP's) and a `handler` that returns None
 #: (success) or an exit status. Modules are imported only for the command being run, so `privml --help`
 #: loads no numpy and `privml account` no scikit-learn.
-COMMANDS: dict[str, str] = {name: f"privml.cli.{name}" for name in COMMAND_HELP}
+COMMANDS: dict[str, str] = {name: f"privml.cli._{name}" for name in COMMAND_HELP}
 SUBCOMMANDS = tuple(COMMANDS)
 # The commands that load datasets, and so may fetch one on first use: each takes --offline.
 DATA_COMMANDS = (("train",), ("select",), ("audit",), ("datasets",), ("study", "run"))
@@ -45,7 +45,7 @@ def build_parser(commands: Iterable[str] | None = None) -> StrictParser:
             subparsers.add_parser(name, help=COMMAND_HELP[name], add_help=False)
     data_commands = [path for path in DATA_COMMANDS if path[0] in full]
     if data_commands:
-        from privml.data.cache import OFFLINE_ENV  # lazy(startup): the data layer (numpy), for commands with data
+        from privml.data._cache import OFFLINE_ENV  # lazy(startup): the data layer (numpy), for commands with data
 
         for path in data_commands:
             _subparser(parser, path).add_argument(
@@ -69,7 +69,7 @@ def _offline(enabled: bool) -> Iterator[None]:
     if not enabled:
         yield
         return
-    from privml.data.cache import OFFLINE_ENV  # lazy(startup): the data layer (numpy), only with --offline
+    from privml.data._cache import OFFLINE_ENV  # lazy(startup): the data layer (numpy), only with --offline
 
     before = os.environ.get(OFFLINE_ENV)
     os.environ[OFFLINE_ENV] = "1"
@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _fetch_error() -> type[Exception]:
     """DatasetFetchError, imported only once a command has failed (privml.data is heavy)."""
-    from privml.data.errors import DatasetFetchError  # lazy(startup): the data layer, once a command failed
+    from privml.data._errors import DatasetFetchError  # lazy(startup): the data layer, once a command failed
 
     return DatasetFetchError
 

@@ -16,11 +16,11 @@ of each record onto the unit ball (``||x|| <= 1``).
 
 from __future__ import annotations
 
-from privml.data.dataset import Dataset, DatasetInfo
-from privml.data.errors import CacheLocationError, DatasetFetchError, DatasetNotAvailable
-from privml.data.fetch import fetch  # binds privml.data.fetch to the function, not the submodule
-from privml.data.loaders import list_datasets, load_dataset, preprocess_features
-from privml.data.preprocessing import (
+from privml.data._dataset import Dataset, DatasetInfo
+from privml.data._errors import CacheLocationError, DatasetFetchError, DatasetNotAvailable
+from privml.data._fetch import fetch  # binds privml.data._fetch to the function, not the submodule
+from privml.data._loaders import list_datasets, load_dataset, preprocess_features
+from privml.data._preprocessing import (
     add_bias_feature,
     flatten_images,
     one_hot,

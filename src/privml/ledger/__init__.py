@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from privml.ledger.base import (
+from privml.ledger._base import (
     BudgetLedger,
     LedgerMismatch,
     LedgerState,
@@ -21,8 +21,8 @@ from privml.ledger.base import (
     canonical_context,
     key_digest,
 )
-from privml.ledger.postgres import PostgresLedger
-from privml.ledger.sqlite import SQLiteLedger
+from privml.ledger._postgres import PostgresLedger
+from privml.ledger._sqlite import SQLiteLedger
 
 __all__ = [
     "BudgetLedger",

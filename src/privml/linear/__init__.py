@@ -15,12 +15,12 @@ All share the scikit-learn interface of :class:`PrivateLinearClassifier`
 a public input, and save to ``.npz`` + JSON with :func:`privml.io.save_model`.
 """
 
-from privml.linear.base import PrivateLinearClassifier
-from privml.linear.dpcd import DPCDClassifier, DPCDRegressor
-from privml.linear.dpsgd import DPSGDClassifier
-from privml.linear.nonprivate import NonPrivateClassifier
-from privml.linear.objective_perturbation import ObjectivePerturbationClassifier
-from privml.linear.output_perturbation import OutputPerturbationClassifier
+from privml.linear._base import PrivateLinearClassifier
+from privml.linear._dpcd import DPCDClassifier, DPCDRegressor
+from privml.linear._dpsgd import DPSGDClassifier
+from privml.linear._nonprivate import NonPrivateClassifier
+from privml.linear._objective_perturbation import ObjectivePerturbationClassifier
+from privml.linear._output_perturbation import OutputPerturbationClassifier
 
 __all__ = [
     "DPCDClassifier",

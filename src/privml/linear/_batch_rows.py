@@ -1,6 +1,6 @@
 """Rows of DP-SGD's batches, in the layout that makes a step cheapest.
 
-A step of :class:`privml.linear.dpsgd.DPSGDClassifier` reads its batch twice
+A step of :class:`privml.linear.DPSGDClassifier` reads its batch twice
 (scores ``X_B W``, then the clipped sum ``X_B^T (c * R)``), and on a
 4096-record MNIST batch it is memory-bound: gathering the rows into a fresh
 ``(b, d)`` array (26 MB) and streaming it twice cost about 17 ms a step on one

@@ -18,13 +18,13 @@ loss                              lipschitz  smoothness  hessian_rank  coordinat
 regularised (optionally objective-perturbed) ERM objective for scipy.
 """
 
-from privml.losses.base import Loss, check_feature_bounds
-from privml.losses.huber import HuberHingeLoss
-from privml.losses.logistic import LogisticLoss
-from privml.losses.margin import MarginLoss
-from privml.losses.multinomial import MultinomialLogisticLoss
-from privml.losses.objective import RegularisedObjective
-from privml.losses.squared import SquaredLoss
+from privml.losses._base import Loss, check_feature_bounds
+from privml.losses._huber import HuberHingeLoss
+from privml.losses._logistic import LogisticLoss
+from privml.losses._margin import MarginLoss
+from privml.losses._multinomial import MultinomialLogisticLoss
+from privml.losses._objective import RegularisedObjective
+from privml.losses._squared import SquaredLoss
 
 __all__ = [
     "HuberHingeLoss",

@@ -44,14 +44,14 @@ Either way, seeded ``random_state`` values are for tests and experiments
 only: anyone who knows the seed can subtract the noise.
 """
 
-from privml.mechanisms.above_threshold import AboveThreshold, MechanismHalted
-from privml.mechanisms.base import Mechanism
-from privml.mechanisms.discrete import DiscreteGaussianMechanism, DiscreteLaplaceMechanism
-from privml.mechanisms.exponential import ExponentialMechanism
-from privml.mechanisms.gaussian import GaussianMechanism
-from privml.mechanisms.l2_laplace import L2LaplaceMechanism, sample_l2_laplace
-from privml.mechanisms.laplace import LaplaceMechanism
-from privml.mechanisms.noise import NOISE_DISTRIBUTIONS, sample_noise
+from privml.mechanisms._above_threshold import AboveThreshold, MechanismHalted
+from privml.mechanisms._base import Mechanism
+from privml.mechanisms._discrete import DiscreteGaussianMechanism, DiscreteLaplaceMechanism
+from privml.mechanisms._exponential import ExponentialMechanism
+from privml.mechanisms._gaussian import GaussianMechanism
+from privml.mechanisms._l2_laplace import L2LaplaceMechanism, sample_l2_laplace
+from privml.mechanisms._laplace import LaplaceMechanism
+from privml.mechanisms._noise import NOISE_DISTRIBUTIONS, sample_noise
 
 __all__ = [
     "AboveThreshold",

@@ -16,14 +16,14 @@ estimator                       answer                                  per-quer
                                 exp(beta votes) of m teachers           advanced composition or zCDP
 ==============================  ======================================  ===================================
 
-:mod:`privml.prediction.calibration` holds the per-query math as pure
+:mod:`privml.prediction._calibration` holds the per-query math as pure
 functions of (epsilon, delta, B); :func:`load_predictor` turns a model file
 into a query-answering object (its module docstring states the serving
 contract the HTTP server relies on).
 """
 
-from privml.prediction.aggregate import SubsampleAndAggregate
-from privml.prediction.calibration import (
+from privml.prediction._aggregate import SubsampleAndAggregate
+from privml.prediction._calibration import (
     PredictionNoise,
     VoteCalibration,
     calibrate_prediction_noise,
@@ -31,8 +31,8 @@ from privml.prediction.calibration import (
     gaussian_noise_multipliers,
     vote_epsilons,
 )
-from privml.prediction.loading import load_predictor
-from privml.prediction.sensitivity import PredictionSensitivity, logit_sensitivity
+from privml.prediction._loading import load_predictor
+from privml.prediction._sensitivity import PredictionSensitivity, logit_sensitivity
 
 __all__ = [
     "PredictionNoise",

@@ -16,11 +16,11 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 
 from privml._random import check_random_state
 from privml._validation import MAX_BUDGET, check_count, check_delta, check_epsilon, check_fitted, check_X, check_y
-from privml.data.labels import fit_classes
+from privml.data._labels import fit_classes
 from privml.exceptions import PrivacyLeakWarning
 from privml.guarantee import PrivacyGuarantee
 from privml.ledger import BudgetLedger, MemoryLedger, calibration_context
-from privml.ledger.base import check_context
+from privml.ledger._base import check_context
 from privml.neighbouring import Neighbouring
 
 __all__ = ["BudgetedPredictor", "check_ledger"]

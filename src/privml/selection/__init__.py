@@ -32,23 +32,23 @@ Accuracy First's guarantees are stated for **replace-one** neighbours; a
 random-stopping selection's for the relation its candidates are private under.
 """
 
-from privml.selection.accuracy_first import (
+from privml.selection._accuracy_first import (
     AccuracyFirstClassifier,
     AccuracyFirstWarning,
     epsilon_grid,
     select_output_perturbation,
 )
-from privml.selection.accuracy_first_result import SelectionResult, SelectionStep
-from privml.selection.doubling import doubling_grid, independent_releases
-from privml.selection.ex_post import ExPostCost, independent_prefix_costs, noise_reduction_prefix_costs
-from privml.selection.interactive_above_threshold import IATOutcome, IATStep, InteractiveAboveThreshold, Release
-from privml.selection.noise_reduction import (
+from privml.selection._accuracy_first_result import SelectionResult, SelectionStep
+from privml.selection._doubling import doubling_grid, independent_releases
+from privml.selection._ex_post import ExPostCost, independent_prefix_costs, noise_reduction_prefix_costs
+from privml.selection._interactive_above_threshold import IATOutcome, IATStep, InteractiveAboveThreshold, Release
+from privml.selection._noise_reduction import (
     NoiseReductionChain,
     gaussian_noise_reduction,
     laplace_noise_reduction,
 )
-from privml.selection.random_stopping import RandomStopping, RandomStoppingOutcome
-from privml.selection.utility_bound import apriori_epsilon_excess_risk
+from privml.selection._random_stopping import RandomStopping, RandomStoppingOutcome
+from privml.selection._utility_bound import apriori_epsilon_excess_risk
 
 __all__ = [
     "AccuracyFirstClassifier",

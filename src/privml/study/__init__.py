@@ -15,28 +15,28 @@ True
 
 Run one with :func:`run_study` (or ``privml study run quick --out DIR``);
 results go to a resumable SQLite store and an HTML report
-(:func:`write_report`). Modules: :mod:`~privml.study.spec` (the declarative
-study), :mod:`~privml.study.methods` (the method registry),
-:mod:`~privml.study.prepare` (data cuts, PCA on public data),
-:mod:`~privml.study.selection` (hyper-parameters, leaky or private),
-:mod:`~privml.study.store`, :mod:`~privml.study.executors`,
-:mod:`~privml.study.runner`, :mod:`~privml.study.aggregate`,
-:mod:`~privml.study.findings`, :mod:`~privml.study.summary`,
-:mod:`~privml.study.recommend`, :mod:`~privml.study.report`.
+(:func:`write_report`). Modules: :mod:`~privml.study._spec` (the declarative
+study), :mod:`~privml.study._methods` (the method registry),
+:mod:`~privml.study._prepare` (data cuts, PCA on public data),
+:mod:`~privml.study._selection` (hyper-parameters, leaky or private),
+:mod:`~privml.study._store`, :mod:`~privml.study._executors`,
+:mod:`~privml.study._runner`, :mod:`~privml.study._aggregate`,
+:mod:`~privml.study._findings`, :mod:`~privml.study._summary`,
+:mod:`~privml.study._recommend`, :mod:`~privml.study._report`.
 """
 
-from privml.study.aggregate import StudyResults, collect
-from privml.study.executors import DaskExecutor, JoblibExecutor, SerialExecutor, make_executor
-from privml.study.methods import METHODS, Method, MethodUnavailable, get_method
-from privml.study.points import plan
+from privml.study._aggregate import StudyResults, collect
+from privml.study._executors import DaskExecutor, JoblibExecutor, SerialExecutor, make_executor
+from privml.study._methods import METHODS, Method, MethodUnavailable, get_method
+from privml.study._points import plan
+from privml.study._recommend import Recommendation, recommend, recommendations
+from privml.study._report import write_report
+from privml.study._runner import StudyRun, run_study
+from privml.study._spec import StudySpec, spec_from_dict
+from privml.study._spec_file import load_spec
+from privml.study._spec_parts import Selection, Sweep
+from privml.study._store import ResultStore
 from privml.study.presets import load_preset, preset_names
-from privml.study.recommend import Recommendation, recommend, recommendations
-from privml.study.report import write_report
-from privml.study.runner import StudyRun, run_study
-from privml.study.spec import StudySpec, spec_from_dict
-from privml.study.spec_file import load_spec
-from privml.study.spec_parts import Selection, Sweep
-from privml.study.store import ResultStore
 
 __all__ = [
     "METHODS",

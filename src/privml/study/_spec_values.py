@@ -1,7 +1,7 @@
 """The values of a study spec, each parsed and checked alone (one-line errors naming the field).
 
-Split from :mod:`privml.study.spec`, which assembles them into a
-:class:`~privml.study.spec.StudySpec`: the relation, the user data's schema
+Split from :mod:`privml.study._spec`, which assembles them into a
+:class:`~privml.study.StudySpec`: the relation, the user data's schema
 and bounds, the test fraction, the sizing rule, the device, and the plain
 JSON shapes whose hashes address the study's runs.
 """
@@ -13,9 +13,9 @@ import json
 import re
 from typing import Any
 
-from privml.data.registry import is_user_data
-from privml.data.schema import load_schema
-from privml.study.sizing import check_sizing
+from privml.data._registry import is_user_data
+from privml.data._schema import load_schema
+from privml.study._sizing import check_sizing
 
 RELATIONS = ("replace-one", "add/remove-one", "mixed")
 

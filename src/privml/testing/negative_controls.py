@@ -1,7 +1,7 @@
 """NEGATIVE CONTROLS: DELIBERATELY BROKEN IMPLEMENTATIONS. NEVER TRAIN OR RELEASE WITH THEM.
 
 Every class here claims a privacy guarantee it does not have. They exist so
-that the audits of :mod:`privml.audit.epsilon_lower_bound` can be shown to
+that the audits of :mod:`privml.audit._epsilon_lower_bound` can be shown to
 have power: an audit that never fails proves nothing until it has caught a
 planted bug. Each control reintroduces a bug seen in published reference
 code (facebookresearch/private_prediction, read against its paper) or a classic mistake:
@@ -39,15 +39,15 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 
 from privml._random import RandomState, check_random_state
 from privml._validation import check_finite
-from privml.audit.canaries import Canary
-from privml.audit.epsilon_lower_bound import AuditResult, audit_epsilon, audit_mechanism
-from privml.linear.dpsgd import DPSGDClassifier
-from privml.linear.dpsgd_steps import clipped_gradient_sum
-from privml.linear.output_perturbation import OutputPerturbationClassifier
+from privml.audit._canaries import Canary
+from privml.audit._epsilon_lower_bound import AuditResult, audit_epsilon, audit_mechanism
+from privml.linear._dpsgd import DPSGDClassifier
+from privml.linear._dpsgd_steps import clipped_gradient_sum
+from privml.linear._output_perturbation import OutputPerturbationClassifier
 from privml.losses import Loss
 from privml.mechanisms import AboveThreshold, ExponentialMechanism
 from privml.neighbouring import Neighbouring
-from privml.prediction.aggregate import SubsampleAndAggregate
+from privml.prediction._aggregate import SubsampleAndAggregate
 from privml.testing.planted import PlantedBug, by_name
 
 __all__ = [

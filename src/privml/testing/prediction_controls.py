@@ -1,7 +1,7 @@
 """NEGATIVE CONTROLS OF PRIVATE PREDICTION: DELIBERATELY BROKEN PREDICTORS. NEVER SERVE THEM.
 
 The black-box audit of the prediction service
-(:func:`privml.audit.prediction_service.audit_prediction_service`) measures
+(:func:`privml.audit._prediction_service.audit_prediction_service`) measures
 the epsilon of one answer from answers alone; it has power only if it
 catches a planted bug. Two are planted here, one per private-prediction
 method:
@@ -25,11 +25,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from privml.linear.base import make_loss
-from privml.linear.nonprivate import NonPrivateClassifier
+from privml.linear._base import make_loss
+from privml.linear._nonprivate import NonPrivateClassifier
 from privml.prediction._base import BudgetedPredictor
-from privml.prediction.calibration import PredictionNoise
-from privml.prediction.sensitivity import PredictionSensitivity
+from privml.prediction._calibration import PredictionNoise
+from privml.prediction._sensitivity import PredictionSensitivity
 from privml.testing.negative_controls import UnhalvedSubsampleAggregate
 from privml.testing.planted import PlantedBug, by_name
 

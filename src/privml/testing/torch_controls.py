@@ -2,7 +2,7 @@
 
 Each class is a :class:`privml.torch.DPSGD` that still claims the engine's
 guarantee (its ``privacy_`` is the honest engine's, on purpose: that false
-claim is what the one-run audits of :mod:`privml.audit.one_run_torch` test)
+claim is what the one-run audits of :mod:`privml.audit._one_run_torch` test)
 while one step of DP-SGD is broken:
 
 - :class:`UnclippedLayerDPSGD`: one layer's per-example gradients are left
@@ -30,9 +30,9 @@ one-run white-box audit of the broken or the correct engine there.
 
 How far a one-run audit can see. Steinke, Nasr and Jagielski's bound with
 m = 1000 canaries certifies about a third of a Gaussian mechanism's epsilon
-(:func:`privml.audit.one_run.simulate_gaussian_audit`: eps 3 gives about 0.9,
+(:func:`privml.audit._one_run.simulate_gaussian_audit`: eps 3 gives about 0.9,
 eps 6 about 2). The f-DP test of the claimed curve (Mahloujifar, Melis and
-Chaudhuri 2024; :mod:`privml.audit.one_run_fdp`) is tighter for DP-SGD's
+Chaudhuri 2024; :mod:`privml.audit._one_run_fdp`) is tighter for DP-SGD's
 near-Gaussian claims, but a bug flagged at a claim of 2 with m = 1000 must still
 reveal canaries almost surely: the unclipped layer (a canary of gradient norm
 70 C) and the reused noise (the noise cancels between steps) do. A noise
@@ -62,12 +62,12 @@ import torch
 from torch import nn
 
 from privml._random import RandomState, check_random_state
-from privml.audit.one_run_torch import TorchOneRunResult, dpsgd_one_run_audit
+from privml.audit._one_run_torch import TorchOneRunResult, dpsgd_one_run_audit
 from privml.testing.planted import PlantedBug, by_name
-from privml.torch.clipping import clip_factors
-from privml.torch.dpsgd import DPSGD, LossFn
-from privml.torch.ghost.engine import ghost_clipped_sum, ghost_modules
-from privml.torch.per_sample import flat_norms, per_example_gradients
+from privml.torch._clipping import clip_factors
+from privml.torch._dpsgd import DPSGD, LossFn
+from privml.torch._ghost.engine import ghost_clipped_sum, ghost_modules
+from privml.torch._per_sample import flat_norms, per_example_gradients
 
 __all__ = [
     "BROKEN",
@@ -150,8 +150,8 @@ class UncheckedRowsDPSGD(DPSGD):
 
     The seam: the engine is built with ``mode="vmap"`` (so no check made at
     construction or before a ghost step can refuse the model) and its
-    :meth:`clipped_sum` calls :func:`privml.torch.ghost.engine.ghost_clipped_sum`
-    directly, without the engine's probes (:func:`~privml.torch.validation.check_examples_independent`
+    :meth:`clipped_sum` calls :func:`privml.torch.ghost_clipped_sum`
+    directly, without the engine's probes (:func:`~privml.torch._validation.check_examples_independent`
     and any row probe). With :class:`FlipModel` this is the row-order fault. Never use it.
     """
 

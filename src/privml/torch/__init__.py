@@ -18,7 +18,7 @@ name                                   what
 :class:`PoissonSampler`,               the sampling the accountant assumes (index
 :class:`FixedSizeSampler`,             batches: Poisson, or exactly b records without
 :func:`poisson_batches`                replacement; batches of a torch Dataset)
-:mod:`privml.torch.distributed`        data-parallel DP-SGD (torch.distributed)
+:mod:`privml.torch._distributed`        data-parallel DP-SGD (torch.distributed)
 =====================================  ===================================================
 
 Privacy of everything here: sensitivity C of the sum of per-example gradients
@@ -26,20 +26,20 @@ each clipped *as a whole* to C (Abadi et al. 2016); add/remove-one neighbours
 with sampled Gaussian mechanism accounting (Mironov, Talwar and Zhang 2019) by
 default, or replace-one neighbours (``neighbouring="replace-one"``: the clipped
 sum moves by up to 2C when the replaced record is sampled; the tight Poisson
-pair of :mod:`privml.accounting.pld`, group privacy, or, for fixed-size
+pair of :mod:`privml.accounting._pld`, group privacy, or, for fixed-size
 batches, Wang, Balle and Kasiviswanathan 2019).
 """
 
-from privml.torch.attention import DPMultiheadAttention
-from privml.torch.classifier import TorchClassifier
-from privml.torch.clipping import MODES, clip_factors
-from privml.torch.dpsgd import DPSGD
-from privml.torch.dpsgd_setup import cross_entropy_per_example
-from privml.torch.ghost import ghost_clipped_sum
+from privml.torch._attention import DPMultiheadAttention
+from privml.torch._classifier import TorchClassifier
+from privml.torch._clipping import MODES, clip_factors
+from privml.torch._dpsgd import DPSGD
+from privml.torch._dpsgd_setup import cross_entropy_per_example
+from privml.torch._ghost import ghost_clipped_sum
+from privml.torch._per_sample import per_example_gradients, vmap_clipped_sum
+from privml.torch._sampling import FixedSizeSampler, PoissonSampler, micro_batches, poisson_batches
+from privml.torch._validation import UnsupportedModuleError, find_problems, fix_model, validate_model
 from privml.torch.models import GroupNormResNet, TramerBonehCNN, TransformerClassifier, WideResNet, build_model
-from privml.torch.per_sample import per_example_gradients, vmap_clipped_sum
-from privml.torch.sampling import FixedSizeSampler, PoissonSampler, micro_batches, poisson_batches
-from privml.torch.validation import UnsupportedModuleError, find_problems, fix_model, validate_model
 
 __all__ = [
     "DPSGD",

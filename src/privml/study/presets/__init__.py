@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from importlib import resources
 
-from privml.study.spec import StudySpec
-from privml.study.spec_file import load_spec
+from privml.study._spec import StudySpec
+from privml.study._spec_file import load_spec
 
 
 def preset_names() -> list[str]:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from torch import nn
 
-from privml.torch.models.resnet import GroupNormResNet
-from privml.torch.models.tramer_boneh import TramerBonehCNN
-from privml.torch.models.transformer import TransformerClassifier
-from privml.torch.models.wide_resnet import WideResNet
+from privml.torch.models._resnet import GroupNormResNet
+from privml.torch.models._tramer_boneh import TramerBonehCNN
+from privml.torch.models._transformer import TransformerClassifier
+from privml.torch.models._wide_resnet import WideResNet
 
 #: Names accepted by :func:`build_model`.
 ARCHITECTURES: tuple[str, ...] = ("tramer-boneh", "resnet", "wide-resnet", "transformer")
