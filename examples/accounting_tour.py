@@ -12,10 +12,17 @@ import time
 
 import numpy as np
 
-from privml.accounting import calibrate_dpsgd, dpsgd_event, make_accountant
-from privml.accounting._analytic_gaussian import analytic_gaussian_sigma, classic_gaussian_sigma
-from privml.accounting._composition import advanced_composition, basic_composition, optimal_composition_epsilon
-from privml.accounting._rdp import RDPAccountant
+from privml.accounting import (
+    RDPAccountant,
+    advanced_composition,
+    analytic_gaussian_sigma,
+    basic_composition,
+    calibrate_dpsgd,
+    classic_gaussian_sigma,
+    dpsgd_event,
+    make_accountant,
+    optimal_composition_epsilon,
+)
 from privml.audit import neighbour_distribution_test
 from privml.mechanisms import GaussianMechanism
 

@@ -25,7 +25,7 @@ from privml.release import check_released_info, strip_seeds
 
 FORMAT = "privml-model"
 #: The newest format this privml reads. 1: the original layout. 2: ``extra`` may hold a data schema
-#: (``extra.schema``, :mod:`privml.data._schema`) or ``extra.bounds``, which every reader must apply to
+#: (``extra.schema``, :class:`~privml.data.Schema`) or ``extra.bounds``, which every reader must apply to
 #: incoming rows: a reader of format 1 would ignore them and answer unscaled rows silently wrong, so files that
 #: carry one are written as format 2 (refused by older privml), the others still as format 1.
 FORMAT_VERSION = 2

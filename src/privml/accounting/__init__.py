@@ -26,6 +26,9 @@ replace-one analyses in ``pld`` and ``rdp``).
 
 ``calibrate_noise_multiplier`` finds the smallest noise for a target epsilon
 with any of them; ``make_accountant(name)`` builds one by name.
+``analytic_gaussian_sigma`` and ``classic_gaussian_sigma`` calibrate one
+Gaussian release; ``basic_composition``, ``advanced_composition`` and
+``optimal_composition_epsilon`` compose (epsilon, delta) steps by formula.
 """
 
 # Names are imported on first use (PEP 562), so `privml account` and every module that needs
@@ -55,6 +58,11 @@ _WHERE: dict[str, str] = {
     "SelfComposedEvent": "privml.accounting._events",
     "ZCDPAccountant": "privml.accounting._zcdp",
     "add_remove_twin": "privml.accounting._events",
+    "advanced_composition": "privml.accounting._composition",
+    "analytic_gaussian_sigma": "privml.accounting._analytic_gaussian",
+    "basic_composition": "privml.accounting._composition",
+    "classic_gaussian_sigma": "privml.accounting._analytic_gaussian",
+    "optimal_composition_epsilon": "privml.accounting._composition",
     "REPLACE_ONE_BOUNDS": "privml.accounting._dpsgd",
     "SAMPLINGS": "privml.accounting._dpsgd",
     "calibrate_dpsgd": "privml.accounting._dpsgd",
@@ -82,8 +90,10 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:  # for type checkers and IDEs: the same names, imported eagerly
     from privml.accounting._accountant import PrivacyAccountant
     from privml.accounting._advanced import AdvancedCompositionAccountant
+    from privml.accounting._analytic_gaussian import analytic_gaussian_sigma, classic_gaussian_sigma
     from privml.accounting._basic import BasicAccountant
     from privml.accounting._calibration import ACCOUNTANTS, calibrate_noise_multiplier, make_accountant
+    from privml.accounting._composition import advanced_composition, basic_composition, optimal_composition_epsilon
     from privml.accounting._dpsgd import (
         DPSGD_ACCOUNTANTS,
         REPLACE_ONE_BOUNDS,
@@ -137,11 +147,16 @@ __all__ = [
     "REPLACE_ONE_BOUNDS",
     "SAMPLINGS",
     "add_remove_twin",
+    "advanced_composition",
+    "analytic_gaussian_sigma",
+    "basic_composition",
     "calibrate_dpsgd",
     "calibrate_noise_multiplier",
     "check_dpsgd_options",
+    "classic_gaussian_sigma",
     "dpsgd_accountant",
     "dpsgd_event",
     "make_accountant",
+    "optimal_composition_epsilon",
     "plan_dpsgd",
 ]

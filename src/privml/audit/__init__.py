@@ -1,24 +1,28 @@
 """Empirical privacy checks: measure what a mechanism or model leaks.
 
-- :mod:`~privml.audit._neighbour_test`: statistical test of (epsilon, delta) on
+- :func:`neighbour_distribution_test`: statistical test of (epsilon, delta) on
   one pair of neighbouring inputs of a mechanism.
-- :mod:`~privml.audit._membership`: membership inference attacks (loss
-  threshold, shadow-free likelihood ratio) and their ROC metrics.
-- :mod:`~privml.audit._epsilon_lower_bound`: train with and without a canary,
-  lower-bound epsilon with Clopper-Pearson intervals.
-- :mod:`~privml.audit._canaries`: canary records and neighbouring datasets.
-- :mod:`~privml.audit._one_run`: one-run auditing (Steinke, Nasr and Jagielski
-  2023): m canaries each in with probability 1/2, one training run, an epsilon
-  lower bound from the count of correct membership guesses;
-  :mod:`~privml.audit._one_run_torch` runs it on torch DP-SGD (white-box
-  gradient canaries, black-box input canaries; imports torch when called),
-  :mod:`~privml.audit._one_run_linear` on privml's linear methods (black-box)
-  and :mod:`~privml.audit._one_run_dpsgd` on linear DP-SGD (white-box), each
-  against the claim :mod:`~privml.audit._one_run_claims` reads from the fit.
-- :mod:`~privml.audit._exposure`: canary exposure (Carlini et al. 2019).
-- :mod:`~privml.audit._prediction_service`: black-box audit of the private
-  prediction service, a lower bound on the epsilon of one served answer.
-- :mod:`~privml.testing.negative_controls`: deliberately broken implementations
+- :func:`loss_threshold_attack`, :func:`likelihood_ratio_attack`: membership
+  inference attacks (loss threshold, shadow-free likelihood ratio), and their
+  ROC metrics (:func:`membership_metrics`, :func:`roc_curve`, :func:`roc_auc`).
+- :func:`audit_epsilon`, :func:`audit_mechanism`: train with and without a
+  canary, lower-bound epsilon with Clopper-Pearson intervals
+  (:func:`epsilon_lower_bound`).
+- :func:`make_canary`, :func:`clipbkd_canary`, :func:`neighbouring_pair`:
+  canary records and neighbouring datasets.
+- :func:`one_run_epsilon_lower_bound`, :func:`audit_from_scores`: one-run
+  auditing (Steinke, Nasr and Jagielski 2023): m canaries each in with
+  probability 1/2, one training run, an epsilon lower bound from the count of
+  correct membership guesses. ``privml audit --one-run`` runs it on torch
+  DP-SGD (white-box gradient canaries, black-box input canaries), on privml's
+  linear methods (black-box) and on linear DP-SGD (white-box), each against
+  the claim it reads from the fit.
+- :func:`exposure_from_scores`, :func:`label_sequence_exposure`: canary
+  exposure (Carlini et al. 2019).
+- :func:`audit_prediction_service` (``privml audit --prediction-service``):
+  black-box audit of the private prediction service, a lower bound on the
+  epsilon of one served answer.
+- ``privml.testing.negative_controls``: deliberately broken implementations
   that an audit must catch. Never train with them; they are not exported here.
 """
 
@@ -41,6 +45,7 @@ from privml.audit._membership import (
 )
 from privml.audit._neighbour_test import NeighbourTestResult, neighbour_distribution_test
 from privml.audit._one_run import OneRunAudit, audit_from_scores, one_run_epsilon_lower_bound
+from privml.audit._prediction_service import audit_prediction_service
 from privml.audit._threshold_test import EpsilonLowerBound, epsilon_from_rates, epsilon_lower_bound
 
 __all__ = [
@@ -56,6 +61,7 @@ __all__ = [
     "audit_epsilon",
     "audit_from_scores",
     "audit_mechanism",
+    "audit_prediction_service",
     "canary_log_odds",
     "clipbkd_canary",
     "epsilon_from_rates",

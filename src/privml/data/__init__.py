@@ -30,18 +30,24 @@ from privml.data._preprocessing import (
     scale_pixels,
     to_signed,
 )
+from privml.data._schema import Categorical, Label, Numeric, Schema, load_schema
 
 __all__ = [
+    "Categorical",
     "Dataset",
     "CacheLocationError",
     "DatasetFetchError",
     "DatasetInfo",
     "DatasetNotAvailable",
     "add_bias_feature",
+    "Label",
+    "Numeric",
+    "Schema",
     "fetch",
     "flatten_images",
     "list_datasets",
     "load_dataset",
+    "load_schema",
     "one_hot",
     "preprocess_features",
     "project_to_unit_ball",

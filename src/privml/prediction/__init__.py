@@ -16,10 +16,9 @@ estimator                       answer                                  per-quer
                                 exp(beta votes) of m teachers           advanced composition or zCDP
 ==============================  ======================================  ===================================
 
-:mod:`privml.prediction._calibration` holds the per-query math as pure
-functions of (epsilon, delta, B); :func:`load_predictor` turns a model file
-into a query-answering object (its module docstring states the serving
-contract the HTTP server relies on).
+:func:`calibrate_prediction_noise` and :func:`calibrate_vote_epsilon` hold the
+per-query math as pure functions of (epsilon, delta, B); :func:`load_predictor`
+turns a model file into a query-answering object.
 """
 
 from privml.prediction._aggregate import SubsampleAndAggregate

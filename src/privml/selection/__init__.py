@@ -13,20 +13,20 @@ run a private candidate algorithm (train and score one hyper-parameter
 setting) again and again, stop at random, release only the best; the total
 cost is about three times one candidate's (:class:`RandomStopping`).
 
-=====================================  =============================================================
-module                                 what
-=====================================  =============================================================
-:mod:`.noise_reduction`                Laplace and Gaussian noise-reduction chains (Koufogiannis et al.)
-:mod:`.interactive_above_threshold`    InteractiveAboveThreshold, the ex-post private check
-:mod:`.ex_post`                        ex-post costs: ``eps_AT`` + prefix cost, also when nothing passes
-:mod:`.queries`                        the checks (validation accuracy, excess risk) and sensitivities
-:mod:`.accuracy_first`                 :class:`AccuracyFirstClassifier`, :func:`select_output_perturbation`
-:mod:`.doubling`                       the doubling baseline (independent models at eps_0 2^k)
-:mod:`.utility_bound`                  the a-priori epsilon from output perturbation's worst-case bound
-:mod:`.plotting`                       :func:`plot_trace` (needs matplotlib)
-:mod:`.random_stopping`                :class:`RandomStopping`: the best of private candidates
-                                       (Liu and Talwar 2019), with its guarantee
-=====================================  =============================================================
+- :class:`AccuracyFirstClassifier`, :func:`select_output_perturbation`: the
+  search (:class:`SelectionResult`, :class:`SelectionStep` record it);
+- :func:`laplace_noise_reduction`, :func:`gaussian_noise_reduction`: Laplace
+  and Gaussian noise-reduction chains (Koufogiannis et al.);
+- :class:`InteractiveAboveThreshold`: the ex-post private check;
+- :class:`ExPostCost`, :func:`noise_reduction_prefix_costs`,
+  :func:`independent_prefix_costs`: ex-post costs, ``eps_AT`` + prefix cost,
+  also when nothing passes;
+- :func:`doubling_grid`, :func:`independent_releases`: the doubling baseline
+  (independent models at eps_0 2^k);
+- :func:`apriori_epsilon_excess_risk`: the a-priori epsilon from output
+  perturbation's worst-case bound;
+- :class:`RandomStopping`: the best of private candidates (Liu and Talwar
+  2019), with its guarantee.
 
 Accuracy First's guarantees are stated for **replace-one** neighbours; a
 random-stopping selection's for the relation its candidates are private under.

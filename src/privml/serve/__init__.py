@@ -3,11 +3,10 @@
 :func:`open_served_model` opens a model file under a :class:`ModelSpec`
 (its settings and ledger); :class:`PredictionService` validates, charges the
 ledger and answers, independent of HTTP; :class:`AsgiPredictionServer` serves
-it: the ASGI application (:mod:`privml.serve._asgi`, FastAPI) on uvicorn, what
-``privml serve`` runs, with ``--workers`` processes sharing one ledger
-(:mod:`privml.serve._workers`). The standard-library server
-(:class:`privml.serve._server.PredictionServer`, one thread per connection) is
-kept as the benchmarks' baseline. Serving over HTTP needs the ``serve`` extra
+it: the ASGI application (FastAPI) on uvicorn, what ``privml serve`` runs,
+with ``--workers`` processes sharing one ledger. The standard-library server
+(``PredictionServer``, one thread per connection) is kept as the benchmarks'
+baseline. Serving over HTTP needs the ``serve`` extra
 (``pip install 'privml[serve]'``); the service itself does not.
 
 >>> from privml.serve import ModelSpec, PredictionService, ServeLimits, open_served_model

@@ -15,14 +15,12 @@ True
 
 Run one with :func:`run_study` (or ``privml study run quick --out DIR``);
 results go to a resumable SQLite store and an HTML report
-(:func:`write_report`). Modules: :mod:`~privml.study._spec` (the declarative
-study), :mod:`~privml.study._methods` (the method registry),
-:mod:`~privml.study._prepare` (data cuts, PCA on public data),
-:mod:`~privml.study._selection` (hyper-parameters, leaky or private),
-:mod:`~privml.study._store`, :mod:`~privml.study._executors`,
-:mod:`~privml.study._runner`, :mod:`~privml.study._aggregate`,
-:mod:`~privml.study._findings`, :mod:`~privml.study._summary`,
-:mod:`~privml.study._recommend`, :mod:`~privml.study._report`.
+(:func:`write_report`). The parts: :class:`StudySpec`, :func:`load_spec` and
+:func:`load_preset` (the declarative study), :func:`get_method` (the method
+registry), :func:`plan` (the runs of a spec), :class:`ResultStore` (the
+resumable store), :func:`make_executor` (serial, joblib or Dask),
+:func:`collect` (the results, aggregated), :func:`recommend` and
+:func:`write_report`.
 """
 
 from privml.study._aggregate import StudyResults, collect
