@@ -10,6 +10,7 @@ registry and the command-line reference from the argument parsers
 
 from __future__ import annotations
 
+import itertools
 import pkgutil
 import re
 from pathlib import Path
@@ -47,14 +48,14 @@ templates_path = ["_templates"]
 myst_heading_anchors = 3
 
 # -- API reference ---------------------------------------------------------------
+# A package is the API, its modules are private (``_name``; issue 33): autosummary's
+# :recursive: walks the public packages only, and each package's page lists the names of
+# its ``__all__`` (docs/_templates/autosummary/module.rst), each on a page of its own
+# under its public path (``privml.linear.DPSGDClassifier``), documented once.
 autosummary_generate = True
-autosummary_ignore_module_all = True
-# Each module's members are documented once, in the module where they are
-# defined; a package's __init__ re-exports them (its __all__), so honouring
-# __all__ would document every class twice.
+autosummary_ignore_module_all = False
 autodoc_default_options = {
     "members": True,
-    "ignore-module-all": True,
     "show-inheritance": True,
     # scikit-learn generates these metadata-routing methods on every estimator;
     # they are not privml's API.
@@ -119,6 +120,8 @@ def _methods_table() -> str:
     rows = ["| name | estimator | kind | neighbours | what may be published |", "|---|---|---|---|---|"]
     for spec in METHODS.values():
         module, cls = spec.target.split(":")
+        # the estimator's public path: the package above its private module (privml.linear._dpsgd -> privml.linear)
+        module = ".".join(itertools.takewhile(lambda part: not part.startswith("_"), module.split(".")))
         relation = _RELATION[spec.neighbouring] if spec.neighbouring else "none"
         rows.append(
             f"| `{spec.name}` | {{py:class}}`~{module}.{cls}` | {spec.kind.value} | {relation} "
