@@ -1,7 +1,7 @@
 """Black-box audit of the private prediction service: per-answer epsilon bounds and planted bugs (issue 29).
 
 For each dataset, per-answer epsilon in {1, 4}, and each private-prediction
-method, :func:`privml.audit._prediction_service.audit_prediction_service`
+method, :func:`privml.audit.audit_prediction_service`
 trains the correct predictor and its negative control
 (:mod:`privml.testing.prediction_controls`) on neighbouring datasets (ClipBKD
 canary replacing its mirror record, replace-one), saves and reopens each as

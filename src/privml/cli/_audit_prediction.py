@@ -9,7 +9,7 @@ Trains the private predictor on neighbouring datasets (with and without a
 canary), saves each, opens each as the server does with a budget of exactly
 ``N`` answers, asks the same query ``N`` times in each and prints a
 Clopper-Pearson lower bound on the epsilon of one answer against the claimed
-``E`` (:func:`privml.audit._prediction_service.audit_prediction_service`).
+``E`` (:func:`privml.audit.audit_prediction_service`).
 ``--epsilon`` is the per-answer epsilon (the model is trained at ``E * N``
 over a budget of ``N`` answers, basic composition, delta = 0).
 """

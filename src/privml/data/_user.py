@@ -127,7 +127,7 @@ def read_csv_schema(path: Path, schema: Schema) -> tuple[list[str], np.ndarray, 
     """Parse one CSV file through ``schema``: its feature columns encoded, the label cells and each record's line.
 
     Like :func:`read_csv`, with the cells read and checked by
-    :meth:`~privml.data._schema.Schema.transform` (ranges, levels, missing
+    :meth:`~privml.data.Schema.transform` (ranges, levels, missing
     values) and the label column the schema's.
     """
     label = schema.require_label(str(path))

@@ -37,7 +37,7 @@ class GaussianMechanism(Mechanism):
     calibration:
         ``"analytic"`` (default): the smallest sigma meeting the exact
         condition of Balle and Wang (2018), Theorem 8, found by bisection
-        (:func:`privml.accounting._analytic_gaussian.analytic_gaussian_sigma`).
+        (:func:`privml.accounting.analytic_gaussian_sigma`).
         ``"classic"``: ``sigma = Delta_2 sqrt(2 ln(1.25/delta)) / epsilon``
         (Dwork and Roth 2014, Theorem A.1), valid only for epsilon < 1 and
         refused otherwise; always noisier, kept for comparison.

@@ -1,7 +1,7 @@
 """NEGATIVE CONTROLS OF PRIVATE PREDICTION: DELIBERATELY BROKEN PREDICTORS. NEVER SERVE THEM.
 
 The black-box audit of the prediction service
-(:func:`privml.audit._prediction_service.audit_prediction_service`) measures
+(:func:`privml.audit.audit_prediction_service`) measures
 the epsilon of one answer from answers alone; it has power only if it
 catches a planted bug. Two are planted here, one per private-prediction
 method:
