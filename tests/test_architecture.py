@@ -282,8 +282,6 @@ PUBLIC_MODULES = {
     "privml.release",
     # the console entry point (pyproject's [project.scripts]; the Makefile and .ci run `python -m privml.cli.main`)
     "privml.cli.main",
-    # run as `python -m privml.data.fetch` (the data docs and the not-cached errors tell users to)
-    "privml.data.fetch",
 }
 #: Documented as not API (deliberately broken code shared by the tests and benchmarks): left as it is.
 NOT_API = ("privml.testing",)

@@ -32,7 +32,7 @@ def _cache_files(cache_dir: Path) -> list[str]:
 
 
 def test_package_attribute_is_the_function():
-    assert privml.data._fetch is fetch
+    assert privml.data.fetch is fetch
     assert fetch_module_attr is fetch
 
 

@@ -125,7 +125,7 @@ def fetch(
 
     def log(message: str) -> None:
         if not quiet:
-            print(f"privml.data._fetch: {canonical}: {message}", file=sys.stderr, flush=True)
+            print(f"privml fetch: {canonical}: {message}", file=sys.stderr, flush=True)
 
     if isinstance(spec, BundledSet):
         log("bundled with scikit-learn; nothing to fetch")

