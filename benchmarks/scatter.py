@@ -88,8 +88,11 @@ def accuracy(args: argparse.Namespace) -> None:
         for head in args.heads:
             for seed in args.seeds:
                 settings = {k: v for k, v in {"batch_size": args.batch_size, "learning_rate": args.learning_rate,
-                                              "epochs": args.epochs, "averaging": args.averaging}.items()
+                                              "epochs": args.epochs, "averaging": args.averaging,
+                                              "centering": args.centering}.items()
                             if v is not None}
+                if settings.get("centering") == "none":
+                    settings["centering"] = None
                 model = ScatterClassifier(epsilon=args.epsilon, delta=1e-5, head=head, neighbouring=args.neighbouring,
                                           classes=list(range(10)), cache_features=True, random_state=seed,
                                           device="cpu", threads=args.threads, **settings)
@@ -102,7 +105,8 @@ def accuracy(args: argparse.Namespace) -> None:
                 row = {"part": "accuracy", "dataset": dataset, "method": f"scatter-{head}",
                        "neighbouring": args.neighbouring, "seed": seed, "settings": settings,
                        "batch_size": info["expected_batch_size"], "learning_rate": model._learning_rate(),
-                       "epochs": info["epochs"], "averaging": model._averaging(), "epsilon": model.privacy_.epsilon,
+                       "epochs": info["epochs"], "averaging": model._averaging(),
+                       "centering": model._centering(len(X)), "epsilon": model.privacy_.epsilon,
                        "target_epsilon": args.epsilon, "noise_multiplier": info["noise_multiplier"],
                        "accuracy": acc, "fit_seconds": fit_seconds, "threads": args.threads,
                        "load_before": load, "load_after": _load_average()}
@@ -165,12 +169,12 @@ def render(data: dict) -> str:
     for r in rows:
         if r["part"] in ("accuracy", "e2e"):
             key = (r["dataset"], r["method"], r["neighbouring"], r["target_epsilon"], r["batch_size"],
-                   r["learning_rate"], round(r["epochs"]), r.get("averaging", 0.0))
+                   r["learning_rate"], round(r["epochs"]), r.get("averaging", 0.0), r.get("centering") or 0.0)
             groups.setdefault(key, []).append(r)
     if groups:
-        out += ["| data set | method | relation | target eps | batch, lr | epochs | averaging | seeds | noise mult. | "
-                "eps spent | test accuracy (mean ± std) | worst seed | fit time (median) | load (1 min) |",
-                "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        out += ["| data set | method | relation | target eps | batch, lr | epochs | averaging | centring s | seeds | "
+                "noise mult. | eps spent | test accuracy (mean ± std) | worst seed | fit time (median) | load (1 min) |",
+                "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for key in sorted(groups):
             rs = groups[key]
             accs = [r["accuracy"] for r in rs]
@@ -179,7 +183,7 @@ def render(data: dict) -> str:
             seconds = statistics.median(r["fit_seconds"] for r in rs)
             load = statistics.mean(r["load_before"] for r in rs)
             out.append(f"| {key[0]} | {key[1]} | {key[2]} | {key[3]:g} | {key[4]:g}, {key[5]:g} | {key[6]} | "
-                       f"{key[7]:g} | {len(rs)} | {rs[0]['noise_multiplier']:.3f} | {max(r['epsilon'] for r in rs):.3f} "
+                       f"{key[7]:g} | {key[8] or '-'} | {len(rs)} | {rs[0]['noise_multiplier']:.3f} | {max(r['epsilon'] for r in rs):.3f} "
                        f"| {100 * mean:.2f}%{spread} | {100 * min(accs):.2f}% | {seconds / 60:.1f} min "
                        f"({'/'.join(str(t) for t in sorted({r['threads'] for r in rs}))} thr.) | {load:.1f} |")
         out.append("")
@@ -203,6 +207,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--learning-rate", type=float)
     parser.add_argument("--epochs", type=float)
     parser.add_argument("--averaging", type=float)
+    parser.add_argument("--centering", type=lambda v: v if v in ("auto", "none") else float(v),
+                        help="the feature mean's noise multiplier, 'auto' or 'none' (default: the estimator's)")
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args(argv)
     if args.part == "render":

@@ -90,3 +90,36 @@ def test_an_open_ended_plan_and_its_running_guarantee():
     assert 0 < plan.guarantee_after(10).epsilon < plan.guarantee_after(20).epsilon
     with pytest.raises(ValueError, match="planned number of steps"):
         plan_dpsgd(100, delta=1e-5, epsilon=1.0, sample_rate=0.1)
+
+
+@pytest.mark.parametrize(("relation", "accountant"), [("add/remove-one", "pld"), ("replace-one", "pld"),
+                                                      ("add/remove-one", "rdp"), ("replace-one", "rdp")])
+def test_a_release_before_the_steps_is_composed_into_the_calibration_and_the_guarantee(relation, accountant):
+    from privml.accounting import GaussianEvent, make_accountant
+    from privml.accounting._dpsgd import dpsgd_event
+
+    before = GaussianEvent(3.0, neighbouring=relation)
+    settings = dict(delta=1e-5, epsilon=2.0, batch_size=100, epochs=2, accountant=accountant, neighbouring=relation)
+    alone, both = plan_dpsgd(1000, **settings), plan_dpsgd(1000, preceding=before, **settings)
+    assert both.noise_multiplier > alone.noise_multiplier  # the steps get what the release leaves
+    # the guarantee is the accountant's for the composition, within the target, and the steps alone cost less
+    composed = make_accountant(accountant).compose(before).compose(
+        dpsgd_event(both.noise_multiplier, both.sample_rate, both.steps, neighbouring=relation))
+    assert both.guarantee.epsilon == pytest.approx(composed.get_epsilon(1e-5), rel=1e-9)
+    assert both.guarantee.epsilon <= 2.0
+    assert both.guarantee_after(both.steps).epsilon == both.guarantee.epsilon
+    assert 0 < both.guarantee_after(0).epsilon < both.guarantee_after(1).epsilon  # the release counts from step 0
+    assert both.event_after(0) == before and alone.guarantee_after(0).epsilon == 0.0
+
+
+def test_a_release_before_the_steps_is_refused_under_another_relation_or_the_group_bound():
+    from privml.accounting import GaussianEvent
+
+    settings = dict(delta=1e-5, epsilon=2.0, batch_size=100, epochs=2)
+    with pytest.raises(ValueError, match="under replace-one neighbours, the steps under add/remove-one"):
+        plan_dpsgd(1000, preceding=GaussianEvent(3.0, neighbouring="replace-one"), **settings)
+    with pytest.raises(ValueError, match="tight replace-one bound only"):
+        plan_dpsgd(1000, preceding=GaussianEvent(3.0, neighbouring="replace-one"), neighbouring="replace-one",
+                   replace_one_bound="group", accountant="rdp", **settings)
+    with pytest.raises(TypeError, match="DpEvent"):
+        plan_dpsgd(1000, preceding=3.0, **settings)

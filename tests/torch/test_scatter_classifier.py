@@ -82,6 +82,9 @@ def test_head_shapes():
     ({"J": 0}, "J must be a positive integer"),
     ({"input_shape": (1, 6, 16)}, "at least 8 pixels"),
     ({"input_shape": (28, 28)}, "three positive integers"),
+    ({"centering": 0.0}, "centering must be 'auto', a positive noise multiplier or None"),
+    ({"centering": "yes"}, "centering must be 'auto'"),
+    ({"centering": 5.0, "neighbouring": "replace-one", "replace_one_bound": "group"}, "tight replace-one bound only"),
 ])
 def test_bad_settings_are_refused_before_fitting(settings, message):
     X, y = blobs(40)
@@ -130,8 +133,8 @@ def test_weight_averaging_in_fit():
     last = small(epochs=2, random_state=3, averaging=0.0).fit(X, y)
     averaged = small(epochs=2, random_state=3, averaging=0.9).fit(X, y)
     default = small(epochs=2, random_state=3).fit(X, y)  # the linear head averages by default (HEAD_DEFAULTS)
-    assert not torch.equal(last.module_[1].weight, default.module_[1].weight)
-    assert not torch.equal(last.module_[1].weight, averaged.module_[1].weight)
+    assert not torch.equal(last.module_[-1].weight, default.module_[-1].weight)
+    assert not torch.equal(last.module_[-1].weight, averaged.module_[-1].weight)
     assert np.mean(averaged.predict(X) == y) >= 0.9
     with pytest.raises(ValueError, match="averaging must be a decay"):
         small(averaging=1.0).fit(X, y)
@@ -151,3 +154,33 @@ def test_an_active_budget_is_charged_the_fit_before_it_runs():
     assert model.privacy_.epsilon <= budget.charges[0].epsilon * (1 + 1e-9)
     with BudgetAccountant(epsilon=1.0, delta=1e-3, neighbouring="add/remove-one"), pytest.raises(BudgetExhausted):
         small(delta=1e-5).fit(X, y)  # epsilon 8 does not fit in 1: refused before any step
+
+
+def test_centering_auto_centres_large_sets_only_and_the_head_holds_the_released_mean(tmp_path):
+    from privml.torch._feature_mean import FeatureCentre, feature_mean_event
+
+    model = small()
+    # "auto": s = 25 where its expected error norm s d / n is at most sqrt(d) / 4, i.e. n >= 100 sqrt(d) = 3600
+    # (16 x 16 grey images: d = 81 channels of 4 x 4 = 1296)
+    assert model._centering(3599) is None and model._centering(3600) == 25.0
+    assert model._preceding_event(3600) == feature_mean_event(25.0, "add/remove-one")
+    assert small(centering=None)._centering(10**6) is None and small(centering=3)._centering(10) == 3.0
+
+    X, y = blobs()
+    plain = small(centering=None).fit(X, y)
+    assert not any(isinstance(m, FeatureCentre) for m in plain.module_.modules())
+    auto = small().fit(X, y)  # n = 200: not centred, the mean stays zero
+    assert torch.equal(auto.module_[0].mean, torch.zeros(81, 4, 4))
+    centred = small(centering=2.0).fit(X, y)
+    mean = centred.module_[0].mean
+    features = centred.transform(X)
+    # the released mean is near the exact one (noise s R / n = 2 * 36 / 200 per coordinate)
+    assert 0 < float((mean - features.mean(0)).std()) < 3 * 2 * 36 / 200
+    # the guarantee composes the mean with the steps: the steps' noise is higher than without it
+    assert centred.privacy_.epsilon <= 8.0 + 1e-9
+    assert centred.fit_info_["noise_multiplier"] > plain.fit_info_["noise_multiplier"]
+    # the model file carries the mean (a DP output) and the reloaded model predicts the same
+    path = save_model(centred, tmp_path / "c.npz")
+    again = load_model(path)
+    assert torch.equal(again.module_[0].mean, mean)
+    np.testing.assert_array_equal(again.predict(X), centred.predict(X))

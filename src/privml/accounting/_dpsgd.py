@@ -46,6 +46,7 @@ from privml.accounting._calibration import (
 from privml.accounting._events import (
     ADD_REMOVE,
     REPLACE_ONE,
+    ComposedEvent,
     DpEvent,
     GaussianEvent,
     PoissonSampledEvent,
@@ -155,6 +156,11 @@ def dpsgd_event(
 
 
 
+def with_preceding(preceding: DpEvent | None, steps: DpEvent) -> DpEvent:
+    """``steps`` after ``preceding`` (a release from the same records before the first step), or ``steps`` alone."""
+    return steps if preceding is None else ComposedEvent((preceding, steps))
+
+
 def dpsgd_accountant(
     accountant: AccountantSpec, *, neighbouring: Neighbouring | str = ADD_REMOVE, replace_one_bound: str = "tight"
 ) -> Callable[[], PrivacyAccountant]:
@@ -191,6 +197,7 @@ def calibrate_dpsgd(
     sampling: str = "poisson",
     replace_one_bound: str = "tight",
     population: int | None = None,
+    preceding: DpEvent | None = None,
     lower: float | None = None,
     upper: float | None = None,
     tolerance: float = 1e-3,
@@ -231,6 +238,11 @@ def calibrate_dpsgd(
         its Rényi divergence in RDP) or ``"group"`` (group privacy from the
         add/remove-one guarantee, (2 eps, (1 + e^eps) delta): the fallback
         and the yardstick).
+    preceding:
+        An event released before the steps from the same records, under the
+        same relation (e.g. a noisy statistic of the inputs that the model
+        then reads): the multiplier is the smallest whose composition with it
+        meets the budget. None (default): the steps alone.
 
     Returns
     -------
@@ -245,7 +257,8 @@ def calibrate_dpsgd(
     sample_rate = check_probability(sample_rate, "sample_rate")
 
     def make_event(s: float) -> DpEvent:
-        return dpsgd_event(s, sample_rate, steps, neighbouring=relation, sampling=sampling, population=population)
+        run = dpsgd_event(s, sample_rate, steps, neighbouring=relation, sampling=sampling, population=population)
+        return with_preceding(preceding, run)
 
     make_event(1.0)  # bad combinations of relation, sampling and population fail here, before any search
     factory = dpsgd_accountant(accountant, neighbouring=relation, replace_one_bound=replace_one_bound)
@@ -334,6 +347,7 @@ class DPSGDPlan:
     target_epsilon: float | None
     event: DpEvent | None
     guarantee: PrivacyGuarantee | None
+    preceding: DpEvent | None = None
 
     @property
     def epochs(self) -> float | None:
@@ -349,14 +363,17 @@ class DPSGDPlan:
         return self.replace_one_bound if self.neighbouring is REPLACE_ONE else "tight"
 
     def event_after(self, steps: int) -> DpEvent:
-        """The event of the first ``steps`` steps of this plan."""
-        return dpsgd_event(self.noise_multiplier, self.sample_rate, steps, neighbouring=self.neighbouring,
-                           sampling=self.sampling, population=self.n)
+        """The event of the first ``steps`` steps of this plan (after its ``preceding`` release, if any)."""
+        if steps == 0:
+            return ComposedEvent(()) if self.preceding is None else self.preceding
+        return with_preceding(self.preceding, dpsgd_event(self.noise_multiplier, self.sample_rate, steps,
+                                                          neighbouring=self.neighbouring, sampling=self.sampling,
+                                                          population=self.n))
 
     def guarantee_after(self, steps: int) -> PrivacyGuarantee:
         """(epsilon, delta) of the first ``steps`` steps (0 steps: epsilon 0), by the plan's accountant."""
         factory = dpsgd_accountant(self.accountant, neighbouring=self.neighbouring, replace_one_bound=self.bound)
-        if steps == 0:
+        if steps == 0 and self.preceding is None:
             return PrivacyGuarantee(0.0, self.delta, self.neighbouring, factory().name)
         return factory().compose(self.event_after(steps)).guarantee(self.delta)
 
@@ -401,6 +418,7 @@ def plan_dpsgd(
     sampling: str = "poisson",
     replace_one_bound: str = "tight",
     noise_multiplier: float | None = None,
+    preceding: DpEvent | None = None,
 ) -> DPSGDPlan:
     """The plan of a DP-SGD run on ``n`` records: every privacy rule checked once, the noise fixed.
 
@@ -423,6 +441,9 @@ def plan_dpsgd(
     noise_multiplier:
         s; with ``epsilon`` too it must meet the budget. Without it, the
         smallest s meeting (epsilon, delta) (:func:`calibrate_dpsgd`).
+    preceding:
+        An event released from the same records before the first step (see
+        :func:`calibrate_dpsgd`); the plan's event and guarantee include it.
 
     Raises
     ------
@@ -444,13 +465,14 @@ def plan_dpsgd(
     delta = check_positive_delta(check_delta(delta))  # the Gaussian is never pure DP
     target = None if epsilon is None else check_epsilon(epsilon, "epsilon")
     bound = replace_one_bound if relation is REPLACE_ONE else "tight"
+    _check_preceding(preceding, relation, bound)
     if planned is None:
         if target is not None:
             raise ValueError("a target epsilon needs the planned number of steps: give epochs or steps")
         if noise_multiplier is None:
             raise ValueError("give noise_multiplier, a target epsilon, or both")
         return DPSGDPlan(n, q, batch, None, check_positive(noise_multiplier, "noise_multiplier"), delta, relation,
-                         sampling, replace_one_bound, accountant, None, None, None)
+                         sampling, replace_one_bound, accountant, None, None, None, preceding)
     if noise_multiplier is None:
         if target is None:
             raise ValueError("give noise_multiplier, a target epsilon, or both")
@@ -462,9 +484,11 @@ def plan_dpsgd(
                              f"({touched:.3g}): every noise multiplier meets every epsilon; choose a smaller delta")
         noise_multiplier = calibrate_dpsgd(target, sample_rate=q, steps=planned, delta=delta, accountant=accountant,
                                            replace_one_bound=bound, neighbouring=relation, sampling=sampling,
-                                           population=n).noise_multiplier
+                                           population=n, preceding=preceding).noise_multiplier
     noise_multiplier = check_positive(noise_multiplier, "noise_multiplier")
-    event = dpsgd_event(noise_multiplier, q, planned, neighbouring=relation, sampling=sampling, population=n)
+    event = with_preceding(
+        preceding, dpsgd_event(noise_multiplier, q, planned, neighbouring=relation, sampling=sampling, population=n)
+    )
     factory = dpsgd_accountant(accountant, neighbouring=relation, replace_one_bound=bound)
     if not factory().supports(event):
         raise UnsupportedEventError(f"the {accountant} accountant cannot account for {sampling} sampling under "
@@ -477,4 +501,18 @@ def plan_dpsgd(
             "or leave it unset to calibrate it"
         )
     return DPSGDPlan(n, q, batch, planned, noise_multiplier, delta, relation, sampling, replace_one_bound,
-                     accountant, target, event, guarantee)
+                     accountant, target, event, guarantee, preceding)
+
+
+def _check_preceding(preceding: DpEvent | None, relation: Neighbouring, bound: str) -> None:
+    """A release before the steps must be stated under the steps' relation, and composed by the tight bound."""
+    if preceding is None:
+        return
+    if not isinstance(preceding, DpEvent):
+        raise TypeError(f"preceding must be a DpEvent, got {type(preceding).__name__}")
+    if preceding.neighbouring is not relation:
+        raise ValueError(f"the release before the steps is stated under {preceding.neighbouring.value} neighbours, "
+                         f"the steps under {relation.value}: state both under one relation")
+    if bound != "tight":
+        raise ValueError("a release before the steps is composed by the tight replace-one bound only: use "
+                         "replace_one_bound='tight'")

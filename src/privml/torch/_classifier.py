@@ -12,6 +12,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from privml._params import keep_params
 from privml._validation import check_fitted, check_positive
 from privml.accounting._dpsgd import planned_steps
+from privml.accounting._events import DpEvent
 from privml.budget import charged_fit
 from privml.data._labels import fit_classes
 from privml.guarantee import PrivacyGuarantee
@@ -318,7 +319,13 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
             precision=self.precision,
             clip_precision=self.clip_precision,
             cuda_graph=self.cuda_graph if cuda_graph is None else cuda_graph,
+            preceding=self._preceding_event(n),
         )
+
+    def _preceding_event(self, n: int) -> DpEvent | None:
+        """A release from the n records before the DP-SGD steps, composed into the plan (ScatterClassifier's
+        feature mean); None here."""
+        return None
 
     def _fit_nonprivate(
         self, module: torch.nn.Module, optimizer: torch.optim.Optimizer, X: torch.Tensor, y: torch.Tensor, n: int

@@ -54,7 +54,7 @@ from torch import nn
 from privml._progress import progress_bar
 from privml._validation import check_positive
 from privml.accounting._dpsgd import plan_dpsgd
-from privml.accounting._events import ComposedEvent, DpEvent
+from privml.accounting._events import DpEvent
 from privml.exceptions import BudgetExhausted
 from privml.guarantee import PrivacyGuarantee
 from privml.neighbouring import Neighbouring
@@ -176,6 +176,11 @@ class DPSGD:
         public capacity (:mod:`privml.torch._graphs`): the same release, far
         fewer host-side launches. CUDA models, ``mode="ghost"``, no
         micro-batches; the first steps run eagerly to warm up.
+    preceding:
+        A release from the same records before the first step, under the
+        same relation (e.g. ScatterClassifier's private feature mean): the
+        noise is calibrated to the budget of both, and ``privacy_`` counts it
+        (:func:`privml.accounting.plan_dpsgd`).
 
     Attributes
     ----------
@@ -236,6 +241,7 @@ class DPSGD:
         precision: str = "fp32",
         cuda_graph: bool | str = False,
         clip_precision: str = "fp32",
+        preceding: DpEvent | None = None,
     ) -> None:
         self.module = validate_model(module)
         self.optimizer = optimizer
@@ -247,7 +253,7 @@ class DPSGD:
         self.plan = plan_dpsgd(
             n_samples, delta=delta, epsilon=target_epsilon, sample_rate=sample_rate, batch_size=batch_size,
             epochs=epochs, steps=steps, accountant=accountant, neighbouring=neighbouring, sampling=sampling,
-            replace_one_bound=replace_one_bound, noise_multiplier=noise_multiplier,
+            replace_one_bound=replace_one_bound, noise_multiplier=noise_multiplier, preceding=preceding,
         )
         check_distributed_sampling(self.plan.sampling, distributed)
         self.sample_rate = self.plan.sample_rate
@@ -289,8 +295,9 @@ class DPSGD:
     # ------------------------------------------------------------ privacy
     @property
     def privacy_event_(self) -> DpEvent:
-        """The event accounted for so far: ``steps_taken`` sampled Gaussian steps (empty before the first)."""
-        return ComposedEvent(()) if self.steps_taken == 0 else self.plan.event_after(self.steps_taken)
+        """The event accounted for so far: the plan's ``preceding`` release, if any, then ``steps_taken`` sampled
+        Gaussian steps (empty before the first, without one)."""
+        return self.plan.event_after(self.steps_taken)
 
     @property
     def privacy_(self) -> PrivacyGuarantee:
