@@ -43,10 +43,16 @@ def _load() -> dict[str, Any]:
 
 def _save(row: dict[str, Any]) -> None:
     data = _load()
-    key = {k: row[k] for k in ("part", "dataset", "method", "neighbouring", "seed", "settings")}
-    data["rows"] = [r for r in data["rows"] if {k: r.get(k) for k in key} != key] + [row]
+    # keyed by what ran (the resolved settings too): a run of changed defaults keeps the earlier defaults' rows
+    data["rows"] = [r for r in data["rows"] if _key(r) != _key(row)] + [row]
     data["machine"] = machine()
     write_json(RESULTS, data)
+
+
+def _key(row: dict[str, Any]) -> tuple:
+    resolved = tuple(row.get(k) for k in ("batch_size", "learning_rate", "averaging", "centering", "threads"))
+    epochs = round(row["epochs"]) if row.get("epochs") is not None else None
+    return (row["part"], row["dataset"], row["method"], row["neighbouring"], row["seed"], epochs, *resolved)
 
 
 def _load_average() -> float:
@@ -154,7 +160,9 @@ def render(data: dict) -> str:
                "row's settings are in `benchmarks/results/scatter.json`). ScatterNet J = 2, L = 8 (81 x 7 x 7 "
                "features), GroupNorm with 27 groups, SGD momentum 0.9, C = 0.1, PLD accounting, delta = 1e-5, test "
                "accuracy on the full published test split; batch is the expected Poisson batch; the torch threads "
-               "of each fit beside its time.")
+               "of each fit beside its time. Centring s: the noise multiplier of the private feature mean the head "
+               "subtracts, composed with the steps into the eps spent ('-': not centred, the rows before it "
+               "existed).")
     out.append("")
     rows = data.get("rows", [])
     feats = [r for r in rows if r["part"] == "features"]
