@@ -1,5 +1,7 @@
 """train, select and audit refuse bad options before any data is read (from a review): each error is one line,
-exit 2, and no loader runs; settings a method cannot use are refused, never dropped."""
+exit 2, and no loader runs; settings a method cannot use are refused, never dropped. The values the estimators
+check (epsilon, delta, l2, the DP-SGD settings) are checked by them alone, on the estimator the CLI builds from
+its options before it reads the data (issue 33, Build 6)."""
 
 from __future__ import annotations
 
@@ -18,6 +20,16 @@ def no_data(monkeypatch):
 
     for module in (privml.cli._train, privml.cli._select, privml.cli._audit_model):  # audit_model loads the audit's data
         monkeypatch.setattr(module, "load_dataset", refuse)
+    return refuse
+
+
+@pytest.fixture
+def no_images(monkeypatch, no_data):
+    """no_data, and no images read by the torch methods either (privml.torch._data.load_images' loader)."""
+    pytest.importorskip("torch")
+    import privml.torch._data
+
+    monkeypatch.setattr(privml.torch._data, "load_dataset", no_data)
 
 
 @pytest.mark.parametrize(
@@ -25,10 +37,6 @@ def no_data(monkeypatch):
     [
         # --delta defaulted to 1e-5, so a given one could not be told apart and was ignored for the baseline.
         (["train", "--method", "nonprivate", "--dataset", "iris", "--delta", "1e-6"], "do not apply"),
-        (["train", "--method", "dpsgd", "--dataset", "iris", "--epsilon", "1", "--delta", "0"], "--delta must be > 0"),
-        (["train", "--method", "dpcd", "--dataset", "iris", "--epsilon", "1", "--delta", "0"], "--delta must be > 0"),
-        (["audit", "--method", "dpsgd", "--dataset", "iris", "--epsilon", "1", "--delta", "0", "--trials", "4"],
-         "--delta must be > 0"),
         (["train", "--method", "output", "--dataset", "iris", "--epsilon", "1", "--seed", "-1"], "--seed"),
         (["select", "--dataset", "iris", "--target-error", "0.5", "--seed", "-1"], "--seed"),
         (["audit", "--method", "output", "--dataset", "iris", "--epsilon", "1", "--trials", "4", "--seed", "-1"],
@@ -37,11 +45,68 @@ def no_data(monkeypatch):
         (["audit", "--method", "output", "--dataset", "iris", "--epsilon", "1", "--trials", "4", "--jobs", "-100"],
          "--jobs"),
         (["train", "--method", "output", "--dataset", "iris", "--epsilon", "1", "--out", ""], "--out is empty"),
-        (["train", "--method", "dpsgd-cnn", "--dataset", "mnist", "--epsilon", "1", "--epochs", "1e300"],
-         "--epochs"),
     ],
 )
 def test_bad_options_are_refused_before_any_data_is_read(capsys, no_data, argv, message):
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and out == ""
+    assert message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+LINEAR = ["--dataset", "iris", "--epsilon", "1"]
+TRAIN_CNN = ["train", "--dataset", "mnist", "--epsilon", "1", "--device", "cpu"]
+AUDIT_CNN = ["audit", "--one-run", "--method", "dpsgd-cnn", "--dataset", "mnist", "--epsilon", "1", "--device", "cpu"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        # Each was checked by the CLI too, before it built the estimator after the data: one check each now.
+        (["train", "--method", "output", "--dataset", "iris", "--epsilon", "-1"], "epsilon must be > 0, got -1.0"),
+        (["train", "--method", "output", "--bounds", "private", "--dataset", "csv:x.csv", "--epsilon", "-1"],
+         "epsilon must be > 0, got -1.0"),  # --epsilon's value, before --bounds private splits it
+        (["train", "--method", "output", *LINEAR, "--delta", "1"], "delta must be in [0, 1), got 1.0"),
+        (["train", "--method", "dpsgd", *LINEAR, "--delta", "0"], "delta must be > 0"),
+        (["train", "--method", "dpcd", *LINEAR, "--delta", "0"], "needs delta > 0, got 0"),
+        (["train", "--method", "objective", *LINEAR, "--l2", "0"], "l2 must be > 0, got 0.0"),
+        (["train", "--method", "dpsgd", *LINEAR, "--l2", "-1"], "l2 must be >= 0, got -1.0"),
+        (["train", "--method", "dpsgd", *LINEAR, "--clip-norm", "0"], "clip_norm must be > 0"),
+        (["train", "--method", "dpcd", *LINEAR, "--clip-norm", "-1"], "clip_norm must be > 0"),
+        (["train", "--method", "dpsgd", *LINEAR, "--learning-rate", "0"], "learning_rate must be > 0"),
+        (["audit", "--method", "dpsgd", *LINEAR, "--delta", "0", "--trials", "4"], "delta must be > 0"),
+        (["audit", "--method", "output", *LINEAR, "--delta", "1", "--trials", "4"], "delta must be in [0, 1)"),
+        (["audit", "--method", "dpsgd", *LINEAR, "--clip-norm", "0", "--trials", "4"], "clip_norm must be > 0"),
+        (["audit", "--method", "dpsgd", *LINEAR, "--one-run", "--learning-rate", "-1"], "learning_rate must be > 0"),
+        (["audit", "--method", "dpcd", *LINEAR, "--one-run", "--delta", "0"], "needs delta > 0"),
+    ],
+)
+def test_the_estimator_refuses_bad_values_before_any_data_is_read(capsys, no_data, argv, message):
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and out == ""
+    assert message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        ([*TRAIN_CNN, "--method", "dpsgd-cnn", "--epochs", "1e300"], "epochs=1e+300 gives at least"),
+        ([*TRAIN_CNN, "--method", "dpsgd-cnn", "--epochs", "0"], "epochs must be > 0"),
+        ([*TRAIN_CNN, "--method", "dpsgd-cnn", "--batch-size", "0"], "batch_size must be > 0"),
+        ([*TRAIN_CNN, "--method", "dpsgd-cnn", "--threads", "0"], "threads must be None or a positive integer"),
+        ([*TRAIN_CNN, "--method", "dpsgd-cnn", "--learning-rate", "-1"], "learning_rate must be > 0"),
+        ([*TRAIN_CNN, "--method", "dpsgd-cnn", "--clip-norm", "0"], "clip_norm must be > 0"),
+        ([*TRAIN_CNN, "--method", "dpsgd-cnn", "--delta", "0"], "delta must be > 0"),
+        ([*TRAIN_CNN, "--method", "dpsgd-cnn", "--epsilon", "-2"], "epsilon must be > 0, got -2.0"),
+        ([*TRAIN_CNN, "--method", "scatter-linear", "--epochs", "0"], "epochs must be > 0"),
+        ([*TRAIN_CNN, "--method", "scatter-cnn", "--delta", "0"], "delta must be > 0"),
+        ([*TRAIN_CNN, "--method", "scatter-linear", "--batch-size", "-3"], "batch_size must be > 0"),
+        ([*AUDIT_CNN, "--epochs", "0"], "epochs must be > 0"),
+        ([*AUDIT_CNN, "--batch-size", "0"], "batch_size must be > 0"),
+        ([*AUDIT_CNN, "--threads", "0"], "threads must be None or a positive integer"),
+        ([*AUDIT_CNN, "--delta", "0"], "delta must be > 0"),
+    ],
+)
+def test_the_torch_estimator_refuses_bad_values_before_any_data_is_read(capsys, no_images, argv, message):
     code, out, err = run(capsys, *argv)
     assert code == 2 and out == ""
     assert message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
