@@ -78,6 +78,14 @@ AUDIT_CNN = ["audit", "--one-run", "--method", "dpsgd-cnn", "--dataset", "mnist"
         (["audit", "--method", "dpsgd", *LINEAR, "--clip-norm", "0", "--trials", "4"], "clip_norm must be > 0"),
         (["audit", "--method", "dpsgd", *LINEAR, "--one-run", "--learning-rate", "-1"], "learning_rate must be > 0"),
         (["audit", "--method", "dpcd", *LINEAR, "--one-run", "--delta", "0"], "needs delta > 0"),
+        (["select", "--dataset", "iris", "--target-error", "2"], "target (a maximal error rate) must be in (0, 1)"),
+        (["select", "--dataset", "iris", "--target-error", "0.5", "--min-epsilon", "-1"], "epsilon_min must be > 0"),
+        (["select", "--dataset", "iris", "--target-error", "0.5", "--max-epsilon", "0.001"],
+         "epsilon_max must be > epsilon_min"),
+        (["select", "--dataset", "iris", "--target-error", "0.5", "--steps", "20000"], "n_steps must be <= 10,000"),
+        (["select", "--dataset", "iris", "--target-error", "0.5", "--at-epsilon", "1e-320"], "too small"),
+        (["select", "--dataset", "iris", "--target-error", "0.5", "--delta", "-1"], "delta must be in [0, 1)"),
+        (["select", "--dataset", "iris", "--target-error", "0.5", "--l2", "-1"], "l2 must be > 0"),
     ],
 )
 def test_the_estimator_refuses_bad_values_before_any_data_is_read(capsys, no_data, argv, message):
