@@ -152,3 +152,20 @@ def test_an_npz_dataset_with_a_csv_test_file_says_what_is_wrong(capsys, tmp_path
                          "--test", str(tmp_path / "t.csv"), "--epsilon", "1", "--classes", "0,1")
     assert code == 2 and out == ""
     assert "t.csv is not an .npz file" in err and "pickle" not in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("argv", [
+    [*TRAIN_CNN, "--method", "dpsgd-cnn"],
+    [*TRAIN_CNN, "--method", "scatter-linear"],
+    [*AUDIT_CNN],
+])
+def test_the_torch_methods_max_train_is_refused_by_the_loader_alone(capsys, monkeypatch, argv):
+    # The CLI's copy (check_cnn_settings) is gone: load_dataset checks it first, under load_images too.
+    pytest.importorskip("torch")
+    from privml.data import _loaders as loaders
+
+    read = []
+    monkeypatch.setattr(loaders, "_load_builtin", lambda *a, **k: read.append(a))
+    code, out, err = run(capsys, *argv, "--max-train", "0")
+    assert code == 2 and out == "" and read == []
+    assert "max_train must be >= 1, got 0" in err and len(err.strip().splitlines()) == 1
