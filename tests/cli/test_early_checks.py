@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 import privml.cli._audit_model
+import privml.cli._audit_prediction
 import privml.cli._select
 import privml.cli._train
 from tests.cli_runner import run
@@ -18,7 +19,8 @@ def no_data(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("data read before the options were checked")
 
-    for module in (privml.cli._train, privml.cli._select, privml.cli._audit_model):  # audit_model loads the audit's data
+    # audit_model loads the audit's data, audit_prediction the prediction-service audit's
+    for module in (privml.cli._train, privml.cli._select, privml.cli._audit_model, privml.cli._audit_prediction):
         monkeypatch.setattr(module, "load_dataset", refuse)
     return refuse
 
@@ -78,6 +80,14 @@ AUDIT_CNN = ["audit", "--one-run", "--method", "dpsgd-cnn", "--dataset", "mnist"
         (["audit", "--method", "dpsgd", *LINEAR, "--clip-norm", "0", "--trials", "4"], "clip_norm must be > 0"),
         (["audit", "--method", "dpsgd", *LINEAR, "--one-run", "--learning-rate", "-1"], "learning_rate must be > 0"),
         (["audit", "--method", "dpcd", *LINEAR, "--one-run", "--delta", "0"], "needs delta > 0"),
+        (["audit", "--prediction-service", "--method", "prediction-sensitivity", *LINEAR, "--epsilon", "-1",
+          "--queries", "10"], "epsilon_query must be > 0"),
+        (["audit", "--prediction-service", "--method", "prediction-sensitivity", *LINEAR, "--queries", "2"],
+         "queries must be >= 4"),
+        (["audit", "--prediction-service", "--method", "subsample-aggregate", *LINEAR, "--queries", "10",
+          "--n-models", "0"], "n_models must be >= 1"),
+        (["audit", "--prediction-service", "--method", "subsample-aggregate", *LINEAR, "--queries", "10",
+          "--jobs", "0"], "n_jobs must be a positive integer"),
         (["select", "--dataset", "iris", "--target-error", "2"], "target (a maximal error rate) must be in (0, 1)"),
         (["select", "--dataset", "iris", "--target-error", "0.5", "--min-epsilon", "-1"], "epsilon_min must be > 0"),
         (["select", "--dataset", "iris", "--target-error", "0.5", "--max-epsilon", "0.001"],
