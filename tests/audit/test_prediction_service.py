@@ -6,7 +6,12 @@ import numpy as np
 import pytest
 
 from privml.audit._canaries import clipbkd_canary
-from privml.audit._prediction_service import PREDICTION_AUDIT_METHODS, audit_prediction_service, split_vote_query
+from privml.audit._prediction_service import (
+    PREDICTION_AUDIT_METHODS,
+    audit_prediction_service,
+    check_audit_settings,
+    split_vote_query,
+)
 from privml.prediction._sensitivity import PredictionSensitivity
 from privml.testing.prediction_controls import PREDICTION_CONTROLS, HalfSensitivityPredictionSensitivity
 
@@ -144,3 +149,23 @@ def test_half_sensitivity_control_keeps_its_bug_through_the_model_file(tmp_path)
     reread = load_predictor(save_model(model, tmp_path / "m.npz"))
     assert type(reread) is PredictionSensitivity
     assert reread.fit_info_["noise_scale"] == pytest.approx(correct.fit_info_["noise_scale"])
+
+
+@pytest.mark.parametrize(
+    ("method", "kwargs", "match"),
+    [("subsample-aggregate", {"params": {"n_models": 0}}, "n_models must be >= 1"),
+     ("subsample-aggregate", {"params": {"n_jobs": 0}}, "n_jobs must be"),
+     ("prediction-sensitivity", {"params": {"l2": -1.0}}, "l2"),
+     ("prediction-sensitivity", {"epsilon_query": 0.0}, "epsilon_query must be > 0"),
+     ("prediction-sensitivity", {"queries": 3}, "queries must be >= 4"),
+     ("prediction-sensitivity", {"confidence": 1.0}, "confidence must be in"),
+     ("prediction-sensitivity", {"params": {"budget": 5}}, "params may not set budget")],
+)
+def test_the_settings_are_checked_without_data_by_the_check_the_audit_runs_first(method, kwargs, match):
+    # privml audit --prediction-service runs it before reading any data; the audit itself runs it first, so an
+    # audit given no data at all (None) is refused for its settings.
+    settings = {"epsilon_query": 1.0, "queries": 10, **kwargs}
+    with pytest.raises(ValueError, match=match):
+        check_audit_settings(method, **settings)
+    with pytest.raises(ValueError, match=match):
+        audit_prediction_service(method, None, None, **settings)

@@ -64,7 +64,7 @@ def test_text_output_states_the_verdict(capsys):
     [
         (["--method", "output", "--dataset", "iris", "--trials", "10"], "--epsilon is required"),
         (["--method", "output", "--dataset", "iris", "--epsilon", "1", "--trials", "3"], "--trials must be >= 4"),
-        (["--method", "output", "--dataset", "iris", "--epsilon", "-1", "--trials", "10"], "--epsilon must be > 0"),
+        (["--method", "output", "--dataset", "iris", "--epsilon", "-1", "--trials", "10"], "epsilon must be > 0"),
         (["--method", "output", "--dataset", "iris", "--epsilon", "1", "--trials", "10", "--classes", "rose,tulip"],
          "not a class of iris"),
         (["--method", "output", "--dataset", "csv:x.csv", "--epsilon", "1", "--trials", "10"], "has no public bounds"),

@@ -60,11 +60,14 @@ def test_text_output_states_the_verdict_and_the_ledger(capsys):
         (("--prediction-service", "--method", "prediction-sensitivity", "--queries", "10", "--jobs", "2"),
          "--jobs applies to --method subsample-aggregate only"),
         (("--prediction-service", "--method", "prediction-sensitivity"), "--queries is required"),
-        (("--prediction-service", "--method", "prediction-sensitivity", "--queries", "3"), "--queries"),
+        # The values: the audit's own check (check_audit_settings, its predictor's included), in its words.
+        (("--prediction-service", "--method", "prediction-sensitivity", "--queries", "3"), "queries must be >= 4"),
         (("--prediction-service", "--method", "prediction-sensitivity", "--queries", "10", "--confidence", "1"),
-         "--confidence must be in"),
+         "confidence must be in (0, 1)"),
         (("--prediction-service", "--method", "subsample-aggregate", "--queries", "10", "--n-models", "0"),
-         "--n-models"),
+         "n_models must be >= 1"),
+        (("--prediction-service", "--method", "subsample-aggregate", "--queries", "10", "--jobs", "-1000"),
+         "n_jobs must be a positive integer"),
         (("--prediction-service", "--method", "prediction-sensitivity", "--queries", "10", "--bounds", "private"),
          "--bounds"),
     ],
@@ -80,7 +83,9 @@ def test_options_that_do_not_apply_are_one_line_errors(capsys, argv, message):
 def test_epsilon_is_required_and_positive(capsys, epsilon):
     code, _, err = run(capsys, "audit", "--prediction-service", "--method", "prediction-sensitivity", "--dataset",
                        "breast_cancer", "--queries", "10", *epsilon)
-    assert code == 2 and "--epsilon" in err and len(err.strip().splitlines()) == 1
+    # "--epsilon (the per-answer epsilon to audit) is required", or the audit's check of its epsilon_query
+    assert code == 2 and ("--epsilon" in err if not epsilon else "epsilon_query must be > 0" in err)
+    assert len(err.strip().splitlines()) == 1
 
 
 def test_json_is_parseable_with_a_record_canary(capsys):

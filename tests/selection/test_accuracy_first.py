@@ -183,6 +183,7 @@ def test_grid() -> None:
         {"target": 0.1, "delta": 1.0},
         {"target": 0.1, "epsilon_min": 20.0},
         {"target": 0.1, "n_steps": 0},
+        {"target": 0.1, "n_steps": 10**9},  # a grid of 8 GB, refused up front (privml select's --steps too)
         {"target": 0.1, "validation_fraction": 1.0},
         {"target": 0.1, "l2": -1.0},
         {"target": 0.1, "tol": 0.0},

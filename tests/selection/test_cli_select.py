@@ -71,12 +71,17 @@ def test_missing_matplotlib_is_one_line(capsys, monkeypatch, tmp_path) -> None:
 @pytest.mark.parametrize(
     ("extra", "needle"),
     [
-        (("--target-error", "1.5"), "--target-error"),
-        (("--target-error", "0"), "--target-error"),
-        (("--target-error", "0.1", "--max-epsilon", "0.001"), "--max-epsilon"),
-        (("--target-error", "0.1", "--delta", "1"), "--delta"),
-        (("--target-error", "0.1", "--at-epsilon", "-1"), "--at-epsilon"),
-        (("--target-error", "0.1", "--steps", "1"), "--steps"),
+        # The values are the estimator's to check (AccuracyFirstClassifier._check_hyperparameters, before any data
+        # is read): its messages name its parameters.
+        (("--target-error", "1.5"), "target (a maximal error rate) must be in (0, 1)"),
+        (("--target-error", "0"), "target must be > 0"),
+        (("--target-error", "0.1", "--max-epsilon", "0.001"), "epsilon_max must be > epsilon_min"),
+        (("--target-error", "0.1", "--delta", "1"), "delta must be in [0, 1)"),
+        (("--target-error", "0.1", "--at-epsilon", "-1"), "at_epsilon must be > 0"),
+        (("--target-error", "0.1", "--steps", "1"), "n_steps=1 needs epsilon_min == epsilon_max"),
+        (("--target-error", "0.1", "--steps", "0"), "n_steps must be >= 1"),
+        (("--target-error", "0.1", "--steps", "1e9"), "n_steps must be <= 10,000"),  # a grid of 8 GB
+        (("--target-error", "0.1", "--l2", "0"), "l2 must be > 0"),
         (("--target-error", "0.1", "--search", "doubling", "--steps", "5"), "has no grid"),  # was ignored
         (("--target-error", "0.1", "--at-epsilon", "1e-320"), "too small"),  # its noise scale overflowed
         (("--target-error", "nan"), "--target-error"),

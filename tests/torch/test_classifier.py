@@ -148,3 +148,38 @@ def test_the_default_batch_is_capped_at_a_small_n_as_the_linear_estimators_is():
     baseline = small(batch_size=None, epochs=1, epsilon=float("inf")).fit(X, y)
     assert baseline.predict(X[:2]).shape == (2,)
     assert TorchClassifier(epsilon=1.0).batch_size is None  # the default, a function of the public n at fit
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [({"learning_rate": 0.0}, "learning_rate must be > 0"),  # torch's SGD takes lr = 0: a run that never moves
+     ({"momentum": -0.5}, "momentum must be >= 0"),
+     ({"batch_size": 0}, "batch_size must be > 0"),
+     ({"epochs": 0}, "epochs must be > 0"),
+     ({"epochs": 1e300}, "accountants compose"),  # at least one step an epoch, whatever n is
+     ({"delta": 0.0}, "delta must be > 0"),
+     ({"delta": 1.0}, r"delta must be in \[0, 1\)"),
+     ({"epsilon": -1.0}, "epsilon must be > 0"),
+     ({"epsilon": None}, "give noise_multiplier, a target epsilon, or both"),
+     ({"noise_multiplier": -1.0}, "noise_multiplier must be > 0"),
+     ({"clip_norm": 0.0}, "clip_norm must be > 0"),
+     ({"sampling": "fixed-size"}, "replace-one neighbours only"),
+     ({"accountant": "moments"}, "accountant must be one of"),
+     ({"precision": "fp8"}, "precision must be one of"),
+     ({"threads": 0}, "threads must be None or a positive integer")],
+)
+def test_every_setting_that_needs_no_data_is_refused_before_the_data_are_read(kwargs, match):
+    # fit checks them first, as `privml train` does on the estimator it builds before reading any data: the
+    # data given here are no data at all, and are never looked at.
+    model = small(**kwargs)
+    with pytest.raises(ValueError, match=match):
+        model._check_fit_settings()
+    with pytest.raises(ValueError, match=match):
+        model.fit(object(), object())
+
+
+def test_the_baseline_takes_no_dp_sgd_settings():
+    # epsilon = inf trains without noise or clipping: delta and the accountant's rules do not apply to it.
+    small(epsilon=float("inf"), delta=0.0, clip_norm=0.0)._check_fit_settings()
+    with pytest.raises(ValueError, match="learning_rate must be > 0"):
+        small(epsilon=float("inf"), learning_rate=-1.0)._check_fit_settings()

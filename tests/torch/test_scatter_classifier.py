@@ -85,6 +85,11 @@ def test_head_shapes():
     ({"centering": 0.0}, "centering must be 'auto', a positive noise multiplier or None"),
     ({"centering": "yes"}, "centering must be 'auto'"),
     ({"centering": 5.0, "neighbouring": "replace-one", "replace_one_bound": "group"}, "tight replace-one bound only"),
+    # DP-SGD's settings that need no data (TorchClassifier._check_fit_settings), the head's defaults included
+    ({"epochs": 0}, "epochs must be > 0"),
+    ({"learning_rate": -1.0}, "learning_rate must be > 0"),
+    ({"delta": 0.0}, "delta must be > 0"),
+    ({"batch_size": 0}, "batch_size must be > 0"),
 ])
 def test_bad_settings_are_refused_before_fitting(settings, message):
     X, y = blobs(40)

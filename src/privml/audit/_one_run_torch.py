@@ -469,7 +469,7 @@ def torch_classifier_one_run_audit(
         raise ValueError("a one-run audit of DP-SGD needs add/remove-one neighbours with Poisson sampling (each canary "
                          f"slot holds the canary or a null record); this estimator is {est.neighbouring} with "
                          f"{est.sampling} sampling")
-    est._check_hyperparameters()  # noqa: SLF001 - the estimator's own checks, before anything is built
+    est._check_fit_settings()  # noqa: SLF001 - the estimator's own checks, before anything is built
     X_t = est._images(X)  # noqa: SLF001
     classes, y_t = est._labels(y)  # noqa: SLF001
     if X_t.shape[0] != y_t.shape[0]:

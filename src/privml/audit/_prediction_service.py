@@ -84,6 +84,7 @@ __all__ = [
     "PREDICTION_AUDIT_METHODS",
     "QUERY_POINTS",
     "audit_prediction_service",
+    "check_audit_settings",
     "split_vote_query",
 ]
 
@@ -136,6 +137,36 @@ def _factory(method: Any) -> tuple[Callable[..., Any], str | None]:
                         f"got {type(method).__name__}")
     name = getattr(method, "method", None)
     return method, name if isinstance(name, str) else None
+
+
+def _world_settings(name: str | None, n_classes: int, params: Mapping[str, Any] | None, epsilon_query: float,
+                    queries: int) -> dict[str, Any]:
+    """A world's predictor settings but its class set and seed: each answer epsilon_query-DP, a budget of queries."""
+    return {**_settings(name, n_classes, params), "epsilon": epsilon_query * queries, "delta": 0.0,
+            "budget": queries, "accountant": "basic"}
+
+
+def check_audit_settings(
+    method: str | Callable[..., Any], *, epsilon_query: float, queries: int, params: Mapping[str, Any] | None = None,
+    confidence: float = 0.95, rows_per_request: int = 1000,
+) -> tuple[Callable[..., Any], str | None, float, int, int]:
+    """The settings of :func:`audit_prediction_service` that need no data, checked first by it (and by a caller
+    that reads the data itself, before it does: ``privml audit --prediction-service``); the predictor's own
+    check runs on one representative instance (two classes: the data's set is checked with the data).
+
+    Returns (the factory, its method name if known, epsilon_query, queries, rows_per_request); ValueError (one
+    line) otherwise.
+    """
+    factory, name = _factory(method)
+    epsilon_query = check_epsilon(epsilon_query, "epsilon_query")
+    queries = check_count(queries, "queries", minimum=4, maximum=MAX_QUERIES)
+    rows_per_request = check_count(rows_per_request, "rows_per_request")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
+    if name is not None:  # a factory of unknown method is built and checked with the data's class set only
+        settings = _world_settings(name, 2, params, epsilon_query, queries)
+        _build(factory, {**settings, "classes": (0, 1)})._check_hyperparameters()
+    return factory, name, epsilon_query, queries, rows_per_request
 
 
 def _check_query(query: Any, n_features: int) -> str | np.ndarray:
@@ -383,12 +414,10 @@ def audit_prediction_service(
         for bad settings, before anything is trained.
     """
     # long-function: a long numpy-style docstring; the code is checks, then build, train, ask and bound in sequence.
-    factory, name = _factory(method)
-    epsilon_query = check_epsilon(epsilon_query, "epsilon_query")
-    queries = check_count(queries, "queries", minimum=4, maximum=MAX_QUERIES)
-    rows_per_request = check_count(rows_per_request, "rows_per_request")
-    if not 0 < confidence < 1:
-        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
+    factory, name, epsilon_query, queries, rows_per_request = check_audit_settings(
+        method, epsilon_query=epsilon_query, queries=queries, params=params, confidence=confidence,
+        rows_per_request=rows_per_request,
+    )
     X = check_finite_array(X, "X", ndim=2)
     y = np.asarray(y)
     if y.shape != (X.shape[0],):
@@ -396,8 +425,8 @@ def audit_prediction_service(
     point = _check_query(query, X.shape[1])
     public = _class_set(y, classes, canary_label)
     setup_seed, train_seed, out_seed, in_seed = (int(s.generate_state(1)[0]) for s in _root_seed(random_state).spawn(4))
-    settings = {**_settings(name, len(public), params), "epsilon": epsilon_query * queries, "delta": 0.0,
-                "budget": queries, "accountant": "basic", "classes": public, "random_state": train_seed}
+    settings = {**_world_settings(name, len(public), params, epsilon_query, queries), "classes": public,
+                "random_state": train_seed}
     models = [_build(factory, settings) for _ in range(2)]
     for model in models:
         model._check_hyperparameters()  # every setting checked before the data are touched

@@ -129,7 +129,8 @@ def _audit(args: argparse.Namespace) -> None:
         raise CliError("--trials is required (or use --one-run)")
     args.canary = "clipbkd" if args.canary is None else args.canary
     args.n_train = DEFAULT_N_TRAIN if args.n_train is None else args.n_train
-    check_privacy_options(args)  # as privml train: delta > 0 for dpsgd and dpcd, nothing for the baseline
+    check_privacy_options(args)  # as privml train: --epsilon required, none for the baseline
+    run.check_settings(args)  # their values, by the estimator (one instance: the trials' models are its clones)
     trials = check_count(args.trials, "--trials", minimum=4, maximum=MAX_TRIALS)
     n_train = check_count(args.n_train, "--n-train", minimum=2)
     if not 0 < args.confidence < 1:
@@ -206,6 +207,7 @@ def _one_run(args: argparse.Namespace, run: AuditedRun) -> None:
     if args.white_box and args.method != "dpsgd":
         raise CliError(f"--white-box applies to DP-SGD methods only, not --method {args.method}")
     check_privacy_options(args)
+    run.check_settings(args)  # their values, by the estimator
     m = check_count(1000 if args.canaries is None else args.canaries, "--canaries", minimum=1, maximum=10**7)
     if not 0 < args.confidence < 1:
         raise ValueError(f"--confidence must be in (0, 1), got {args.confidence!r}")

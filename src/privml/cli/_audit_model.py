@@ -30,13 +30,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from privml.cli._common import BIAS, CliError, check_schema_options, integer, warnings_as_lines
+from privml.cli._settings import checked
 from privml.cli._train import (
     CNN_OPTIONS,
     LINEAR_HYPER,
     SCATTER_METHODS,
     add_cnn_options,
     build_estimator,
-    check_cnn_settings,
     refuse_cnn_options,
 )
 from privml.data._loaders import load_dataset
@@ -142,6 +142,15 @@ class AuditedRun:
         self.check_data(info.classes, n_features=info.n_features)
         return rebuild_estimator(self, classes=tuple(range(len(info.classes))), seed=args.seed)
 
+    def check_settings(self, args: argparse.Namespace) -> None:
+        """The estimator's own data-free check (:func:`~privml.cli._settings.checked`) of the run's settings, on
+        one representative instance, before any data is read (the audit builds its models after)."""
+        if self.params is None:
+            checked(build_estimator(self.method, n_classes=None, epsilon=args.epsilon, delta=args.delta, l2=None,
+                                    seed=args.seed, **self.hyper))
+        else:
+            checked(rebuild_estimator(self, classes=None, seed=args.seed))
+
     def check_data(self, classes: tuple, *, n_features: int | None = None, shape: tuple | None = None) -> None:
         """The data's classes and width must be the model file's (a run on other data is another run)."""
         assert self.params is not None and self.model is not None
@@ -161,7 +170,7 @@ class AuditedRun:
             )
 
 
-def rebuild_estimator(run: AuditedRun, *, classes: tuple, seed: int | None, **machine: Any) -> Any:
+def rebuild_estimator(run: AuditedRun, *, classes: tuple | None, seed: int | None, **machine: Any) -> Any:
     """The estimator of a model file's settings (seeds blanked, as files store none), with the data's class codes,
     the audit's seed and the machine's settings (``device``, ``threads``: None keeps the file's)."""
     assert run.params is not None
@@ -187,8 +196,7 @@ def audited_run(args: argparse.Namespace) -> AuditedRun:
     if args.method in TORCH_AUDIT_METHODS:
         return AuditedRun(method=args.method)  # its options: privml.cli._audit_torch
     hyper = LINEAR_HYPER.get(args.method, ())
-    refuse_cnn_options(args, hyper, methods="--method dpsgd-cnn")
-    check_cnn_settings(args)  # --clip-norm, --learning-rate > 0; --max-train a count
+    refuse_cnn_options(args, hyper, methods="--method dpsgd-cnn")  # the values: AuditedRun.check_settings
     _check_data_options(args)
     if args.dataset.startswith("csv:") and args.schema is None and args.bounds is None:
         raise CliError(

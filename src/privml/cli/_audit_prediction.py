@@ -24,12 +24,12 @@ from typing import Any
 
 import numpy as np
 
-from privml._validation import check_count, check_epsilon, check_n_jobs
+from privml._validation import check_count
 from privml.audit._prediction_service import (
-    MAX_QUERIES,
     PREDICTION_AUDIT_METHODS,
     QUERY_POINTS,
     audit_prediction_service,
+    check_audit_settings,
 )
 from privml.cli._audit_model import select_classes
 from privml.cli._common import BIAS, CliError, check_schema_options, emit, fmt, integer, table, warnings_as_lines
@@ -105,9 +105,9 @@ def _check(args: argparse.Namespace) -> dict[str, Any]:
     params: dict[str, Any] = {}
     if args.method == "subsample-aggregate":
         if args.n_models is not None:
-            params["n_models"] = check_count(args.n_models, "--n-models")
+            params["n_models"] = args.n_models
         if args.n_jobs != 1:
-            params["n_jobs"] = check_n_jobs(args.n_jobs, "--jobs")
+            params["n_jobs"] = args.n_jobs
     else:
         if args.n_models is not None:
             raise CliError("--n-models applies to --method subsample-aggregate only")
@@ -116,11 +116,13 @@ def _check(args: argparse.Namespace) -> dict[str, Any]:
     if args.bounds is not None and args.bounds.startswith("private"):
         raise CliError("--bounds private does not apply to --prediction-service: it would spend privacy on the "
                        "ranges, outside the per-answer claim audited")
-    if not 0 < args.confidence < 1:
-        raise CliError(f"--confidence must be in (0, 1), got {args.confidence!r}")
+    # --epsilon, --queries, --confidence, --n-models, --jobs: the audit's own check, its predictor's included,
+    # before any data is read.
+    check_audit_settings(args.method, epsilon_query=args.epsilon, queries=args.queries, params=params,
+                         confidence=args.confidence)
     return {
-        "epsilon_query": check_epsilon(args.epsilon, "--epsilon"),
-        "queries": check_count(args.queries, "--queries", minimum=4, maximum=MAX_QUERIES),
+        "epsilon_query": args.epsilon,
+        "queries": args.queries,
         "n_train": None if args.n_train is None else check_count(args.n_train, "--n-train", minimum=2),
         "params": params,
     }

@@ -18,8 +18,9 @@ Black-box (default): out-of-distribution image canaries scored by their loss und
 compared is the run's own guarantee (add/remove-one with n public; replace-one or fixed-size runs are
 refused). A multi-run audit (2 x TRIALS CNNs) is out of scope: ``--trials`` is refused.
 
-Torch is imported only here, after every option is checked; without it the command is one line naming
-the torch extra (exit 2).
+Torch is imported only here, after the CLI's own checks of the options; without it the command is one line
+naming the torch extra (exit 2). The estimator then checks its settings (:mod:`privml.cli._settings`) before
+any data is read.
 """
 
 from __future__ import annotations
@@ -34,10 +35,10 @@ from privml._validation import check_count
 from privml.audit._one_run_torch import torch_classifier_one_run_audit
 from privml.cli._audit_model import AuditedRun, rebuild_estimator
 from privml.cli._common import CliError, emit, fmt, table, warnings_as_lines
+from privml.cli._settings import checked
 from privml.cli._train import (
     CNN_DATASETS,
     build_cnn_classifier,
-    check_cnn_settings,
     check_privacy_options,
     load_image_arrays,
 )
@@ -64,8 +65,7 @@ def _check_options(args: argparse.Namespace, run: AuditedRun) -> tuple[str, int]
             f"--classes does not apply to --method {run.method} (it trains on every class, as privml train does)"
         )
     if run.params is None:  # a model file's epsilon, delta (or noise multiplier) are its own settings
-        check_privacy_options(args)  # --epsilon required, delta > 0
-    check_cnn_settings(args)
+        check_privacy_options(args)  # --epsilon required; the values: the estimator's, checked in audit_cnn
     user = args.dataset.startswith("npz:")
     dataset = args.dataset if user else args.dataset.lower().replace("_", "-")
     if not user and dataset not in CNN_DATASETS:
@@ -86,6 +86,13 @@ def audit_cnn(args: argparse.Namespace, run: AuditedRun) -> None:
     from privml.torch._classifier import resolve_device  # lazy(extra): torch, known to be there now
 
     device = resolve_device(args.device or "auto")  # a missing GPU is an error before any data is read
+    # The estimator, its settings checked by its own check before any data is read; the data's classes after.
+    if run.params is None:
+        estimator = checked(build_cnn_classifier(args, classes=None, device=device))
+    else:
+        estimator = checked(rebuild_estimator(
+            run, classes=None, seed=args.seed, device=str(device), threads=args.threads, progress=False
+        ))
     with warnings_as_lines():
         X, y, _, _, classes, names, shape = load_image_arrays(dataset, max_train=args.max_train, seed=args.seed)
         if dataset.startswith("npz:"):  # the release rule's stated exception, as for a study of the user's rows
@@ -96,13 +103,9 @@ def audit_cnn(args: argparse.Namespace, run: AuditedRun) -> None:
                 ),
                 stacklevel=1,
             )
-    if run.params is None:
-        estimator = build_cnn_classifier(args, classes=classes, device=device, input_shape=shape)
-    else:
+    if run.params is not None:
         run.check_data(names, shape=shape)
-        estimator = rebuild_estimator(
-            run, classes=classes, seed=args.seed, device=str(device), threads=args.threads, progress=False
-        )
+    estimator.set_params(classes=classes, input_shape=tuple(int(s) for s in shape))
     if not args.no_progress:
         print(
             f"one-run audit of {estimator.model} CNN on {dataset} ({len(X)} records + {m} canary slots, "

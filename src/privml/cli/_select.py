@@ -21,14 +21,13 @@ which warns (:mod:`privml.release`). ``test_accuracy`` is on the built-in set's 
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 import time
 import warnings
 
 import numpy as np
 
-from privml._validation import MAX_SEARCH_STEPS, check_count, check_delta, check_epsilon, check_positive
+from privml._validation import check_count
 from privml.cli._common import (
     BIAS,
     CliError,
@@ -51,6 +50,7 @@ from privml.cli._common import (
     table,
     warnings_as_lines,
 )
+from privml.cli._settings import checked
 from privml.data import load_dataset
 from privml.io import save_model
 from privml.selection import AccuracyFirstClassifier, AccuracyFirstWarning
@@ -95,24 +95,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_json_flag(parser)
 
 
-def _check_args(args: argparse.Namespace) -> None:
-    """Everything the library would refuse, refused before the data are read."""
-    target = check_positive(args.target_error, "--target-error")
-    if not target < 1:
-        raise ValueError(f"--target-error must be in (0, 1), got {target!r}")
-    low = check_epsilon(args.min_epsilon, "--min-epsilon")
-    high = check_epsilon(args.max_epsilon, "--max-epsilon")
-    if not high > low:
-        raise ValueError(f"--max-epsilon must be > --min-epsilon, got {high!r} <= {low!r}")
+def _check_args(args: argparse.Namespace) -> AccuracyFirstClassifier:
+    """Everything the library would refuse, refused before the data are read; returns the estimator, whose own
+    check refused its settings (--target-error, the epsilons, --steps, --delta, --l2: :func:`checked`)."""
     if args.steps is not None and args.search == "doubling":
+        # A given option, which the estimator cannot tell from its default grid: refused, not ignored.
         raise ValueError("--steps sets the noise-reduction grid; --search doubling doubles epsilon and has no grid")
-    if args.steps is not None:
-        check_count(args.steps, "--steps", minimum=2, maximum=MAX_SEARCH_STEPS)
-    if not math.isfinite(4.0 / check_epsilon(args.at_epsilon, "--at-epsilon")):
-        raise ValueError(f"--at-epsilon {args.at_epsilon!r} is too small: the noise scale 4 Delta / epsilon overflows")
-    check_delta(args.delta, "--delta")
-    if args.l2 is not None:
-        check_positive(args.l2, "--l2")
+    model = checked(AccuracyFirstClassifier(  # its class set and loss come with the data
+        target=args.target_error,
+        metric="error",
+        search=args.search,
+        epsilon_min=args.min_epsilon,
+        epsilon_max=args.max_epsilon,
+        **({} if args.steps is None else {"n_steps": args.steps}),  # else the estimator's default grid
+        at_epsilon=args.at_epsilon,
+        delta=args.delta,
+        l2="auto" if args.l2 is None else args.l2,
+        random_state=args.seed,
+    ))
     if args.max_train is not None:
         # The search holds out round(0.2 n) records (AccuracyFirstClassifier's validation_fraction) and needs both
         # parts non-empty: n >= 3. Checked here, not after the data are read.
@@ -133,6 +133,7 @@ def _check_args(args: argparse.Namespace) -> None:
             import matplotlib  # lazy(extra): matplotlib: is it there  # noqa: F401
         except ImportError:
             raise CliError("--plot needs the matplotlib package: pip install matplotlib") from None
+    return model
 
 
 def _warn_if_the_check_is_noise(query_sensitivity: float, at_epsilon: float, target: float) -> float:
@@ -152,7 +153,7 @@ def _warn_if_the_check_is_noise(query_sensitivity: float, at_epsilon: float, tar
 
 
 def _select(args: argparse.Namespace) -> None:
-    _check_args(args)
+    model = _check_args(args)
     with warnings_as_lines():  # printed even when loading fails (a leak warning must not be lost)
         user = not held_out_is_public(args.dataset)
         data = load_dataset(
@@ -162,20 +163,8 @@ def _select(args: argparse.Namespace) -> None:
             schema=args.public_schema, bounds=args.bounds,
         )
     info = data.info
-    model = AccuracyFirstClassifier(
-        target=args.target_error,
-        metric="error",
-        search=args.search,
-        epsilon_min=args.min_epsilon,
-        epsilon_max=args.max_epsilon,
-        **({} if args.steps is None else {"n_steps": args.steps}),  # else the estimator's default grid
-        at_epsilon=args.at_epsilon,
-        delta=args.delta,
-        l2="auto" if args.l2 is None else args.l2,
-        loss="logistic" if len(info.classes) == 2 else "multinomial",
-        classes=tuple(range(len(info.classes))),
-        random_state=args.seed,
-    )
+    model.set_params(loss="logistic" if len(info.classes) == 2 else "multinomial",
+                     classes=tuple(range(len(info.classes))))
     print(f"searching {args.search} on {info.name} ({info.n_train} records)...", file=sys.stderr)
     start = time.perf_counter()
     with warnings.catch_warnings():

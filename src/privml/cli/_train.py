@@ -69,14 +69,6 @@ from typing import Any
 import numpy as np
 
 from privml._extras import import_torch_or_explain
-from privml._validation import (
-    MAX_COMPOSITIONS,
-    check_count,
-    check_delta,
-    check_epsilon,
-    check_positive,
-    check_positive_delta,
-)
 from privml.cli._common import (
     BIAS,
     CliError,
@@ -98,6 +90,7 @@ from privml.cli._common import (
     table,
     warnings_as_lines,
 )
+from privml.cli._settings import checked
 from privml.cli._train_bounds import charge_ranges, private_ranges
 from privml.data import load_dataset
 from privml.io import save_model
@@ -114,8 +107,6 @@ SCATTER_DATASETS = ("mnist", "fashion-mnist", "cifar10")
 CNN_ARCHITECTURES: tuple[str, ...] = ("tramer-boneh", "resnet", "wide-resnet")
 #: image datasets that ``--method dpsgd-cnn`` accepts
 CNN_DATASETS = ("mnist", "fashion-mnist")
-#: methods that add Gaussian noise: their guarantee needs delta > 0
-POSITIVE_DELTA_METHODS = ("dpsgd", "dpcd", "dpsgd-cnn", *SCATTER_METHODS)
 DEFAULT_DELTA = 1e-5  #: --delta of a private method when none is given
 
 
@@ -202,30 +193,16 @@ def refuse_cnn_options(args: argparse.Namespace, hyper: tuple[str, ...], *, more
         raise ValueError(f"{', '.join(given)} appl{'ies' if len(given) == 1 else 'y'} to {methods} only{also}")
 
 
-def check_cnn_settings(args: argparse.Namespace) -> None:
-    """The values of the CNN options and --max-train: positive numbers, counts, epochs the accountants compose."""
-    for name in ("epochs", "learning_rate", "clip_norm"):
-        if getattr(args, name) is not None:
-            check_positive(getattr(args, name), f"--{name.replace('_', '-')}")
-    if args.epochs is not None and args.epochs > MAX_COMPOSITIONS:
-        # Every epoch is at least one step (q <= 1): beyond the accountants' cap whatever n is. The exact
-        # step count (epochs / q) is checked at fit, before the model is built or any noise drawn.
-        raise ValueError(f"--epochs {args.epochs:g} exceeds the {MAX_COMPOSITIONS:,} steps the accountants compose")
-    for name in ("batch_size", "max_train", "threads"):
-        if getattr(args, name) is not None:
-            check_count(getattr(args, name), f"--{name.replace('_', '-')}")
-
-
 def cnn_settings(args: argparse.Namespace) -> dict[str, Any]:
     """The DP-SGD settings given among the CNN options, as the torch estimators' keyword arguments."""
     names = ("epochs", "batch_size", "learning_rate", "clip_norm", "threads", "precision", "clip_precision")
     return {name: getattr(args, name) for name in names if getattr(args, name) is not None}
 
 
-def build_cnn_classifier(args: argparse.Namespace, *, classes: tuple, device: Any,
+def build_cnn_classifier(args: argparse.Namespace, *, classes: tuple | None, device: Any,
                          input_shape: tuple[int, ...] = (1, 28, 28)) -> Any:
     """``--method dpsgd-cnn``'s :class:`~privml.torch.TorchClassifier` with the CLI's settings (imports
-    torch)."""
+    torch); its settings are checked by :func:`~privml.cli._settings.checked`."""
     from privml.torch._classifier import TorchClassifier  # lazy(extra): torch
 
     return TorchClassifier(
@@ -239,12 +216,14 @@ def build_cnn_classifier(args: argparse.Namespace, *, classes: tuple, device: An
 LINEAR_HYPER = {"dpsgd": ("clip_norm", "learning_rate"), "dpcd": ("clip_norm",)}
 
 
-def build_estimator(method: str, *, n_classes: int, epsilon: float | None, delta: float, l2: float | None, seed: Any,
-                    neighbouring: str | None = None, **hyper: float | None):
-    """The estimator for ``method`` with the CLI's settings (defaults for the rest)."""
+def build_estimator(method: str, *, n_classes: int | None, epsilon: float | None, delta: float, l2: float | None,
+                    seed: Any, neighbouring: str | None = None, **hyper: float | None):
+    """The estimator for ``method`` with the CLI's settings (defaults for the rest); ``n_classes`` None: no class
+    set yet (an estimator built to check its settings before the data are read)."""
     cls = estimator_class(method)
     accepted = inspect.signature(cls).parameters
-    kwargs: dict[str, Any] = {"classes": tuple(range(n_classes)), "random_state": seed}
+    classes = None if n_classes is None else tuple(range(n_classes))
+    kwargs: dict[str, Any] = {"classes": classes, "random_state": seed}
     if method != "nonprivate":
         kwargs.update(epsilon=epsilon, delta=delta)
     if neighbouring is not None:
@@ -260,7 +239,7 @@ def build_estimator(method: str, *, n_classes: int, epsilon: float | None, delta
 
 def check_privacy_options(args: argparse.Namespace) -> None:
     """--epsilon required for a private method, --epsilon and --delta refused for the baseline; fills in
-    --delta's default (DEFAULT_DELTA), and requires delta > 0 of the methods that add Gaussian noise.
+    --delta's default (DEFAULT_DELTA). Their values are the estimator's to check (:func:`checked`).
 
     Shared with ``privml audit``: checked before any data is read or noise drawn.
     """
@@ -270,12 +249,7 @@ def check_privacy_options(args: argparse.Namespace) -> None:
     else:
         if args.epsilon is None:
             raise ValueError(f"--epsilon is required for --method {args.method}")
-        check_epsilon(args.epsilon, "--epsilon")
     args.delta = DEFAULT_DELTA if args.delta is None else args.delta
-    if args.method in POSITIVE_DELTA_METHODS:
-        check_positive_delta(args.delta, "--delta")  # their guarantee is (epsilon, delta) with delta > 0
-    else:
-        check_delta(args.delta, "--delta")
 
 
 def _train(args: argparse.Namespace) -> None:
@@ -291,7 +265,7 @@ def _train(args: argparse.Namespace) -> None:
     if args.method == "dpsgd-cnn" or args.method in SCATTER_METHODS:
         _train_cnn(args)
         return
-    hyper, classes, user, schema = _check_linear_args(args)  # everything, before touching data or drawing noise
+    model, classes, user, schema = _check_linear_args(args)  # everything, before touching data or drawing noise
     ranges, model_epsilon = private_ranges(args)
     with warnings_as_lines():  # printed even when loading fails (a leak warning must not be lost)
         data = load_dataset(
@@ -306,10 +280,9 @@ def _train(args: argparse.Namespace) -> None:
             bounds=ranges if ranges is not None else args.bounds,
         )
     info = data.info
-    model = build_estimator(
-        args.method, n_classes=len(info.classes), epsilon=model_epsilon, delta=args.delta, l2=args.l2, seed=args.seed,
-        neighbouring=args.neighbouring, **{name: getattr(args, name) for name in hyper},
-    )
+    model.set_params(classes=tuple(range(len(info.classes))))
+    if ranges is not None:
+        model.set_params(epsilon=model_epsilon)  # the part --bounds private leaves (of a checked --epsilon)
     print(f"training {type(model).__name__} on {info.name} ({info.n_train} records)...", file=sys.stderr)
     start = time.perf_counter()
     model.fit(data.X_train, data.y_train)
@@ -349,22 +322,20 @@ def _train(args: argparse.Namespace) -> None:
     emit(result, as_json=args.json, render=_render)
 
 
-def _check_linear_args(args: argparse.Namespace) -> tuple[tuple[str, ...], Any, bool, Any]:
-    """Every option of a linear method checked before any data is read: (hyper-parameters, classes, user?, schema)."""
+def _check_linear_args(args: argparse.Namespace) -> tuple[Any, Any, bool, Any]:
+    """Every option of a linear method checked before any data is read: (the estimator, classes, user?, schema)."""
     if args.neighbouring is not None and args.method != "dpsgd":
         raise CliError(f"--neighbouring applies to --method dpsgd only ({args.method} is analysed under replace-one)")
     hyper = LINEAR_HYPER.get(args.method, ())
-    for name in hyper:
-        if getattr(args, name) is not None:
-            check_positive(getattr(args, name), f"--{name.replace('_', '-')}")
     refuse_cnn_options(args, hyper, more=("--no-progress",) if args.no_progress else ())  # linear: no bar
     # Validate everything before touching data or drawing noise.
     check_privacy_options(args)
-    if args.l2 is not None and "l2" not in inspect.signature(estimator_class(args.method)).parameters:
-        raise ValueError(f"--l2 does not apply to --method {args.method} (it has no l2 parameter)")
-    if args.l2 is not None:
-        check_positive(args.l2, "--l2")
-    # --max-train: load_dataset checks it first, before it reads (or fetches) anything.
+    # --epsilon, --delta, --l2, --clip-norm, --learning-rate: the estimator's own check (its class set comes
+    # with the data). --max-train: load_dataset checks it first, before it reads (or fetches) anything.
+    model = checked(build_estimator(
+        args.method, n_classes=None, epsilon=args.epsilon, delta=args.delta, l2=args.l2, seed=args.seed,
+        neighbouring=args.neighbouring, **{name: getattr(args, name) for name in hyper},
+    ))
     classes = parse_classes(args.classes)
     check_output_path(args.out, "--out", suffix=".npz")
     user = not held_out_is_public(args.dataset)
@@ -372,7 +343,7 @@ def _check_linear_args(args: argparse.Namespace) -> tuple[tuple[str, ...], Any, 
         raise ValueError("--test, --label-column and --classes apply to csv:/npz: datasets only")
     schema = check_schema_options(args)
 
-    return hyper, classes, user, schema
+    return model, classes, user, schema
 
 
 def _check_cnn_args(args: argparse.Namespace) -> str:
@@ -388,7 +359,6 @@ def _check_cnn_args(args: argparse.Namespace) -> str:
                          f"got {args.dataset!r}")
     if not scatter and dataset not in CNN_DATASETS:
         raise ValueError(f"--method dpsgd-cnn supports --dataset {' or '.join(CNN_DATASETS)}, got {args.dataset!r}")
-    check_cnn_settings(args)
     if args.neighbouring is not None:
         raise ValueError(f"--neighbouring applies to --method dpsgd only ({args.method} states add/remove-one)")
     if args.schema is not None or args.bounds is not None:
@@ -415,10 +385,11 @@ def _train_cnn(args: argparse.Namespace) -> None:
     from privml.torch._data import load_images  # lazy(extra): torch
 
     device = resolve_device(args.device or "auto")  # a missing GPU is an error before any data is read
+    model = checked(build_cnn_classifier(args, classes=None, device=device))  # its settings, before the data
 
     data = load_images(dataset, max_train=args.max_train, random_state=args.seed)
     architecture = args.architecture or "tramer-boneh"
-    model = build_cnn_classifier(args, classes=data.classes, device=device)
+    model.set_params(classes=data.classes)
     n_train, n_test = int(data.X_train.shape[0]), int(data.X_test.shape[0])
     print(f"training {architecture} CNN with DP-SGD on {dataset} ({n_train} records, {device})...",
           file=sys.stderr)
@@ -499,17 +470,16 @@ def _train_scatter(args: argparse.Namespace, dataset: str) -> None:
     from privml.torch._scatter_classifier import ScatterClassifier  # lazy(extra): torch
 
     device = resolve_device(args.device or "auto")  # a missing GPU is an error before any data is read
-    check_output_path(args.out, "--out", suffix=".npz")
-    X_train, y_train, X_test, y_test, classes, names, shape = load_image_arrays(
-        dataset, max_train=args.max_train, seed=args.seed, classes=args.classes, test_path=args.test_path)
     user = dataset.startswith("npz:")
-    model = ScatterClassifier(
+    model = checked(ScatterClassifier(  # its settings checked before the data (the image shape: at fit)
         epsilon=args.epsilon, delta=args.delta, head=args.method.removeprefix("scatter-"),
-        input_shape=tuple(int(s) for s in shape), classes=classes, random_state=args.seed,
-        progress=not args.no_progress, device=str(device),
+        random_state=args.seed, progress=not args.no_progress, device=str(device),
         # A built-in set's features are kept in its (private) cache; the user's images are not copied anywhere.
         cache_features=not user, **cnn_settings(args),
-    )
+    ))
+    X_train, y_train, X_test, y_test, classes, names, shape = load_image_arrays(
+        dataset, max_train=args.max_train, seed=args.seed, classes=args.classes, test_path=args.test_path)
+    model.set_params(input_shape=tuple(int(s) for s in shape), classes=classes)
     print(f"training {args.method} with DP-SGD on {dataset} ({len(X_train)} records, {device})...", file=sys.stderr)
     start = time.perf_counter()
     model.fit(X_train, y_train)

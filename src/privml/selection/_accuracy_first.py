@@ -56,6 +56,7 @@ import numpy as np
 from privml._params import keep_params
 from privml._random import RandomState, check_random_state
 from privml._validation import (
+    MAX_SEARCH_STEPS,
     check_count,
     check_delta,
     check_epsilon,
@@ -130,7 +131,7 @@ def epsilon_grid(epsilon_min: float, epsilon_max: float, n_steps: int) -> tuple[
     """
     low = check_epsilon(epsilon_min, "epsilon_min")
     high = check_epsilon(epsilon_max, "epsilon_max")
-    n_steps = check_count(n_steps, "n_steps")
+    n_steps = check_count(n_steps, "n_steps", maximum=MAX_SEARCH_STEPS)  # a grid of 10**9 levels: memory, not a search
     if n_steps == 1:
         if low != high:
             raise ValueError(f"n_steps=1 needs epsilon_min == epsilon_max, got {low!r} and {high!r}")

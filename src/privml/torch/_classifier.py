@@ -10,8 +10,8 @@ import torch
 from sklearn.base import BaseEstimator, ClassifierMixin
 
 from privml._params import keep_params
-from privml._validation import check_fitted, check_positive
-from privml.accounting._dpsgd import planned_steps
+from privml._validation import check_epsilon, check_fitted, check_positive, check_positive_delta
+from privml.accounting._dpsgd import check_dpsgd_options, planned_steps
 from privml.accounting._events import DpEvent
 from privml.budget import charged_fit
 from privml.data._labels import fit_classes
@@ -201,8 +201,8 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
     def _check_hyperparameters(self) -> None:
         """Settings no fit or prediction could use, refused before either (and when a model file is read).
 
-        The DP-SGD settings are the engine's to check at fit time; these are the ones a model file carries
-        into every prediction, so that a bad file fails at load, not at each request.
+        The DP-SGD settings are :meth:`_check_fit_settings`' (a fit's alone); these are the ones a model file
+        carries into every prediction, so that a bad file fails at load, not at each request.
         """
         if self.model not in IMAGE_ARCHITECTURES:
             raise ValueError(f"model must be one of {', '.join(IMAGE_ARCHITECTURES)}, got {self.model!r}")
@@ -211,6 +211,30 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         if self.model == "tramer-boneh" and shape[1] != shape[2]:
             raise ValueError(f"the tramer-boneh model needs square images, got input_shape {shape}")
         check_threads(self.threads)
+
+    def _check_fit_settings(self) -> None:
+        """Every setting of a fit that needs no data, refused before any is read: :meth:`_check_hyperparameters`'
+        and DP-SGD's (the accountants' rules, epsilon, delta, the noise, the clip norm, the learning rate, epochs of
+        at least one step each, the batch size, the precisions). Run first by :meth:`fit`, and by a caller that
+        builds the estimator before it reads the data (the CLI); what needs n is :meth:`_check_plan`'s.
+        """
+        self._check_hyperparameters()
+        epsilon = None if self.epsilon is None else check_epsilon(self.epsilon, allow_inf=True)
+        if epsilon is None or not np.isinf(epsilon):  # the baseline (inf) draws no noise: no DP-SGD settings
+            check_dpsgd_options(neighbouring=self.neighbouring, sampling=self.sampling, accountant=self.accountant,
+                                replace_one_bound=self.replace_one_bound)
+            check_positive_delta(self.delta)
+            if self.noise_multiplier is not None:
+                check_positive(self.noise_multiplier, "noise_multiplier")
+            elif epsilon is None:
+                raise ValueError("give noise_multiplier, a target epsilon, or both")
+            check_positive(self.clip_norm, "clip_norm")
+        planned_steps(self._epochs(), q=1.0)  # epochs > 0, each at least one step: within the accountants' cap
+        check_positive(self._learning_rate(), "learning_rate")
+        check_positive(self.momentum, "momentum", allow_zero=True)
+        if self.batch_size is not None:
+            check_positive(self.batch_size, "batch_size")
+        check_precisions(self.precision, self.clip_precision, None)  # the engine checks them with its mode
 
     def _check_plan(self, n: int) -> None:
         """The batch and the step count against n (public), as DPSGDClassifier checks them.
@@ -225,7 +249,7 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         """The expected batch: the one given (at most n), or the default capped at n, as DPSGDClassifier's."""
         if self.batch_size is None:
             return float(min(DEFAULT_BATCH_SIZE, n))
-        size = check_positive(self.batch_size, "batch_size")
+        size = float(self.batch_size)  # > 0: _check_fit_settings
         if size > n:
             raise ValueError(f"batch_size={self.batch_size} exceeds the number of records n={n}")
         return float(size)
@@ -237,9 +261,8 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
     # ------------------------------------------------------------ sklearn API
     def fit(self, X: Any, y: Any) -> TorchClassifier:
         """Train a fresh model on (X, y) with DP-SGD; returns ``self``."""
-        self._check_hyperparameters()
+        self._check_fit_settings()
         device = self._device()
-        check_precisions(self.precision, self.clip_precision, None)  # the engine checks them with its mode
         X_t = self._images(X)
         classes, y_t = self._labels(y)
         if X_t.shape[0] != y_t.shape[0]:
