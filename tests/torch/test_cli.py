@@ -62,7 +62,7 @@ def test_cnn_options_are_refused_for_linear_methods(capsys):
 
 @pytest.mark.parametrize(
     ("extra", "message"),
-    [(["--label-column", "y"], "--label-column and --classes do not apply"), (["--delta", "0"], "--delta")],
+    [(["--label-column", "y"], "--label-column and --classes do not apply"), (["--delta", "0"], "delta must be > 0")],
 )
 def test_cnn_options_it_cannot_use_are_refused_before_any_data_is_read(extra, message, capsys, monkeypatch):
     import privml.torch._data
