@@ -49,10 +49,21 @@ def private_feature_mean(features: torch.Tensor, *, noise_multiplier: float, sou
 
     Privacy: :func:`feature_mean_event` (Gaussian mechanism on a sum of rows clipped to norm sqrt(d), with
     noise std ``noise_multiplier`` in units of that bound; n public). Every draw comes from ``source``.
+    It is :func:`noisy_mean` of :func:`clipped_term_sum`: its deterministic part, then its release.
     """
     n = int(features.shape[0])
     if n < 1:
         raise ValueError("the private feature mean needs at least one record")
+    return noisy_mean(clipped_term_sum(features), n=n, shape=tuple(features.shape[1:]),
+                      noise_multiplier=noise_multiplier, source=source)
+
+
+def clipped_term_sum(features: torch.Tensor) -> torch.Tensor:
+    """The sum (d values, float64) of the terms ``u_i = x_i min(1, R / ||x_i||) / R``, R = sqrt(d): norms <= 1.
+
+    The private part of :func:`private_feature_mean` before its noise (deterministic: no draw).
+    """
+    n = int(features.shape[0])
     flat = features.reshape(n, -1)
     d = flat.shape[1]
     bound = math.sqrt(d)
@@ -63,8 +74,20 @@ def private_feature_mean(features: torch.Tensor, *, noise_multiplier: float, sou
         # each term u_i = x_i min(1, R / ||x_i||) / R has norm at most 1 (0-norm rows contribute 0)
         scale = torch.clamp(bound * _CLIP_MARGIN / torch.clamp(norms, min=torch.finfo(torch.float64).tiny), max=1.0)
         total += (rows * (scale / bound)).sum(dim=0)
+    return total
+
+
+def noisy_mean(
+    total: torch.Tensor, *, n: int, shape: tuple[int, ...], noise_multiplier: float, source: RandomSource
+) -> torch.Tensor:
+    """The release of :func:`private_feature_mean`: ``R (total + N(0, s^2 I)) / n`` shaped ``shape``, float64.
+
+    ``total`` is a sum of terms of norm at most 1 (:func:`clipped_term_sum`), d values; R = sqrt(d).
+    """
+    d = int(total.numel())
+    bound = math.sqrt(d)
     noisy = total + source.normal((d,), check_positive(noise_multiplier, "noise_multiplier"), dtype=torch.float64)
-    return (noisy * (bound / n)).reshape(features.shape[1:])
+    return (noisy * (bound / n)).reshape(shape)
 
 
 class FeatureCentre(torch.nn.Module):
