@@ -171,7 +171,7 @@ SCRIPT_RENDERED = ("prediction", "serve", "accuracy_first", "audit", "torch_dpsg
                    "torch_memory", "torch_ops", "study", "install_paths",
                    "release_attacks",
                    "replace_one", "study_relation", "startup", "study_gpu", "one_run_audit", "adult_csv",
-                   "private_bounds", "one_run_torch", "scatter", "own_data",
+                   "private_bounds", "one_run_torch", "scatter", "feature_mean_audit", "own_data",
                    "prediction_audit")
 
 
