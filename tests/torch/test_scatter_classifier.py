@@ -170,6 +170,8 @@ def test_centering_auto_centres_large_sets_only_and_the_head_holds_the_released_
     assert model._centering(3599) is None and model._centering(3600) == 25.0
     assert model._preceding_event(3600) == feature_mean_event(25.0, "add/remove-one")
     assert small(centering=None)._centering(10**6) is None and small(centering=3)._centering(10) == 3.0
+    # replace-one by group privacy converts the steps' add/remove guarantee alone: "auto" does not centre there
+    assert small(neighbouring="replace-one", replace_one_bound="group")._centering(10**6) is None
 
     X, y = blobs()
     plain = small(centering=None).fit(X, y)

@@ -127,8 +127,9 @@ class ScatterClassifier(TorchClassifier):
         what is left). ``"auto"`` (default): s = 25 where n is large enough
         for the mean's expected error (norm about s d / n) to be at most a
         quarter of the features' norm sqrt(d), i.e. n >= 100 sqrt(d)
-        (6,300 records for 28 x 28 grey images), else no centring; n is
-        public, as DP-SGD's expected batch q n. None: no centring, nothing
+        (6,300 records for 28 x 28 grey images) and the steps are accounted
+        by a tight bound (not replace-one's ``"group"``), else no centring;
+        n is public, as DP-SGD's expected batch q n. None: no centring, nothing
         released before the steps. The head's first layer holds the mean
         (zero when not centred).
     epochs, batch_size, learning_rate, averaging:
@@ -233,7 +234,7 @@ class ScatterClassifier(TorchClassifier):
             if centering != "auto" and (isinstance(centering, bool) or not isinstance(centering, int | float)
                                         or not 0 < centering < np.inf):
                 raise ValueError(f"centering must be 'auto', a positive noise multiplier or None, got {centering!r}")
-            if self.neighbouring == "replace-one" and self.replace_one_bound == "group":
+            if centering != "auto" and self._group_bound():
                 raise ValueError("centering is composed with the steps by the tight replace-one bound only: use "
                                  "replace_one_bound='tight' or centering=None")
         if not isinstance(self.cache_features, bool):
@@ -308,8 +309,13 @@ class ScatterClassifier(TorchClassifier):
             return None
         if self.centering != "auto":
             return float(self.centering)
+        if self._group_bound():  # group privacy converts the steps' add/remove guarantee alone: nothing before them
+            return None
         d = int(np.prod(self._feature_shape()))
         return AUTO_CENTERING if AUTO_CENTERING * d / n <= np.sqrt(d) / 4 else None
+
+    def _group_bound(self) -> bool:
+        return self.neighbouring == "replace-one" and self.replace_one_bound == "group"
 
     def _preceding_event(self, n: int) -> DpEvent | None:
         """The private feature mean's event, released before the steps (None when not centred)."""
