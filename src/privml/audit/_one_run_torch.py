@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -316,7 +317,12 @@ def _audit_engine(
     guesses: int | Sequence[int] | None,
     progress: bool,
     started: float,
+    release: Callable[[torch.Tensor, int], None] | None = None,
+    post_processing: AbstractContextManager[None] | None = None,
 ) -> TorchOneRunResult:
+    """The audit of ``engine``'s run. ``release(X, n)``: a release from the run's records before the steps (the
+    plan's ``preceding`` event), given the rows of the records in the run and the n slots; ``post_processing``:
+    entered around the steps (what makes the released model from the iterates)."""
     import torch  # lazy(extra): torch
 
     n_real = int(X.shape[0])
@@ -327,6 +333,9 @@ def _audit_engine(
     if canary_x is not None:
         assert canary_y is not None
         X, y = torch.cat([X, canary_x]), torch.cat([y, canary_y])
+        # an excluded canary's slot is a null record: zero (its row is never read by a step, which samples the
+        # included canaries alone, but a release before the steps reads every row)
+        X[n_real:][torch.as_tensor(~included, device=X.device)] = 0
         if white_box:
             directions = _initial_directions(engine, canary_x, canary_y)
         kind = "records"
@@ -336,8 +345,14 @@ def _audit_engine(
             raise ValueError(f"m = {m} Dirac canaries need as many coordinates; the model trains {total} parameters")
         coordinates = np.sort(rng.choice(total, size=m, replace=False))
         kind = "dirac"
-    x, seconds_fit = _run(engine, X, y, n_real=n_real, included=included, records=records, coordinates=coordinates,
-                          directions=directions, progress=progress)
+    if release is not None:
+        # Dirac canaries are gradients, not inputs: they add nothing to a release before the steps. The claim still
+        # composes that release's event (the engine's plan), so the audit tests a claim that is, if anything, larger
+        # than what the canaries face: conservative, never unsound.
+        release(X, n_real + m)
+    with post_processing or nullcontext():
+        x, seconds_fit = _run(engine, X, y, n_real=n_real, included=included, records=records,
+                              coordinates=coordinates, directions=directions, progress=progress)
     if white_box:
         assert x is not None
         stats = white_box_statistics(x, sample_rate=engine.sample_rate, noise_multiplier=engine.noise_multiplier)
@@ -453,8 +468,14 @@ def torch_classifier_one_run_audit(
 
     The run is the estimator's own (its model, optimiser and DP-SGD settings, via ``fit``'s builders), on
     ``len(X) + m`` records, eager steps. White-box: Dirac gradient canaries; black-box: out-of-distribution
-    images with random labels (:func:`ood_canaries`), scored by their loss under the final model. The
+    images with random labels (:func:`ood_canaries`), scored by their loss under the released model. The
     estimator is cloned; its public class set must be given (``classes=...``).
+
+    What the model reads is what ``fit`` gives it (:class:`~privml.torch.ScatterClassifier`: the images'
+    normalised ScatterNet features, the canaries' alike), and the run is ``fit``'s: a release before the steps
+    (ScatterClassifier's private feature mean, over the real records and the included record canaries) and
+    the post-processing of the steps (its weight average) are applied as a fit applies them. The claim is the
+    engine's, which composes that release with the steps.
     """
     import torch  # lazy(extra): torch
 
@@ -481,11 +502,20 @@ def torch_classifier_one_run_audit(
         est.set_params(random_state=int(rng.integers(2**62)))
     device = est._device()  # noqa: SLF001
     with est._threads():  # noqa: SLF001
+        # what the model reads, as fit computes it (ScatterClassifier: the normalised features), canaries alike
+        inputs = est._inputs(X_t, device).to(device)  # noqa: SLF001
+        canary_x = canary_y = None
+        if not white_box:
+            canary_images, canary_y = ood_canaries(m_, tuple(est.input_shape), len(classes), random_state=rng)
+            canary_x = est._inputs(canary_images, device).to(device)  # noqa: SLF001
         torch.manual_seed(int(est.random_state))
         module, optimizer = est._new_model(len(classes), device)  # noqa: SLF001
         engine = est._engine(module, optimizer, n_total, device, cuda_graph=False)  # noqa: SLF001
-        canary_x = canary_y = None
-        if not white_box:
-            canary_x, canary_y = ood_canaries(m_, tuple(est.input_shape), len(classes), random_state=rng)
-        return _audit_engine(engine, X_t, y_t, canary_x=canary_x, canary_y=canary_y, m=m_, white_box=white_box,
-                             rng=rng, confidence=confidence, guesses=guesses, progress=progress, started=started)
+        # the run is fit's: its release before the steps (the plan's preceding event) over the run's records, and
+        # its post-processing (the audited model, black-box, is the one a fit releases)
+        return _audit_engine(
+            engine, inputs, y_t, canary_x=canary_x, canary_y=canary_y, m=m_, white_box=white_box, rng=rng,
+            confidence=confidence, guesses=guesses, progress=progress, started=started,
+            release=lambda X, n: est._release_preceding(engine, X, n),  # noqa: SLF001
+            post_processing=est._post_processing(engine, optimizer),  # noqa: SLF001
+        )

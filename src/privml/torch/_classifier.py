@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import numpy as np
@@ -311,8 +312,20 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         return module, torch.optim.SGD(module.parameters(), lr=self._learning_rate(), momentum=self.momentum)
 
     def _train(self, engine: DPSGD, optimizer: torch.optim.Optimizer, X: torch.Tensor, y: torch.Tensor) -> None:
-        """The DP-SGD steps of a fit (ScatterClassifier adds a weight average, updated after each step)."""
-        engine.fit(X, y, progress=self.progress)
+        """A fit's run: the release before the steps (if any), then the DP-SGD steps, then their post-processing."""
+        self._release_preceding(engine, X, int(X.shape[0]))
+        with self._post_processing(engine, optimizer):
+            engine.fit(X, y, progress=self.progress)
+
+    def _release_preceding(self, engine: DPSGD, X: torch.Tensor, n: int) -> None:
+        """Release :meth:`_preceding_event` into the model before the steps, from the inputs X of the records in
+        the run, n public slots (the others are null records: zero-out); nothing here (ScatterClassifier: the
+        feature mean). Also the one-run audit's, on the records of its run."""
+
+    def _post_processing(self, engine: DPSGD, optimizer: torch.optim.Optimizer) -> AbstractContextManager[None]:
+        """Around the steps: what turns the DP iterates into the released model (nothing here; ScatterClassifier:
+        its weight average). Also the one-run audit's, so that the audited model is the released one."""
+        return nullcontext()
 
     def _engine(
         self, module: torch.nn.Module, optimizer: torch.optim.Optimizer, n: int, device: torch.device,

@@ -10,6 +10,8 @@ budget (code: ftramer/Handcrafted-DP).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -20,7 +22,12 @@ from privml._params import keep_params
 from privml.accounting._events import DpEvent
 from privml.torch._classifier import TorchClassifier, check_image_shape, check_threads
 from privml.torch._dpsgd import DPSGD
-from privml.torch._feature_mean import FeatureCentre, feature_mean_event, private_feature_mean
+from privml.torch._feature_mean import (
+    FeatureCentre,
+    clipped_term_sum,
+    feature_mean_event,
+    noisy_mean,
+)
 from privml.torch._noise import RandomSource
 from privml.torch._scatter import Scattering2D, cached_features, n_coefficients, output_side
 
@@ -290,16 +297,26 @@ class ScatterClassifier(TorchClassifier):
                 part.copy_(nn.functional.group_norm(part, self.groups))
         return features
 
-    def _train(self, engine: DPSGD, optimizer: torch.optim.Optimizer, X: torch.Tensor, y: torch.Tensor) -> None:
-        """The DP-SGD steps, with the weight average (if any) put in the head at the end: post-processing."""
-        centering = self._centering(int(X.shape[0]))
-        if centering is not None:  # released first: the plan's preceding event (_preceding_event)
-            source = RandomSource(X.device, seed=_mean_seed(self.random_state), secure=self.secure_noise)
-            centre = next(m for m in engine.module.modules() if isinstance(m, FeatureCentre))
-            centre.set_mean(private_feature_mean(X, noise_multiplier=centering, source=source))
+    def _release_preceding(self, engine: DPSGD, X: torch.Tensor, n: int) -> None:
+        """The private feature mean (the plan's preceding event, :meth:`_preceding_event`), put in the head's
+        :class:`~privml.torch._feature_mean.FeatureCentre`: released first, over the features X of the records in
+        the run and n public slots (a slot without a row is a null record: it adds nothing to the sum)."""
+        centering = self._centering(n)
+        if centering is None:
+            return
+        source = RandomSource(X.device, seed=_mean_seed(self.random_state), secure=self.secure_noise)
+        centre = next(m for m in engine.module.modules() if isinstance(m, FeatureCentre))
+        # private_feature_mean's two halves, with n given: a fit's n is len(X); the one-run audit's run has null
+        # records in its other n - len(X) slots (excluded or gradient canaries), whose terms are zero
+        centre.set_mean(noisy_mean(clipped_term_sum(X), n=n, shape=tuple(X.shape[1:]), noise_multiplier=centering,
+                                   source=source))
+
+    @contextmanager
+    def _post_processing(self, engine: DPSGD, optimizer: torch.optim.Optimizer) -> Iterator[None]:
+        """The weight average (if any), updated after each step and put in the head at the end: post-processing."""
         decay = float(self._averaging())
         average = _WeightAverage(engine.module, optimizer, decay) if decay else None
-        super()._train(engine, optimizer, X, y)
+        yield
         if average is not None:
             average.apply()
 
