@@ -152,7 +152,6 @@ def _metadata_file(path, method: str, extra: dict | None = None, classes: list |
         ("nonprivate-cnn", "the non-private baseline (nonprivate-cnn)"),
         ("accuracy-first", "an Accuracy First model"),
         ("dpcd-regressor", "is a regressor"),
-        ("scatter-linear", "which privml audit cannot audit"),
         ("no-such-method", "unknown method"),
     ],
 )

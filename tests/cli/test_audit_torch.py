@@ -101,7 +101,9 @@ def test_the_audited_run_is_the_one_privml_train_makes(torch, cnn_file, spy, cap
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["--method", "scatter-linear", "--one-run"], "--method scatter-linear cannot be audited"),
+        (["--method", "scatter-linear", "--trials", "4"], "audited with --one-run only"),
+        (["--method", "scatter-linear", "--one-run", "--architecture", "resnet"], "--architecture applies to"),
+        (["--method", "scatter-cnn", "--one-run", "--dataset", "iris"], "audits --dataset mnist, fashion-mnist, cifar10"),
         (["--method", "dpsgd-cnn", "--trials", "4"], "audited with --one-run only"),
         (["--method", "dpsgd-cnn", "--one-run", "--trials", "4"], "--trials does not apply to --one-run"),
         (["--method", "dpsgd-cnn", "--one-run", "--classes", "0,1"], "--classes does not apply to --method dpsgd-cnn"),

@@ -8,7 +8,7 @@
 
     privml audit --one-run --method METHOD --dataset ... --epsilon E [--canaries M] [--max-train N] [--json]
 
-    privml audit --one-run --method dpsgd-cnn [--white-box] --dataset mnist|fashion-mnist|npz:PATH --epsilon E
+    privml audit --one-run --method dpsgd-cnn|scatter-linear|scatter-cnn [--white-box] --dataset IMAGES --epsilon E
                  [privml train's dpsgd-cnn options]             (privml.cli._audit_torch)
 
     privml audit --model FILE --dataset ... [--one-run ...]  (privml.cli._audit_model: a model file's settings)
@@ -75,7 +75,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ),
     )
     parser.add_argument("--method", choices=(*TRAIN_METHODS, *audit_prediction.METHODS),
-                        help=f"{', '.join(AUDIT_METHODS)}, dpsgd-cnn (--one-run), or "
+                        help=f"{', '.join(AUDIT_METHODS)}, dpsgd-cnn or scatter-* (--one-run), or "
                              f"{', '.join(audit_prediction.METHODS)} (--prediction-service); required unless --model")
     parser.add_argument("--dataset", required=True,
                         help="built-in dataset name (see `privml datasets`), or csv:PATH (with --schema) / npz:PATH")

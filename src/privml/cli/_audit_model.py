@@ -49,7 +49,7 @@ from privml.registry import Kind, estimator_class, get_spec
 __all__ = ["TORCH_AUDIT_METHODS", "AuditedRun", "add_run_options", "audited_run", "rebuild_estimator", "select_classes"]
 
 #: Methods audited by a torch run (privml.cli._audit_torch); one-run only.
-TORCH_AUDIT_METHODS = ("dpsgd-cnn",)
+TORCH_AUDIT_METHODS = ("dpsgd-cnn", *SCATTER_METHODS)
 #: Options a model file fixes (argparse names): refused with --model.
 _FROM_THE_FILE = ("method", "epsilon", "delta", "schema", "bounds", "classes")
 #: Options of the machine that runs the audit, not of the method: taken with --model (CNN files).
@@ -188,11 +188,6 @@ def audited_run(args: argparse.Namespace) -> AuditedRun:
         return _from_file(args)
     if args.method is None:
         raise CliError("--method is required (or --model FILE)")
-    if args.method in SCATTER_METHODS:
-        raise CliError(
-            f"--method {args.method} cannot be audited: privml audit trains the linear methods and "
-            "dpsgd-cnn (--one-run)"
-        )
     if args.method in TORCH_AUDIT_METHODS:
         return AuditedRun(method=args.method)  # its options: privml.cli._audit_torch
     hyper = LINEAR_HYPER.get(args.method, ())
@@ -299,11 +294,6 @@ def _refuse_method(path: str, spec: Any) -> None:
         raise CliError(
             f"{path} is an Accuracy First model: its guarantee is the ex-post epsilon of a search, not "
             "of one training run with fixed settings; audit its method with --method output"
-        )
-    if spec.name in SCATTER_METHODS:
-        raise CliError(
-            f"{path} is a {spec.name} model, which privml audit cannot audit (it audits the linear "
-            "methods and dpsgd-cnn)"
         )
     if spec.name == "dpcd-regressor":
         raise CliError(

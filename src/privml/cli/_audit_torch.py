@@ -1,4 +1,4 @@
-"""``privml audit --one-run --method dpsgd-cnn``: a one-run audit of a CNN trained by DP-SGD, as users train it.
+"""``privml audit --one-run --method dpsgd-cnn|scatter-*``: a one-run audit of a DP-SGD image run, as users train it.
 
     privml audit --one-run --method dpsgd-cnn [--white-box] --dataset mnist|fashion-mnist|npz:PATH --epsilon E
                  [--delta D] [--canaries M] [--epochs N] [--batch-size B] [--learning-rate LR] [--clip-norm C]
@@ -7,8 +7,12 @@
 
     privml audit --one-run --model CNN.npz --dataset ... [the same, but the options the file fixes]
 
-The run is the one ``privml train --method dpsgd-cnn`` makes with the same options (the same
-:class:`~privml.torch.TorchClassifier`, built by :func:`privml.cli._train.build_cnn_classifier`, on
+``--method scatter-linear|scatter-cnn`` audits the run ``privml train`` makes with those methods (the
+:class:`~privml.torch.ScatterClassifier` of :func:`privml.cli._train.build_scatter_classifier`, its features
+computed afresh: the audit caches none; built-in MNIST, Fashion-MNIST, CIFAR-10 or npz: images), with its
+private feature mean and weight average. The run is the one ``privml train --method dpsgd-cnn`` makes with the
+same options (the same :class:`~privml.torch.TorchClassifier`, built by
+:func:`privml.cli._train.build_cnn_classifier`, on
 the same images: MNIST and Fashion-MNIST standardised by public constants, or the user's ``npz:`` images
 used as given, channels first), or the one a model file's settings make (:mod:`privml.cli._audit_model`),
 trained once on the training records plus M canary slots, each canary in with probability 1/2
@@ -38,7 +42,10 @@ from privml.cli._common import CliError, emit, fmt, table, warnings_as_lines
 from privml.cli._settings import checked
 from privml.cli._train import (
     CNN_DATASETS,
+    SCATTER_DATASETS,
+    SCATTER_METHODS,
     build_cnn_classifier,
+    build_scatter_classifier,
     check_privacy_options,
     load_image_arrays,
 )
@@ -68,11 +75,14 @@ def _check_options(args: argparse.Namespace, run: AuditedRun) -> tuple[str, int]
         check_privacy_options(args)  # --epsilon required; the values: the estimator's, checked in audit_cnn
     user = args.dataset.startswith("npz:")
     dataset = args.dataset if user else args.dataset.lower().replace("_", "-")
-    if not user and dataset not in CNN_DATASETS:
+    scatter = run.method in SCATTER_METHODS
+    built_in = SCATTER_DATASETS if scatter else CNN_DATASETS
+    if not user and dataset not in built_in:
         raise CliError(
-            f"--method {run.method} audits --dataset {', '.join(CNN_DATASETS)} or npz:PATH (images), "
-            f"got {args.dataset!r}"
+            f"--method {run.method} audits --dataset {', '.join(built_in)} or npz:PATH (images), got {args.dataset!r}"
         )
+    if scatter and args.architecture is not None:
+        raise CliError(f"--architecture applies to --method dpsgd-cnn only ({run.method} trains its own head)")
     m = check_count(1000 if args.canaries is None else args.canaries, "--canaries", minimum=1, maximum=10**7)
     if not 0 < args.confidence < 1:
         raise ValueError(f"--confidence must be in (0, 1), got {args.confidence!r}")
@@ -87,12 +97,16 @@ def audit_cnn(args: argparse.Namespace, run: AuditedRun) -> None:
 
     device = resolve_device(args.device or "auto")  # a missing GPU is an error before any data is read
     # The estimator, its settings checked by its own check before any data is read; the data's classes after.
-    if run.params is None:
+    if run.params is None and run.method in SCATTER_METHODS:  # features are not cached: the audit writes nothing
+        estimator = checked(build_scatter_classifier(args, device=device, cache_features=False))
+    elif run.params is None:
         estimator = checked(build_cnn_classifier(args, classes=None, device=device))
     else:
         estimator = checked(rebuild_estimator(
             run, classes=None, seed=args.seed, device=str(device), threads=args.threads, progress=False
         ))
+        if run.method in SCATTER_METHODS:
+            estimator.set_params(cache_features=False)
     with warnings_as_lines():
         X, y, _, _, classes, names, shape = load_image_arrays(dataset, max_train=args.max_train, seed=args.seed)
         if dataset.startswith("npz:"):  # the release rule's stated exception, as for a study of the user's rows
@@ -106,10 +120,11 @@ def audit_cnn(args: argparse.Namespace, run: AuditedRun) -> None:
     if run.params is not None:
         run.check_data(names, shape=shape)
     estimator.set_params(classes=classes, input_shape=tuple(int(s) for s in shape))
+    architecture = estimator.head if run.method in SCATTER_METHODS else estimator.model  # scatter: its head
     if not args.no_progress:
         print(
-            f"one-run audit of {estimator.model} CNN on {dataset} ({len(X)} records + {m} canary slots, "
-            f"{'white' if args.white_box else 'black'}-box, {device}): one training run...",
+            f"one-run audit of {_described(run.method, architecture)} on {dataset} ({len(X)} records + {m} canary "
+            f"slots, {'white' if args.white_box else 'black'}-box, {device}): one training run...",
             file=sys.stderr,
         )
     result = torch_classifier_one_run_audit(
@@ -127,7 +142,7 @@ def audit_cnn(args: argparse.Namespace, run: AuditedRun) -> None:
         "dataset": dataset,
         "method": run.method,
         "estimator": type(estimator).__name__,
-        "architecture": estimator.model,
+        "architecture": architecture,
         "audit": "one-run",
         "guarantee_of_the_audit": "none: the audit reads which canaries were trained on; it is a test, not a "
         "release (the audited run itself has the claimed guarantee on n_train records)",
@@ -147,13 +162,19 @@ def audit_cnn(args: argparse.Namespace, run: AuditedRun) -> None:
     emit(out, as_json=args.json, render=_render)
 
 
+def _described(method: str, architecture: str) -> str:
+    if method in SCATTER_METHODS:
+        return f"{architecture} head on ScatterNet features"
+    return f"{architecture} CNN"
+
+
 def _render(r: dict[str, Any]) -> str:
     verdict = "VIOLATED: the claim is false" if r["exceeds_claim"] else "consistent with the claim"
     rows = [
         (
             "method",
-            f"{r['method']} ({r['architecture']} CNN) on {r['dataset']}: {r['n_real']} records + {r['m']} "
-            f"canary slots = {r['n_train']} (one training run)",
+            f"{r['method']} ({_described(r['method'], r['architecture'])}) on {r['dataset']}: {r['n_real']} records "
+            f"+ {r['m']} canary slots = {r['n_train']} (one training run)",
         ),
         ("claimed", f"({fmt(r['claimed_epsilon'], 4)}, {fmt(r['delta'], 3)})-DP, {r['neighbouring']}"),
         ("epsilon lower bound", f"{r['epsilon_lower']:.4f} at {100 * r['confidence']:.0f}% confidence ({verdict})"),

@@ -464,19 +464,25 @@ def load_image_arrays(dataset: str, *, max_train: int | None, seed: int | None, 
     return parts[0], data.y_train, parts[1], data.y_test, codes, tuple(data.info.classes), parts[0].shape[1:]
 
 
+def build_scatter_classifier(args: argparse.Namespace, *, device: Any, cache_features: bool) -> Any:
+    """``--method scatter-linear|scatter-cnn``'s :class:`~privml.torch.ScatterClassifier` with the CLI's settings
+    (imports torch; also ``privml audit``'s); its settings are checked by :func:`~privml.cli._settings.checked`."""
+    from privml.torch._scatter_classifier import ScatterClassifier  # lazy(extra): torch
+
+    return ScatterClassifier(
+        epsilon=args.epsilon, delta=args.delta, head=args.method.removeprefix("scatter-"), random_state=args.seed,
+        progress=not args.no_progress, device=str(device), cache_features=cache_features, **cnn_settings(args),
+    )
+
+
 def _train_scatter(args: argparse.Namespace, dataset: str) -> None:
     """``--method scatter-linear|scatter-cnn``: DP-SGD on ScatterNet features of images."""
     from privml.torch._classifier import resolve_device  # lazy(extra): torch, for these methods only
-    from privml.torch._scatter_classifier import ScatterClassifier  # lazy(extra): torch
 
     device = resolve_device(args.device or "auto")  # a missing GPU is an error before any data is read
     user = dataset.startswith("npz:")
-    model = checked(ScatterClassifier(  # its settings checked before the data (the image shape: at fit)
-        epsilon=args.epsilon, delta=args.delta, head=args.method.removeprefix("scatter-"),
-        random_state=args.seed, progress=not args.no_progress, device=str(device),
-        # A built-in set's features are kept in its (private) cache; the user's images are not copied anywhere.
-        cache_features=not user, **cnn_settings(args),
-    ))
+    # A built-in set's features are kept in its (private) cache; the user's images are not copied anywhere.
+    model = checked(build_scatter_classifier(args, device=device, cache_features=not user))  # the shape: at fit
     X_train, y_train, X_test, y_test, classes, names, shape = load_image_arrays(
         dataset, max_train=args.max_train, seed=args.seed, classes=args.classes, test_path=args.test_path)
     model.set_params(input_shape=tuple(int(s) for s in shape), classes=classes)
